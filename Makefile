@@ -1,0 +1,37 @@
+# Two commands for a new user: `make run` (set up, then the main job) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_SPEC ?= torch==2.13.0
+QUESTIONS ?= 12
+SCALE ?= 0.1
+MODE ?= fusion
+DATA := data/generated
+
+.PHONY: setup run test bench clean
+
+$(BIN)/memfarm: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch first, pinned to a CPU build, so nothing below pulls a multi-GB CUDA build.
+	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@
+
+setup: $(BIN)/memfarm
+
+run: setup
+	mkdir -p $(DATA) results
+	$(BIN)/memfarm synth longmemeval --questions $(QUESTIONS) --scale $(SCALE) --seed 7 --output $(DATA)/longmemeval_s_synth.json
+	$(BIN)/memfarm extract-questions --input $(DATA)/longmemeval_s_synth.json --output $(DATA)/longmemeval_questions.json
+	$(BIN)/memfarm run longmemeval --dataset $(DATA)/longmemeval_s_synth.json \
+		--questions $(DATA)/longmemeval_questions.json --retrieval-mode $(MODE) --cache-dir cache/items
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/memfarm bench engine
+
+clean:
+	rm -rf $(VENV) cache $(DATA) *.egg-info

@@ -1,0 +1,205 @@
+"""LongMemEval-S: one item per question, one doc per turn.
+
+Reads `longmemeval_s_cleaned.json` (or a generated file of the same shape)
+as a stream. Native session ids stay with the runner for scoring; the
+system only ever sees rendered turns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+from adapters.contracts import Item, Question, Turn
+from adapters.jsonstream import iter_array
+from memoria.errors import DatasetError
+
+logger = logging.getLogger(__name__)
+
+BENCHMARK = {
+    "name": "longmemeval",
+    "title": "LongMemEval-S",
+    "source": "longmemeval_s_cleaned.json (xiaowu0162/LongMemEval)",
+    "item_unit": "question",
+    "scoring_profiles": ("memoria", "longmemeval"),
+}
+REQUIRED_FIELDS = ("question", "haystack_session_ids", "haystack_sessions", "answer_session_ids")
+
+
+def question_id(raw: dict, index: int) -> str:
+    qid = raw.get("question_id") if isinstance(raw, dict) else None
+    return str(qid) if qid not in (None, "") else f"q_{index}"
+
+
+def scan(path: str | Path) -> list[str]:
+    """Read the file once for its question ids; refuse duplicates with both positions."""
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(iter_array(path)):
+        qid = question_id(raw, index)
+        if qid in seen:
+            raise DatasetError(f"{path}: duplicate question_id {qid!r} at positions {seen[qid]} and {index}")
+        seen[qid] = index
+    if not seen:
+        raise DatasetError(f"{path}: the array holds no questions")
+    return list(seen)
+
+
+def first_answer_turn(raw: dict) -> str:
+    """Content of the first turn of the first answer session, in haystack order."""
+    answers = set(raw.get("answer_session_ids") or [])
+    for sid, session in zip(raw.get("haystack_session_ids") or [], raw.get("haystack_sessions") or []):
+        if sid in answers and session:
+            return str(session[0].get("content", ""))
+    return ""
+
+
+def extract_questions(dataset: str | Path, output: str | Path) -> int:
+    """Write the companion file (question_id, query, expected, expected_ids)."""
+    entries = []
+    for index, raw in enumerate(iter_array(dataset)):
+        if not isinstance(raw, dict):
+            raise DatasetError(f"{dataset}: element {index} is not an object")
+        entries.append({
+            "question_id": question_id(raw, index),
+            "query": raw.get("question", ""),
+            "expected": first_answer_turn(raw),
+            "expected_ids": list(raw.get("answer_session_ids") or []),
+        })
+    Path(output).write_text(json.dumps(entries, ensure_ascii=False, indent=1), encoding="utf-8")
+    return len(entries)
+
+
+def load_companion(path: str | Path | None) -> dict[str, dict] | None:
+    if path is None:
+        return None
+    try:
+        entries = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"{path}: cannot read the questions file ({exc})") from exc
+    if not isinstance(entries, list):
+        raise DatasetError(f"{path}: the questions file must be a JSON array")
+    return {str(e.get("question_id")): e for e in entries if isinstance(e, dict)}
+
+
+def abstention_reason(raw: dict, qid: str, expected: str) -> str | None:
+    """Which of the four triggers marks this question as an abstention, if any."""
+    if raw.get("_abs"):
+        return "_abs field"
+    if qid.endswith("_abs"):
+        return "question_id ends with _abs"
+    if "don't know" in expected.lower():
+        return "expected says don't know"
+    if any("_abs" in str(s) for s in raw.get("answer_session_ids") or []):
+        return "answer session id contains _abs"
+    return None
+
+
+class LongMemEval:
+    """Turns a LongMemEval-S file into items, one per question."""
+
+    benchmark = BENCHMARK
+
+    def __init__(self, path: str | Path, companion: str | Path | None = None, profile: str = "memoria"):
+        self.path = Path(path)
+        self.profile = profile
+        self.companion = load_companion(companion)
+        self._warned = False
+
+    def scan(self) -> list[str]:
+        return scan(self.path)
+
+    def iter_items(self, limit: int | None = None) -> Iterator[Item]:
+        for index, raw in enumerate(iter_array(self.path)):
+            if limit is not None and index >= limit:
+                return
+            qid = question_id(raw, index)
+            try:
+                yield self._item(raw, qid)
+            except _BadField as bad:
+                yield {"item_id": qid, "benchmark": "longmemeval", "error": str(bad), "field": bad.field}
+
+    def _item(self, raw: dict, qid: str) -> Item:
+        if not isinstance(raw, dict):
+            raise _BadField(f"question {qid}: element is {type(raw).__name__}, not an object", "question")
+        for field in REQUIRED_FIELDS:
+            if field not in raw:
+                raise _BadField(f"question {qid}: missing field {field!r}", field)
+        ids, sessions = raw["haystack_session_ids"], raw["haystack_sessions"]
+        if not isinstance(ids, list) or not isinstance(sessions, list) or len(ids) != len(sessions):
+            raise _BadField(f"question {qid}: haystack_session_ids and haystack_sessions differ in length", "haystack_sessions")
+        dates = raw.get("haystack_dates") or [""] * len(ids)
+        answer_ids = [str(s) for s in raw["answer_session_ids"]]
+        turns, stats = self._turns(qid, ids, sessions, dates)
+        question = self._question(raw, qid, answer_ids, turns)
+        return {"item_id": qid, "benchmark": "longmemeval", "turns": turns, "questions": [question], "stats": stats}
+
+    def _turns(self, qid, ids, sessions, dates) -> tuple[list[Turn], dict]:
+        turns: list[Turn] = []
+        seen, stats = set(), {"empty_turns_skipped": 0, "duplicate_sessions_skipped": 0, "assistant_turns_skipped": 0}
+        for s_index, (sid, session, date) in enumerate(zip(ids, sessions, dates)):
+            sid = str(sid)
+            if sid in seen:
+                stats["duplicate_sessions_skipped"] += 1
+                continue
+            seen.add(sid)
+            if not isinstance(session, list):
+                raise _BadField(f"question {qid}: session {sid} is not a list of turns", "haystack_sessions")
+            for t_index, turn in enumerate(session):
+                if not isinstance(turn, dict):
+                    raise _BadField(f"question {qid}: session {sid} turn {t_index} is not an object", "haystack_sessions")
+                content, role = turn.get("content"), turn.get("role", "")
+                if self.profile == "longmemeval" and role != "user":
+                    stats["assistant_turns_skipped"] += 1
+                    continue
+                if not isinstance(content, str) or not content.strip():
+                    stats["empty_turns_skipped"] += 1
+                    continue
+                turns.append({
+                    "session_id": sid,
+                    "turn_id": f"{sid}#{t_index}",
+                    "text": content,
+                    "props": {"role": role, "date": str(date), "turn_index": t_index, "session_index": s_index},
+                    "has_answer": bool(turn.get("has_answer")),
+                    "first_of_session": t_index == 0,
+                })
+        return turns, stats
+
+    def _question(self, raw: dict, qid: str, answer_ids: list[str], turns: list[dict]) -> Question:
+        answer_set = set(answer_ids)
+        companion = (self.companion or {}).get(qid)
+        expected = str(companion.get("expected", "")) if companion else ""
+        in_answer = [t for t in turns if t["session_id"] in answer_set]
+        if self.profile == "longmemeval":
+            gold_turns = [t["turn_id"] for t in in_answer if t["has_answer"]]
+        elif expected.strip():
+            gold_turns = [t["turn_id"] for t in in_answer if expected in t["text"]]
+        else:
+            if self.companion is None and not self._warned:
+                logger.warning("no questions file: turn gold falls back to the first turn of each answer session")
+                self._warned = True
+            gold_turns = [t["turn_id"] for t in in_answer if t["first_of_session"]]
+        if not companion:
+            expected = str(raw.get("answer", ""))
+        reason = abstention_reason(raw, qid, expected)
+        question: Question = {
+            "question_id": qid,
+            "question": str(raw["question"]),
+            "question_date": str(raw.get("question_date", "")),
+            "question_type": str(raw.get("question_type", "")),
+            "expected": expected,
+            "expected_ids": answer_ids,
+            "gold_sessions": answer_ids,
+            "gold_turns": gold_turns,
+            "abstention": reason is not None,
+        }
+        if reason:
+            question["abstention_reason"] = reason
+        return question
+
+
+class _BadField(Exception):
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field

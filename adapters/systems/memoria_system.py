@@ -1,0 +1,72 @@
+"""Memoria behind the same narrow contract every system under test uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memoria import BatchLoader, MemoryInterface, defaults
+
+
+class MemoriaSystem:
+    """One Memoria state per item; `mode` picks the retrieval sources."""
+
+    name = "memoria"
+
+    def __init__(self, mode: str = defaults.DEFAULT_MODE, batch_size: int = defaults.DEFAULT_BATCH_SIZE,
+                 max_workers: int = defaults.DEFAULT_MAX_WORKERS, parallel_extract: bool = True, embedder=None):
+        if mode not in defaults.MODE_SOURCES:
+            raise ValueError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
+        self.mode = mode
+        self.batch_size = batch_size
+        self.max_workers = max_workers
+        self.parallel_extract = parallel_extract
+        self.memory = MemoryInterface(embedder=embedder)
+        self.last_diagnostics: dict = {}
+
+    @property
+    def embedding_signature(self) -> dict:
+        return self.memory.embedder.signature
+
+    @property
+    def config(self) -> dict:
+        """What the manifest discloses about this system."""
+        return {
+            "name": self.name,
+            "retrieval_mode": self.mode,
+            "sources": list(defaults.MODE_SOURCES[self.mode]),
+            "ranking": {"enabled": False, "mmr": False},
+            "batch_size": self.batch_size,
+            "vector_store": type(self.memory.vectors.index).__name__ + "(IndexFlatIP)",
+            **self.memory.settings,
+        }
+
+    def reset(self) -> None:
+        self.memory.reset()
+
+    def ingest(self, docs: list[dict]) -> None:
+        texts = [d["text"] for d in docs]
+        metadatas = [{"external_id": d["external_id"], "label": d["label"], **d["props"]} for d in docs]
+        BatchLoader(self.memory).insert_batch(
+            texts, metadatas, batch_size=self.batch_size,
+            parallel_extract=self.parallel_extract, max_workers=self.max_workers,
+        )
+
+    def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
+        response = self.memory.recall(query, mode=self.mode, limit=top_k)
+        self.last_diagnostics = response["diagnostics"]
+        return [
+            {
+                "external_id": c["metadata"]["external_id"],
+                "score": c["score"],
+                "diagnostics": {"final_score": c["final_score"], **c["diagnostics"]},
+            }
+            for c in response["results"]
+            if c["metadata"].get("label") == label
+        ]
+
+    # Optional: systems that can snapshot their state get the per-item cache.
+    def snapshot(self, directory: Path) -> list[Path]:
+        return list(self.memory.snapshot(directory).values())
+
+    def restore(self, directory: Path) -> None:
+        self.memory.restore(directory)

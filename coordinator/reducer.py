@@ -1,0 +1,152 @@
+"""Assemble item outcomes into one results file and one reproducibility manifest.
+
+The local executor and the farm both end here, so their files are the same.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from memoria import defaults
+from memoria.errors import ResultsError
+from workers.metrics import METRIC_NAMES, average
+
+RESULTS_FORMAT = "memoria-farm/results/1"
+
+
+def git_commit() -> str:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (commit + ("-dirty" if dirty else "")) if commit else "unknown"
+
+
+def settings_snapshot() -> dict:
+    return {name: (list(v) if isinstance(v, tuple) else v) for name, v in vars(defaults).items()
+            if name.isupper() and not name.startswith("_")}
+
+
+def summarize(records: list[dict], group_key: str | None) -> dict:
+    scored = [r for r in records if r.get("metrics")]
+    summary = {"all": average(scored)}
+    if group_key:
+        groups = defaultdict(list)
+        for record in scored:
+            groups[str(record.get(group_key, ""))].append(record)
+        summary[f"by_{group_key}"] = {g: average(rs) for g, rs in sorted(groups.items())}
+    return summary
+
+
+def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
+    """(results, manifest) from item outcomes in dataset order and the run's context."""
+    records = [r for outcome in outcomes for r in outcome["records"]]
+    ids = [r["question_id"] for r in records]
+    if len(ids) != len(set(ids)):
+        raise ResultsError("records hold a question twice; refusing to reduce")
+    ok = [r for r in records if r.get("status") == "ok"]
+    abstentions = sum(1 for r in ok if r.get("abstention"))
+    excluded = sum(1 for r in ok if r.get("excluded") and not r.get("abstention"))
+    failed = [r for r in records if r.get("status") != "ok"]
+    evaluable = sum(1 for r in ok if r.get("metrics"))
+    summary = summarize(records, context.get("group_key"))
+    signature = context.get("embedding_signature") or {}
+    results = {
+        "format": RESULTS_FORMAT,
+        "benchmark": context["benchmark_title"],
+        "benchmark_key": context["benchmark"],
+        "system": context["system_config"].get("name"),
+        "question_count": len(records),
+        "retrieval_evaluable": evaluable,
+        "abstentions_excluded": abstentions,
+        "excluded": excluded,
+        "failed": len(failed),
+        "metrics": summary,
+        "records": records,
+        "dataset_checksum": context["dataset_sha256"],
+        "embedder": signature.get("model_id"),
+        "embedding_dimension": signature.get("dimension"),
+        "commit": context.get("commit") or git_commit(),
+        "retrieval_mode": context["system_config"].get("retrieval_mode"),
+        "scoring_profile": context["scoring_profile"],
+        "settings": settings_snapshot(),
+        "command": context["command"],
+        "elapsed_seconds": round(context["elapsed_seconds"], 3),
+    }
+    caches = [o.get("cache") for o in outcomes if o.get("cache")]
+    manifest = {
+        "format": RESULTS_FORMAT + "/manifest",
+        "dataset": {"path": str(context["dataset_path"]), "sha256": context["dataset_sha256"]},
+        "arguments": context["arguments"],
+        "command": context["command"],
+        "commit": results["commit"],
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "system": context["system_config"],
+        "vector_store": context["system_config"].get("vector_store"),
+        "retrieval": {
+            "mode": results["retrieval_mode"],
+            "sources": context["system_config"].get("sources"),
+            "candidate_limit": context["top_k"],
+        },
+        "ranking": context["system_config"].get("ranking", {"enabled": False, "mmr": False}),
+        "fairness": {"top_k": context["top_k"], "rendering": context.get("rendering")},
+        "cache": {
+            "dir": context.get("cache_dir"),
+            "rebuild": context.get("rebuild_cache", False),
+            "signature": signature,
+            "format_version": defaults.INDEX_FORMAT_VERSION,
+            "hits": sum(1 for c in caches if c["hit"]),
+            "misses": sum(1 for c in caches if not c["hit"]),
+            "rebuild_reasons": {o["item_id"]: o["cache"]["reason"] for o in outcomes
+                                if o.get("cache") and not o["cache"]["hit"]},
+        },
+        "evaluation": {
+            "k_values": list(context["k_values"]),
+            "scoring_profile": context["scoring_profile"],
+            "metric_names": list(METRIC_NAMES),
+            "levels": ["session", "turn"],
+            "question_count": len(records),
+            "evaluable": evaluable,
+            "turn_evaluable": summary["all"]["evaluable"]["turn"],
+            "abstentions": abstentions,
+            "excluded": excluded,
+            "failed": len(failed),
+        },
+        "failures": [{"question_id": r["question_id"], "item_id": r["item_id"], "attempt": r.get("attempt"),
+                      "error": r.get("error"), "field": r.get("field")} for r in failed],
+        "items": [{"item_id": o["item_id"], "timings": o.get("timings", {}), "stats": o.get("stats", {}),
+                   "worker": (o["records"][0].get("worker") if o["records"] else None)} for o in outcomes],
+        "settings": results["settings"],
+        "elapsed_seconds": results["elapsed_seconds"],
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if context.get("farm"):
+        manifest["farm"] = context["farm"]
+    return results, manifest
+
+
+def write_results(results: dict, manifest: dict, output: str | Path) -> tuple[Path, Path]:
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    manifest_path = output.with_name(output.name[:-5] + ".manifest.json" if output.name.endswith(".json")
+                                     else output.name + ".manifest.json")
+    for path, data in ((output, results), (manifest_path, manifest)):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+        tmp.replace(path)
+    return output, manifest_path
+
+
+def default_output(benchmark: str, mode: str) -> Path:
+    return Path("results") / f"{benchmark}_{mode}_{time.strftime('%Y%m%d-%H%M%S')}.json"

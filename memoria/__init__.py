@@ -1,0 +1,7 @@
+"""Memoria: a retrieval engine over raw text (SQLite + FAISS + BM25 + fusion)."""
+
+from memoria.interface import MemoryInterface
+from memoria.loader import BatchLoader
+
+__all__ = ["MemoryInterface", "BatchLoader"]
+__version__ = "0.1.0"

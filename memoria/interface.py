@@ -1,0 +1,213 @@
+"""MemoryInterface: store raw text, recall ranked candidates, snapshot the state.
+
+One interface is one isolated memory state. The harness builds one per item,
+snapshots it into the item cache, and restores it on the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from memoria import defaults
+from memoria.bm25 import BM25Index
+from memoria.errors import SnapshotError, UnknownModeError
+from memoria.rrf import reciprocal_rank_fusion
+from memoria.store import MemoryStore
+from memoria.vectors import VectorIndex
+
+logger = logging.getLogger(__name__)
+
+#: File names of a snapshot; the item cache hashes each of them.
+SNAPSHOT_FILES = {"store": "memory.sqlite", "vectors": "vectors.faiss", "bm25": "bm25.json"}
+
+
+class MemoryInterface:
+    """One memory state: SQLite rows plus FAISS and BM25 indexes derived from them."""
+
+    def __init__(
+        self,
+        embedder=None,
+        candidate_pool: int = defaults.DEFAULT_CANDIDATE_POOL,
+        rrf_k: int = defaults.DEFAULT_RRF_K,
+    ):
+        self._embedder = embedder
+        self.candidate_pool = candidate_pool
+        self.rrf_k = rrf_k
+        self.dimension = embedder.dimension if embedder is not None else defaults.EMBEDDING_DIMENSION
+        self.store = MemoryStore()
+        self.vectors = VectorIndex(self.dimension)
+        self.bm25 = BM25Index()
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from memoria.embedder import Embedder
+
+            self._embedder = Embedder.shared()
+        return self._embedder
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    @property
+    def settings(self) -> dict:
+        return {"candidate_pool": self.candidate_pool, "rrf_k": self.rrf_k, "bm25": {
+            "k1": self.bm25.k1, "b": self.bm25.b, "epsilon": self.bm25.epsilon}}
+
+    # -- writing -----------------------------------------------------------
+    def insert(self, texts: list[str], metadatas: list[dict], vectors: np.ndarray | None) -> list[int]:
+        """Store already-validated memories; all of them or, on error, none."""
+        first = self.store.next_id()
+        ids = list(range(first, first + len(texts)))
+        self.store.insert(ids, texts, [json.dumps(m, ensure_ascii=False, sort_keys=True) for m in metadatas])
+        try:
+            if vectors is not None:
+                self.vectors.add(ids, vectors)
+            self.bm25.add(ids, texts)
+        except Exception:
+            self.store.delete(ids)
+            self.vectors.index.remove_ids(np.asarray(ids, dtype=np.int64))
+            del self.bm25.ids[-len(ids):], self.bm25.tokens[-len(ids):]
+            raise
+        return ids
+
+    def reset(self) -> None:
+        """Forget everything: rows and every derived index."""
+        self.store.clear()
+        self.vectors.clear()
+        self.bm25.clear()
+
+    # -- reading -----------------------------------------------------------
+    def recall(self, query: str, mode: str = defaults.DEFAULT_MODE, limit: int = defaults.DEFAULT_TOP_K) -> dict:
+        """Ranked candidates for `query` under `mode`, with per-source diagnostics.
+
+        Returns `{"results": [candidate, ...], "diagnostics": {...}}`; each
+        candidate has rank, id, text, metadata, score, final_score and
+        diagnostics saying which sources found it, at which rank and score.
+        """
+        if mode not in defaults.MODE_SOURCES:
+            raise UnknownModeError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
+        started = time.perf_counter()
+        submitted = list(defaults.MODE_SOURCES[mode])
+        diagnostics = {
+            "mode": mode,
+            "policy": "all",
+            "sources_submitted": submitted,
+            "sources_completed": [],
+            "sources_pending": [],
+            "sources_failed": {},
+            "source_ms": {},
+            "candidate_pool": max(self.candidate_pool, limit),
+        }
+        if len(self.store) == 0 or not query.strip():
+            diagnostics.update(finish_reason="empty_store" if len(self.store) == 0 else "empty_query", total_ms=0.0)
+            return {"results": [], "diagnostics": diagnostics}
+
+        pool = diagnostics["candidate_pool"]
+        lists: dict[str, list[tuple[int, float]]] = {}
+        query_vector = None
+        for source in submitted:
+            t0 = time.perf_counter()
+            try:
+                if source in ("faiss", "fusion") and query_vector is None:
+                    query_vector = self.embedder.encode([query])[0]
+                    diagnostics["embed_ms"] = _ms(t0)
+                if source == "faiss":
+                    lists["faiss"] = self.vectors.search(query_vector, pool)
+                elif source == "bm25":
+                    lists["bm25"] = self.bm25.search(query, pool)
+                elif source == "fusion":
+                    lists["faiss"] = self.vectors.search(query_vector, pool)
+                    lists["bm25"] = self.bm25.search(query, pool)
+                diagnostics["sources_completed"].append(source)
+            except Exception as exc:  # a failed source is reported, the others still answer
+                logger.warning("source %s failed on %r: %s", source, query[:80], exc)
+                diagnostics["sources_failed"][source] = f"{type(exc).__name__}: {exc}"
+            diagnostics["source_ms"][source] = _ms(t0)
+
+        if mode == "fusion" and "fusion" in diagnostics["sources_completed"]:
+            ranked = self._fuse(lists)
+        else:
+            ranked = _round_robin(lists, submitted)
+        results = self._materialise(ranked[:limit], lists)
+        diagnostics["finish_reason"] = "all_completed" if not diagnostics["sources_failed"] else "partial"
+        diagnostics["total_ms"] = _ms(started)
+        return {"results": results, "diagnostics": diagnostics}
+
+    def _fuse(self, lists: dict[str, list[tuple[int, float]]]) -> list[tuple[int, float, dict]]:
+        fused = reciprocal_rank_fusion({s: [i for i, _ in pairs] for s, pairs in lists.items()}, k=self.rrf_k)
+        return [
+            (e["id"], e["score"], {"kind": "fusion", "rrf_k": self.rrf_k, "contributions": e["contributions"]})
+            for e in fused
+        ]
+
+    def _materialise(self, ranked, lists) -> list[dict]:
+        positions = {s: {i: (r, sc) for r, (i, sc) in enumerate(pairs, start=1)} for s, pairs in lists.items()}
+        rows = self.store.get([doc_id for doc_id, _, _ in ranked])
+        results = []
+        for rank, (doc_id, score, extra) in enumerate(ranked, start=1):
+            text, metadata = rows[doc_id]
+            found = {s: {"rank": pos[doc_id][0], "score": pos[doc_id][1]} for s, pos in positions.items() if doc_id in pos}
+            diagnostics = {"sources": found}
+            if extra:
+                diagnostics[extra.pop("kind")] = extra
+            results.append({
+                "rank": rank,
+                "id": doc_id,
+                "text": text,
+                "metadata": metadata,
+                "score": score,
+                "final_score": score,
+                "diagnostics": diagnostics,
+            })
+        return results
+
+    # -- persistence -------------------------------------------------------
+    def snapshot(self, directory: str | Path) -> dict[str, Path]:
+        """Write the whole state into `directory`; returns the files written."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        paths = {name: directory / filename for name, filename in SNAPSHOT_FILES.items()}
+        self.store.save(paths["store"])
+        self.vectors.save(paths["vectors"])
+        self.bm25.save(paths["bm25"])
+        return paths
+
+    def restore(self, directory: str | Path) -> None:
+        """Replace this state with the one snapshotted in `directory`."""
+        directory = Path(directory)
+        missing = [f for f in SNAPSHOT_FILES.values() if not (directory / f).is_file()]
+        if missing:
+            raise SnapshotError(f"{directory}: snapshot is missing {', '.join(missing)}")
+        store = MemoryStore.load(directory / SNAPSHOT_FILES["store"])
+        vectors = VectorIndex.load(directory / SNAPSHOT_FILES["vectors"], self.dimension)
+        bm25 = BM25Index.load(directory / SNAPSHOT_FILES["bm25"])
+        if len(bm25) != len(store) or len(vectors) not in (0, len(store)):
+            raise SnapshotError(
+                f"{directory}: snapshot parts disagree ({len(store)} rows, {len(vectors)} vectors, {len(bm25)} BM25 docs)"
+            )
+        self.store, self.vectors, self.bm25 = store, vectors, bm25
+
+
+def _round_robin(lists: dict[str, list[tuple[int, float]]], order: list[str]) -> list[tuple[int, float, dict]]:
+    """Merge source lists without fusing scores: alternate ranks, first occurrence wins."""
+    sources = [s for s in order if s in lists]
+    merged, seen = [], set()
+    depth = max((len(lists[s]) for s in sources), default=0)
+    for position in range(depth):
+        for source in sources:
+            if position < len(lists[source]):
+                doc_id, score = lists[source][position]
+                if doc_id not in seen:
+                    seen.add(doc_id)
+                    merged.append((doc_id, score, {} if len(sources) == 1 else {"kind": "merge", "placed_by": source}))
+    return merged
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000.0, 3)

@@ -1,0 +1,54 @@
+"""Exact inner-product search over unit vectors (cosine), via FAISS with an id map."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+from memoria.errors import SnapshotError
+
+
+class VectorIndex:
+    """A FAISS `IndexIDMap2(IndexFlatIP)` keyed by the store's integer ids."""
+
+    def __init__(self, dimension: int):
+        self.dimension = dimension
+        self.index = faiss.IndexIDMap2(faiss.IndexFlatIP(dimension))
+
+    def __len__(self) -> int:
+        return int(self.index.ntotal)
+
+    def add(self, ids: list[int], vectors: np.ndarray) -> None:
+        if len(ids) != len(vectors):
+            raise ValueError(f"{len(ids)} ids for {len(vectors)} vectors")
+        if len(ids):
+            self.index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(ids, dtype=np.int64))
+
+    def clear(self) -> None:
+        self.index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
+
+    def search(self, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """Best-first (id, cosine) pairs; equal scores ordered by id."""
+        k = min(limit, len(self))
+        if k <= 0:
+            return []
+        scores, ids = self.index.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), k)
+        pairs = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+        return sorted(pairs, key=lambda p: (-p[1], p[0]))
+
+    def save(self, path: Path) -> None:
+        faiss.write_index(self.index, str(path))
+
+    @classmethod
+    def load(cls, path: Path, dimension: int) -> "VectorIndex":
+        try:
+            index = faiss.read_index(str(path))
+        except RuntimeError as exc:
+            raise SnapshotError(f"{path}: unreadable FAISS index ({exc})") from exc
+        if index.d != dimension:
+            raise SnapshotError(f"{path}: index has dimension {index.d}, expected {dimension}")
+        loaded = cls(dimension)
+        loaded.index = index
+        return loaded
