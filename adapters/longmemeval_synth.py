@@ -185,11 +185,11 @@ def _question(rng, seed, index, qtype, abstention, sessions_per_q, pool, quirks,
 
     n_fillers = max(1, sessions_per_q - n_evidence + rng.randint(-1, 1))
     fillers = rng.sample(pool, min(n_fillers, len(pool)))
-    quirk_of = {}
+    sessions = [(fid, _filler_session(seed, fid)) for fid in fillers]
     for name in ("empty_turn", "huge_turn"):
-        if index in quirks[name]:
-            quirk_of[fillers[0 if name == "empty_turn" else -1]] = name
-    sessions = [(fid, _filler_session(seed, fid, quirk_of.get(fid))) for fid in fillers]
+        if index in quirks[name]:  # a session of its own, so shared ids keep identical content
+            fid = f"{_hex(rng)}_{rng.randint(1, 4)}"
+            sessions[rng.randrange(len(sessions))] = (fid, _filler_session(seed, fid, name))
     if index in quirks["duplicate_session"]:
         sessions.append(sessions[rng.randrange(len(sessions))])
 

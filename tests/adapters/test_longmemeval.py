@@ -1,0 +1,154 @@
+import json
+import logging
+
+import pytest
+
+from adapters.longmemeval import LongMemEval, abstention_reason, extract_questions, scan
+from adapters.longmemeval_synth import TYPE_COUNTS, generate
+from memoria.errors import DatasetError
+from tests.helpers import write_dataset
+
+
+def _raw(**over):
+    raw = {
+        "question_id": "aa11bb22", "question": "What is my dog called?", "answer": "Rex",
+        "haystack_session_ids": ["filler_1", "answer_x1"],
+        "haystack_dates": ["2023/01/01 (Sun) 10:00", "2023/02/01 (Wed) 10:00"],
+        "haystack_sessions": [
+            [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}],
+            [{"role": "user", "content": "We adopted a puppy."},
+             {"role": "assistant", "content": "Nice!"},
+             {"role": "user", "content": "We named him Rex, after the puppy.", "has_answer": True}],
+        ],
+        "answer_session_ids": ["answer_x1"],
+    }
+    raw.update(over)
+    return raw
+
+
+@pytest.mark.parametrize("raw, qid, expected, reason", [
+    (_raw(_abs=True), "aa11bb22", "x", "_abs field"),
+    (_raw(), "aa11bb22_abs", "x", "question_id ends with _abs"),
+    (_raw(), "aa11bb22", "I Don't Know that", "expected says don't know"),
+    (_raw(answer_session_ids=["answer_x1_abs"]), "aa11bb22", "x", "answer session id contains _abs"),
+    (_raw(), "aa11bb22", "x", None),
+])
+def test_each_abstention_trigger_alone(raw, qid, expected, reason):
+    assert abstention_reason(raw, qid, expected) == reason
+
+
+def _item(tmp_path, raw, profile="memoria", companion=True):
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([raw]))
+    questions = None
+    if companion:
+        questions = tmp_path / "q.json"
+        extract_questions(data, questions)
+    return next(LongMemEval(data, questions, profile).iter_items())
+
+
+def test_gold_turns_under_the_memoria_profile(tmp_path):
+    item = _item(tmp_path, _raw())
+    # expected = first turn of the first answer session; gold = answer-session turns containing it
+    assert item["questions"][0]["expected"] == "We adopted a puppy."
+    assert item["questions"][0]["gold_turns"] == ["answer_x1#0"]
+
+
+def test_gold_turns_under_the_longmemeval_profile(tmp_path):
+    item = _item(tmp_path, _raw(), profile="longmemeval")
+    assert item["questions"][0]["gold_turns"] == ["answer_x1#2"]
+    assert all(t["props"]["role"] == "user" for t in item["turns"])  # user turns only are indexed
+
+
+def test_companion_fallback_warns_once(tmp_path, caplog):
+    data = tmp_path / "d.json"
+    second = _raw(question_id="cc33dd44")
+    data.write_text(json.dumps([_raw(), second]))
+    with caplog.at_level(logging.WARNING):
+        items = list(LongMemEval(data, None, "memoria").iter_items())
+    assert [i["questions"][0]["gold_turns"] for i in items] == [["answer_x1#0"], ["answer_x1#0"]]
+    assert sum("first turn of each answer session" in r.message for r in caplog.records) == 1
+
+
+def test_empty_turns_and_repeated_sessions_are_skipped_and_counted(tmp_path):
+    raw = _raw()
+    raw["haystack_session_ids"].append("filler_1")
+    raw["haystack_sessions"].append(raw["haystack_sessions"][0])
+    raw["haystack_dates"].append("2023/03/01 (Wed) 10:00")
+    raw["haystack_sessions"][1][1]["content"] = "  "
+    item = _item(tmp_path, raw)
+    assert item["stats"]["duplicate_sessions_skipped"] == 1 and item["stats"]["empty_turns_skipped"] == 1
+    assert len(item["turns"]) == 4
+
+
+def test_missing_haystack_sessions_is_an_item_failure(tmp_path):
+    data = tmp_path / "d.json"
+    bad = _raw(question_id="bad00001")
+    del bad["haystack_sessions"]
+    data.write_text(json.dumps([_raw(), bad]))
+    items = list(LongMemEval(data).iter_items())
+    assert "error" not in items[0]
+    assert items[1]["item_id"] == "bad00001" and items[1]["field"] == "haystack_sessions"
+    assert "bad00001" in items[1]["error"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "expected a JSON array"),
+    ('{"a": 1}', "found a JSON object"),
+    ("[{\"question_id\": \"x\"}, oops]", "not valid JSON in element 1"),
+    ("", "empty"),
+])
+def test_unusable_files_name_the_file(tmp_path, content, message):
+    path = tmp_path / "broken.json"
+    path.write_text(content)
+    with pytest.raises(DatasetError, match=message) as caught:
+        scan(path)
+    assert str(path) in str(caught.value)
+
+
+def test_duplicate_question_ids_are_refused_with_both_positions(tmp_path):
+    path = tmp_path / "dup.json"
+    path.write_text(json.dumps([_raw(), _raw(question_id="other"), _raw()]))
+    with pytest.raises(DatasetError, match=r"'aa11bb22' at positions 0 and 2"):
+        scan(path)
+
+
+def test_generator_is_deterministic_and_faithful():
+    first, second = generate(60, seed=5, scale=0.2), generate(60, seed=5, scale=0.2)
+    assert first == second
+    assert generate(60, seed=6, scale=0.2) != first
+    types = {q["question_type"] for q in first}
+    assert types == set(TYPE_COUNTS)
+    ids = [q["question_id"] for q in first]
+    assert len(set(ids)) == len(ids)
+    assert any(isinstance(q["answer"], int) for q in first) and any(isinstance(q["answer"], str) for q in first)
+    assert 2 <= sum(q["question_id"].endswith("_abs") for q in first) <= 6
+    turns = [t for q in first for s in q["haystack_sessions"] for t in s]
+    assert any(t["content"] == "" for t in turns)
+    assert any(len(t["content"].encode()) > 32_743 for t in turns)
+    assert any(len(q["haystack_session_ids"]) != len(set(q["haystack_session_ids"])) for q in first)
+    assert any(max(q["haystack_dates"]) > q["question_date"] for q in first)
+    assert any(s and s[0]["role"] != "user" for q in first for s in q["haystack_sessions"])
+    for q in first:
+        assert len(q["haystack_dates"]) == len(q["haystack_session_ids"]) == len(q["haystack_sessions"])
+        assert q["haystack_dates"] == sorted(q["haystack_dates"])
+        assert all(a in q["haystack_session_ids"] for a in q["answer_session_ids"])
+    # filler sessions shared between questions carry identical content under the same id
+    content = {}
+    for q in first:
+        for sid, session in zip(q["haystack_session_ids"], q["haystack_sessions"]):
+            assert content.setdefault(sid, session) == session
+    assert sum(len(q["haystack_session_ids"]) for q in first) > len(content)
+
+
+def test_streaming_reader_matches_json_load(tmp_path):
+    path = write_dataset(tmp_path / "d.json", questions=5)
+    from adapters.jsonstream import iter_array
+    import adapters.jsonstream as js
+
+    original = js._CHUNK
+    js._CHUNK = 97  # force elements to straddle many chunk boundaries
+    try:
+        assert list(iter_array(path)) == json.loads(path.read_text())
+    finally:
+        js._CHUNK = original
