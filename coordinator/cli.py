@@ -71,83 +71,349 @@ def extract_questions(input_path, output):
 
 
 # -- runs ------------------------------------------------------------------------
-@main.command()
-@click.argument("benchmark", type=click.Choice(["longmemeval", "locomo"]))
-@click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True)
-@click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Companion questions file (LongMemEval) for turn-level gold.")
-@click.option("--retrieval-mode", type=click.Choice(sorted(defaults.MODE_SOURCES)), default=defaults.DEFAULT_MODE,
-              show_default=True)
-@click.option("--system", "system_name", default="memoria", show_default=True)
-@click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N items.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default=None)
-@click.option("--rebuild-cache", is_flag=True, help="Ignore cached items and rebuild them.")
-@click.option("--output", type=click.Path(dir_okay=False), default=None)
-@click.option("--scoring-profile", type=click.Choice(defaults.SCORING_PROFILES),
-              default=defaults.DEFAULT_SCORING_PROFILE, show_default=True)
-@click.option("--batch-size", type=click.IntRange(1), default=defaults.DEFAULT_BATCH_SIZE, show_default=True)
-@click.option("--workers", type=click.IntRange(1), default=defaults.DEFAULT_MAX_WORKERS, show_default=True,
-              help="Parallel extraction workers inside the engine.")
-@click.option("--top-k", type=click.IntRange(1), default=defaults.DEFAULT_TOP_K, show_default=True)
-@click.pass_context
-def run(ctx, benchmark, dataset, questions, retrieval_mode, system_name, limit, cache_dir, rebuild_cache, output,
-        scoring_profile, batch_size, workers, top_k):
-    """Run BENCHMARK on this machine and write the results file and manifest."""
-    from adapters.systems.memoria_system import MemoriaSystem
-    from coordinator.benchmarks import open_benchmark
-    from coordinator.local import run_items
-    from coordinator.reducer import default_output, reduce_run, write_results
-    from coordinator.report import metrics_table
-    from workers.cache import ItemCache, file_sha256
+def run_options(command):
+    """Options shared by `run` and `submit`: what to evaluate and how."""
+    options = [
+        click.argument("benchmark", type=click.Choice(["longmemeval", "locomo"])),
+        click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True),
+        click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="Companion questions file (LongMemEval) for turn-level gold."),
+        click.option("--retrieval-mode", type=click.Choice(sorted(defaults.MODE_SOURCES)),
+                     default=defaults.DEFAULT_MODE, show_default=True),
+        click.option("--system", "system_name", default="memoria", show_default=True),
+        click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N items."),
+        click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default=None,
+                     help="Per-item cache (local runs; farm workers use their own --cache-dir)."),
+        click.option("--rebuild-cache", is_flag=True, help="Ignore cached items and rebuild them."),
+        click.option("--output", type=click.Path(dir_okay=False), default=None),
+        click.option("--scoring-profile", type=click.Choice(defaults.SCORING_PROFILES),
+                     default=defaults.DEFAULT_SCORING_PROFILE, show_default=True),
+        click.option("--batch-size", type=click.IntRange(1), default=defaults.DEFAULT_BATCH_SIZE, show_default=True),
+        click.option("--workers", type=click.IntRange(1), default=defaults.DEFAULT_MAX_WORKERS, show_default=True,
+                     help="Parallel extraction workers inside the engine."),
+        click.option("--top-k", type=click.IntRange(1), default=defaults.DEFAULT_TOP_K, show_default=True),
+        click.option("--max-attempts", type=click.IntRange(1), default=3, show_default=True,
+                     help="Farm: attempts per item before it is a final failure."),
+        click.option("--run-id", default=None, help="Farm: name the run (default: time + random)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
-    started = time.perf_counter()
-    adapter = open_benchmark(benchmark, dataset, questions, scoring_profile)
-    if benchmark == "longmemeval" and questions is None and scoring_profile == "memoria":
+
+def broker_option(required: bool = True):
+    return click.option("--broker", envvar="MEMFARM_BROKER", required=required, default=None,
+                        help="Redis URL (redis://:password@host:6379/0); also MEMFARM_BROKER.")
+
+
+def _prepare(ctx, p: dict) -> tuple:
+    """The adapter, the item count, the system and the run context shared by local and farm runs."""
+    from adapters.systems import make_system
+    from coordinator.benchmarks import open_benchmark
+    from workers.cache import file_sha256
+
+    adapter = open_benchmark(p["benchmark"], p["dataset"], p["questions"], p["scoring_profile"])
+    if p["benchmark"] == "longmemeval" and p["questions"] is None and p["scoring_profile"] == "memoria":
         click.echo("warning: no --questions file; turn gold is the first turn of each answer session", err=True)
     ids = adapter.scan()
-    total = min(len(ids), limit) if limit else len(ids)
-    dataset_sha = file_sha256(dataset)
-    if system_name != "memoria":
-        raise MemfarmError(f"unknown system {system_name!r}; built in: memoria")
-    system = MemoriaSystem(mode=retrieval_mode, batch_size=batch_size, max_workers=workers)
-    cache = ItemCache(cache_dir, rebuild=rebuild_cache) if cache_dir else None
-    click.echo(f"{benchmark}: {total} items from {dataset} ({system.name}, mode {retrieval_mode})", err=True)
+    total = min(len(ids), p["limit"]) if p["limit"] else len(ids)
+    try:
+        system = make_system(p["system_name"], p["retrieval_mode"], batch_size=p["batch_size"], max_workers=p["workers"])
+    except ValueError as exc:
+        raise MemfarmError(str(exc)) from exc
+    context = {
+        "benchmark": p["benchmark"],
+        "benchmark_title": adapter.benchmark["title"],
+        "group_key": adapter.benchmark.get("group_key", "question_type"),
+        "dataset_path": str(Path(p["dataset"]).resolve()),
+        "dataset_sha256": file_sha256(p["dataset"]),
+        "system_config": system.config,
+        "embedding_signature": getattr(system, "embedding_signature", None),
+        "scoring_profile": p["scoring_profile"],
+        "top_k": p["top_k"],
+        "k_values": defaults.DEFAULT_K_VALUES,
+        "rendering": adapter.benchmark.get("rendering", "turn content as-is"),
+        "cache_dir": str(Path(p["cache_dir"]).resolve()) if p["cache_dir"] else None,
+        "rebuild_cache": p["rebuild_cache"],
+        "arguments": dict(p),
+        "command": ctx.obj["command"],
+    }
+    return adapter, total, system, context
+
+
+def _finish(results: dict, manifest: dict, output, benchmark: str, mode: str) -> None:
+    from coordinator.reducer import default_output, write_results
+    from coordinator.report import metrics_table
+
+    results_path, manifest_path = write_results(results, manifest, output or default_output(benchmark, mode))
+    click.echo(metrics_table(results))
+    click.echo(f"results:  {results_path}\nmanifest: {manifest_path}")
+
+
+@main.command()
+@run_options
+@broker_option(required=False)
+@click.pass_context
+def run(ctx, broker, **p):
+    """Run BENCHMARK and write the results file and manifest.
+
+    Without --broker (or MEMFARM_BROKER) every item runs here, no server needed.
+    With it, items are staged in Redis and run by `memfarm worker` processes.
+    """
+    from coordinator.local import run_items
+    from coordinator.reducer import reduce_run
+    from workers.cache import ItemCache
+
+    started = time.perf_counter()
+    if broker:
+        run_id = _submit(ctx, broker, p)
+        _watch_and_reduce(broker, run_id, p["output"])
+        return
+    adapter, total, system, context = _prepare(ctx, p)
+    cache = ItemCache(p["cache_dir"], rebuild=p["rebuild_cache"]) if p["cache_dir"] else None
+    click.echo(f"{p['benchmark']}: {total} items from {p['dataset']} ({system.name}, mode {p['retrieval_mode']})",
+               err=True)
     misses = []
     with click.progressbar(length=total, label="items", show_eta=True, show_pos=True, file=sys.stderr,
                            item_show_func=lambda o: o["item_id"][:16] if o else "") as bar:
         def advance(outcome):
-            if outcome.get("cache") and not outcome["cache"]["hit"] and cache is not None:
+            if cache is not None and outcome.get("cache") and not outcome["cache"]["hit"]:
                 misses.append(f"{outcome['item_id']}: {outcome['cache']['reason']}")
             bar.update(1, outcome)
 
-        outcomes = run_items(adapter.iter_items(limit=limit), system, top_k=top_k, k_values=defaults.DEFAULT_K_VALUES,
-                             profile=scoring_profile, cache=cache, dataset_sha256=dataset_sha, on_item=advance)
+        outcomes = run_items(adapter.iter_items(limit=p["limit"]), system, top_k=p["top_k"],
+                             k_values=defaults.DEFAULT_K_VALUES, profile=p["scoring_profile"], cache=cache,
+                             dataset_sha256=context["dataset_sha256"], on_item=advance)
     if cache is not None:
         click.echo(f"cache: {total - len(misses)} hits, {len(misses)} rebuilt", err=True)
         for line in misses[:20]:
             click.echo(f"  rebuilt {line}", err=True)
-    context = {
-        "benchmark": benchmark,
-        "benchmark_title": adapter.benchmark["title"],
-        "group_key": adapter.benchmark.get("group_key", "question_type"),
-        "dataset_path": str(Path(dataset).resolve()),
-        "dataset_sha256": dataset_sha,
-        "system_config": system.config,
-        "embedding_signature": system.embedding_signature,
-        "scoring_profile": scoring_profile,
-        "top_k": top_k,
-        "k_values": defaults.DEFAULT_K_VALUES,
-        "rendering": adapter.benchmark.get("rendering", "turn content as-is"),
-        "cache_dir": str(Path(cache_dir).resolve()) if cache_dir else None,
-        "rebuild_cache": rebuild_cache,
-        "arguments": {k: v for k, v in ctx.params.items()},
-        "command": ctx.obj["command"],
-        "elapsed_seconds": time.perf_counter() - started,
-    }
+    context["elapsed_seconds"] = time.perf_counter() - started
     results, manifest = reduce_run(outcomes, context)
-    results_path, manifest_path = write_results(results, manifest, output or default_output(benchmark, retrieval_mode))
-    click.echo(metrics_table(results))
-    click.echo(f"results:  {results_path}\nmanifest: {manifest_path}")
+    _finish(results, manifest, p["output"], p["benchmark"], p["retrieval_mode"])
+
+
+# -- the farm ----------------------------------------------------------------------
+def _farm(broker: str):
+    import os
+
+    os.environ["MEMFARM_BROKER"] = broker
+    from coordinator.ledger import Ledger, connect
+    from workers.app import make_app
+
+    return Ledger(connect(broker)), make_app(broker)
+
+
+def _submit(ctx, broker: str, p: dict) -> str:
+    import os
+
+    from coordinator.farm import enqueue, new_run_id, run_meta, stage_run
+    from workers.app import DEFAULT_TASK_TIME_LIMIT
+    from workers.version import CODE_VERSION
+
+    ledger, app = _farm(broker)
+    adapter, total, system, context = _prepare(ctx, p)
+    run_id = p["run_id"] or new_run_id()
+    meta = run_meta(context, broker=broker, code_version=CODE_VERSION, max_attempts=p["max_attempts"],
+                    task_time_limit=int(os.environ.get("MEMFARM_TASK_TIME_LIMIT", DEFAULT_TASK_TIME_LIMIT)),
+                    system=p["system_name"], retrieval_mode=p["retrieval_mode"], batch_size=p["batch_size"],
+                    rebuild_cache=p["rebuild_cache"])
+    click.echo(f"run id: {run_id}", err=True)
+    with click.progressbar(length=total, label="staging", file=sys.stderr) as bar:
+        staged = stage_run(ledger, run_id, adapter, meta, p["limit"], on_item=lambda _: bar.update(1))
+    enqueue(app, run_id, staged)
+    click.echo(f"enqueued {len(staged)} items of run {run_id}", err=True)
+    return run_id
+
+
+def _watch_and_reduce(broker: str, run_id: str, output) -> None:
+    from coordinator.farm import reduce_farm_run, watch
+
+    ledger, app = _farm(broker)
+    meta = ledger.meta(run_id)
+    total = meta.get("item_count", 0)
+    with click.progressbar(length=total, label=f"run {run_id}", show_eta=True, show_pos=True, file=sys.stderr) as bar:
+        seen = {"n": 0}
+
+        def update(state):
+            bar.update(state["finished"] - seen["n"])
+            seen["n"] = state["finished"]
+
+        state = watch(ledger, app, run_id, on_progress=update)
+    if state["final_failures"]:
+        click.echo(f"{state['final_failures']} items failed for good; see the manifest's farm block", err=True)
+    results, manifest = reduce_farm_run(ledger, run_id)
+    _finish(results, manifest, output, meta["context"]["benchmark"], meta["retrieval_mode"])
+
+
+@main.command()
+@run_options
+@broker_option()
+@click.pass_context
+def submit(ctx, broker, **p):
+    """Stage BENCHMARK's items in Redis and enqueue one task per item; prints the run id."""
+    click.echo(_submit(ctx, broker, p))
+
+
+@main.command()
+@click.argument("run_id")
+@broker_option()
+@click.option("--watch", "follow", is_flag=True, help="Refresh until the run is complete.")
+@click.option("--interval", type=float, default=2.0, show_default=True)
+def status(run_id, broker, follow, interval):
+    """Progress of a farm run: done, running, failed, per-worker counts and ETA."""
+    from coordinator.farm import progress
+
+    ledger, _ = _farm(broker)
+    while True:
+        state = progress(ledger, run_id)
+        eta = f"{state['eta_seconds']:.0f}s" if state["eta_seconds"] is not None else "?"
+        width = 30
+        filled = int(width * state["finished"] / state["total"]) if state["total"] else 0
+        click.echo(f"[{'#' * filled}{'.' * (width - filled)}] {state['finished']}/{state['total']}  "
+                   f"done {state['done']}  running {state['running']}  queued {state['queued']}  "
+                   f"failed {state['failed']} ({state['final_failures']} final)  ETA {eta}")
+        for worker, count in sorted(state["workers"].items()):
+            click.echo(f"  {worker}: {count} items")
+        if not follow or state["complete"]:
+            return
+        time.sleep(interval)
+
+
+@main.command("requeue")
+@click.argument("run_id")
+@broker_option()
+@click.option("--failed", is_flag=True, help="Every failed item, attempts reset.")
+@click.option("--stale", is_flag=True, help="Items started longer ago than --stale-after.")
+@click.option("--stale-after", type=float, default=None, help="Seconds (default: task time limit + 60).")
+def requeue_command(run_id, broker, failed, stale, stale_after):
+    """Put failed or stale items of a run back on the queue."""
+    from coordinator.farm import requeue
+
+    if not failed and not stale:
+        raise click.UsageError("say what to requeue: --failed and/or --stale")
+    ledger, app = _farm(broker)
+    chosen = requeue(ledger, app, run_id, failed=failed, stale=stale, stale_after=stale_after)
+    click.echo(f"requeued {len(chosen)} items" + (f": {', '.join(chosen[:20])}" if chosen else ""))
+
+
+@main.command("resume")
+@click.argument("run_id")
+@broker_option()
+@click.option("--output", type=click.Path(dir_okay=False), default=None)
+def resume_command(run_id, broker, output):
+    """Finish a run whose coordinator died: enqueue what is not done, watch, reduce."""
+    from coordinator.farm import resume
+
+    ledger, app = _farm(broker)
+    chosen = resume(ledger, app, run_id)
+    click.echo(f"re-enqueued {len(chosen)} items not done", err=True)
+    _watch_and_reduce(broker, run_id, output)
+
+
+@main.command("reduce")
+@click.argument("run_id")
+@broker_option()
+@click.option("--output", type=click.Path(dir_okay=False), default=None)
+def reduce_command(run_id, broker, output):
+    """Write the results file and manifest of a farm run from its ledger."""
+    from coordinator.farm import reduce_farm_run
+
+    ledger, _ = _farm(broker)
+    meta = ledger.meta(run_id)
+    results, manifest = reduce_farm_run(ledger, run_id)
+    _finish(results, manifest, output, meta["context"]["benchmark"], meta["retrieval_mode"])
+
+
+@main.command()
+@broker_option()
+@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default="cache/worker",
+              show_default=True)
+@click.option("--concurrency", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--torch-threads", type=click.IntRange(1), default=1, show_default=True,
+              help="Torch threads per worker process.")
+@click.option("--name", default=None, help="Worker name (default: memfarm-<pid>@host).")
+@click.option("--loglevel", default="INFO", show_default=True)
+def worker(broker, cache_dir, concurrency, torch_threads, name, loglevel):
+    """A Celery worker for farm runs (sane defaults for a small machine)."""
+    import os
+
+    os.environ["MEMFARM_BROKER"] = broker
+    os.environ["MEMFARM_CACHE_DIR"] = str(Path(cache_dir).resolve())
+    os.environ["MEMFARM_TORCH_THREADS"] = str(torch_threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(torch_threads))
+    from coordinator.ledger import connect
+
+    connect(broker)  # one clear line for a wrong password or a missing server
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    from workers.app import make_app
+
+    app = make_app(broker)
+    import workers.tasks  # noqa: F401  (registers the task)
+
+    app.worker_main([
+        "worker", "--loglevel", loglevel, "--concurrency", str(concurrency), "--pool", "prefork",
+        "--hostname", name or f"memfarm-{os.getpid()}@%h", "--task-events", "--without-gossip", "--without-mingle",
+    ])
+
+
+@main.command()
+@broker_option()
+@click.option("--address", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=5555, show_default=True)
+@click.option("--no-auth", is_flag=True, help="Run without basic auth (only on a trusted machine).")
+def flower(broker, address, port, no_auth):
+    """Flower on localhost with basic auth from MEMFARM_FLOWER_USER / MEMFARM_FLOWER_PASSWORD."""
+    import os
+
+    user, password = os.environ.get("MEMFARM_FLOWER_USER"), os.environ.get("MEMFARM_FLOWER_PASSWORD")
+    env = dict(os.environ, MEMFARM_BROKER=broker)
+    if not no_auth:
+        if not user or not password:
+            raise MemfarmError("Flower needs MEMFARM_FLOWER_USER and MEMFARM_FLOWER_PASSWORD (or --no-auth)")
+        env["FLOWER_BASIC_AUTH"] = f"{user}:{password}"
+    else:
+        env.pop("FLOWER_BASIC_AUTH", None)
+        env["FLOWER_UNAUTHENTICATED_API"] = "true"
+    argv = [sys.executable, "-m", "celery", "-A", "workers.app", "--broker", broker, "flower",
+            f"--address={address}", f"--port={port}"]
+    os.execve(sys.executable, argv, env)
+
+
+@main.group()
+def cluster():
+    """A one-machine farm without Docker: redis-server, workers and Flower as child processes."""
+
+
+@cluster.command("up")
+@click.option("--workers", "count", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+@click.option("--redis-port", type=int, default=None, help="Default: a free port.")
+@click.option("--flower-port", type=int, default=5555, show_default=True)
+@click.option("--no-flower", is_flag=True)
+@click.option("--cache-dir", type=click.Path(file_okay=False), default="cache/worker", show_default=True)
+def cluster_up(count, state_dir, redis_port, flower_port, no_flower, cache_dir):
+    """Start redis-server (with a password), N workers and Flower; prints the broker URL."""
+    from coordinator.cluster import up
+
+    state = up(Path(state_dir), workers=count, redis_port=redis_port, flower_port=None if no_flower else flower_port,
+               cache_dir=cache_dir)
+    click.echo(f"broker: {state['broker']}")
+    click.echo(f"export MEMFARM_BROKER='{state['broker']}'")
+    if state.get("flower"):
+        click.echo(f"flower: http://127.0.0.1:{state['flower']['port']} (user {state['flower']['user']}, "
+                   f"password in {state_dir}/cluster.json)")
+    click.echo(f"logs: {state_dir}/logs")
+
+
+@cluster.command("down")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+def cluster_down(state_dir):
+    """Stop every process `cluster up` started, by PID."""
+    from coordinator.cluster import down
+
+    stopped = down(Path(state_dir))
+    click.echo(f"stopped {len(stopped)} processes")
 
 
 # -- benchmarks of the product itself ---------------------------------------------
@@ -167,6 +433,31 @@ def bench_engine(turns, store_turns, queries, output):
 
     report = run_engine_bench(turns=turns, store_turns=store_turns, queries=queries, output=output)
     click.echo(report)
+
+
+@bench.command("longmemeval")
+@click.option("--questions", type=click.IntRange(1), default=50, show_default=True)
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=1.0, show_default=True)
+@click.option("--rss-questions", type=click.IntRange(10), default=500, show_default=True,
+              help="Size of the large file whose peak RSS is compared with a small one's.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_longmemeval", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/longmemeval.json", show_default=True)
+def bench_longmemeval(questions, scale, rss_questions, workdir, output):
+    """Cold vs warm seconds per question, cache hits and peak RSS on generated files."""
+    from coordinator.perf import run_longmemeval_bench
+
+    click.echo(run_longmemeval_bench(questions, scale, rss_questions, workdir, output))
+
+
+@bench.command("locomo")
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_locomo", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/locomo.json", show_default=True)
+def bench_locomo(dataset, workdir, output):
+    """dense, bm25, raw and fusion on one LoCoMo file, side by side."""
+    from coordinator.perf import run_locomo_bench
+
+    click.echo(run_locomo_bench(dataset, workdir, output))
 
 
 if __name__ == "__main__":

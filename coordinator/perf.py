@@ -47,14 +47,26 @@ def run_engine_bench(turns: int, store_turns: int, queries: int, output: str | P
     metadatas = [{"n": i} for i in range(len(texts))]
     embedder.encode(texts[:64])  # warm-up: first call pays one-off allocations
 
-    t0 = time.perf_counter()
-    embedder.encode(texts, batch_size=defaults.DEFAULT_BATCH_SIZE)
-    bare_s = time.perf_counter() - t0
+    # Interleave bare and engine rounds on the same chunks, alternating which goes first,
+    # so that a noisy neighbour slows both sides alike.
     memory = MemoryInterface(embedder=embedder)
+    loader = BatchLoader(memory)
+    bare_s = engine_s = 0.0
+    rounds = 10
+    size = -(-len(texts) // rounds)
+    for number in range(rounds):
+        chunk, metas = texts[number * size:(number + 1) * size], metadatas[number * size:(number + 1) * size]
+        for side in (("bare", "engine") if number % 2 == 0 else ("engine", "bare")):
+            t0 = time.perf_counter()
+            if side == "bare":
+                embedder.encode(chunk, batch_size=defaults.DEFAULT_BATCH_SIZE)
+                bare_s += time.perf_counter() - t0
+            else:
+                loader.insert_batch(chunk, metas, batch_size=defaults.DEFAULT_BATCH_SIZE)
+                engine_s += time.perf_counter() - t0
     t0 = time.perf_counter()
-    BatchLoader(memory).insert_batch(texts, metadatas, batch_size=defaults.DEFAULT_BATCH_SIZE)
     memory.recall("warm the bm25 index", mode="bm25", limit=1)  # the lexical index is built lazily; count it
-    engine_s = time.perf_counter() - t0
+    engine_s += time.perf_counter() - t0
 
     store = MemoryInterface(embedder=embedder)
     BatchLoader(store).insert_batch(texts[:store_turns], metadatas[:store_turns])
@@ -88,4 +100,105 @@ def run_engine_bench(turns: int, store_turns: int, queries: int, output: str | P
              f"recall on {store_turns} turns, {len(questions)} queries:",
              *(f"  {m:<7} p50 {v['p50_ms']:>8.2f} ms   p95 {v['p95_ms']:>8.2f} ms" for m, v in latency.items()),
              f"wrote {path}"]
+    return "\n".join(lines)
+
+
+def _peak_rss_of(args: list[str]) -> tuple[float, int]:
+    """Peak RSS of one `memfarm` child, measured by a fresh wrapper process."""
+    import subprocess
+    import sys
+
+    code = ("import resource,subprocess,sys,time;t=time.perf_counter();"
+            "p=subprocess.run([sys.executable,'-m','coordinator.cli',*sys.argv[1:]],capture_output=True);"
+            "sys.exit(p.returncode) if p.returncode else None;"
+            "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss*1024)")
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"memfarm {' '.join(args)} failed (exit {proc.returncode})")
+    seconds, rss = proc.stdout.split()
+    return float(seconds), int(rss)
+
+
+def run_longmemeval_bench(questions: int, scale: float, rss_questions: int, workdir: str | Path, output) -> str:
+    """Cold vs warm seconds per question on a generated file, and peak RSS against file size."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    from adapters.longmemeval import extract_questions
+    from adapters.longmemeval_synth import write
+
+    data, companion, cache = workdir / "bench.json", workdir / "bench_q.json", workdir / "cache"
+    write(data, questions, seed=17, scale=scale)
+    extract_questions(data, companion)
+    base = ["run", "longmemeval", "--dataset", str(data), "--questions", str(companion), "--cache-dir", str(cache)]
+    cold_s, cold_rss = _peak_rss_of(base + ["--rebuild-cache", "--output", str(workdir / "cold.json")])
+    warm_s, warm_rss = _peak_rss_of(base + ["--output", str(workdir / "warm.json")])
+    warm_manifest = json.loads((workdir / "warm.manifest.json").read_text())
+    cold_records = json.loads((workdir / "cold.json").read_text())["records"]
+    warm_records = json.loads((workdir / "warm.json").read_text())["records"]
+    same = [r["metrics"] for r in cold_records] == [r["metrics"] for r in warm_records]
+
+    # Memory must not grow with the file: the same 5 items out of a small and a large file.
+    rss = {}
+    for n in (max(10, rss_questions // 10), rss_questions):
+        path = workdir / f"rss_{n}.json"
+        write(path, n, seed=23, scale=scale)
+        _, rss[n] = _peak_rss_of(["run", "longmemeval", "--dataset", str(path), "--limit", "5",
+                                  "--output", str(workdir / f"rss_{n}_out.json")])
+        rss[n] = {"file_bytes": path.stat().st_size, "peak_rss_bytes": rss[n]}
+    data_out = {
+        "questions": questions, "scale": scale,
+        "cold_seconds_per_question": round(cold_s / questions, 3),
+        "warm_seconds_per_question": round(warm_s / questions, 3),
+        "cold_over_warm": round(cold_s / warm_s, 2),
+        "target_cold_over_warm": 20,
+        "warm_cache_hits": warm_manifest["cache"]["hits"],
+        "warm_metrics_identical": same,
+        "peak_rss_cold_bytes": cold_rss, "peak_rss_warm_bytes": warm_rss,
+        "rss_by_file_size": {str(k): v for k, v in rss.items()},
+        "target_peak_rss_bytes": int(1.5 * 2**30),
+    }
+    path = write_bench("longmemeval", data_out, output)
+    gib = lambda b: b / 2**30
+    lines = [f"{questions} questions at scale {scale}",
+             f"cold  {data_out['cold_seconds_per_question']:>8.2f} s/question   peak RSS {gib(cold_rss):.2f} GiB",
+             f"warm  {data_out['warm_seconds_per_question']:>8.2f} s/question   peak RSS {gib(warm_rss):.2f} GiB",
+             f"cold / warm {data_out['cold_over_warm']:.1f}x (target >= 20), warm hits {data_out['warm_cache_hits']}, "
+             f"metrics identical: {same}",
+             *(f"file of {k} questions ({v['file_bytes'] / 2**20:.0f} MiB), 5 items: peak RSS {gib(v['peak_rss_bytes']):.2f} GiB"
+               for k, v in rss.items()),
+             f"wrote {path}"]
+    return "\n".join(lines)
+
+
+def run_locomo_bench(dataset: str | Path, workdir: str | Path, output) -> str:
+    """Every mode on one LoCoMo file, one shared cache, side by side."""
+    from memoria.defaults import MODE_SOURCES
+
+    workdir = Path(workdir)
+    rows = {}
+    for mode in MODE_SOURCES:
+        out = workdir / f"locomo_{mode}.json"
+        seconds, _ = _peak_rss_of(["run", "locomo", "--dataset", str(dataset), "--retrieval-mode", mode,
+                                   "--cache-dir", str(workdir / "cache"), "--output", str(out)])
+        results = json.loads(out.read_text())
+        summary = results["metrics"]["all"]
+        rows[mode] = {
+            "seconds": round(seconds, 1),
+            "evaluable": results["retrieval_evaluable"],
+            "session_recall_any@5": round(summary["session"]["recall_any@5"], 4),
+            "session_recall_any@10": round(summary["session"]["recall_any@10"], 4),
+            "turn_recall_any@5": round(summary["turn"]["recall_any@5"], 4),
+            "turn_recall_any@10": round(summary["turn"]["recall_any@10"], 4),
+            "session_ndcg_any@10": round(summary["session"]["ndcg_any@10"], 4),
+            "by_category_turn_recall_any@10": {k: round(v["turn"]["recall_any@10"], 4)
+                                               for k, v in results["metrics"]["by_question_type"].items()},
+        }
+    path = write_bench("locomo", {"dataset": str(dataset), "modes": rows,
+                                  "quality_bar": {"fusion_session_recall_any@5": 0.80, "fusion_turn_recall_any@10": 0.58}},
+                       output)
+    lines = [f"{'mode':<8}{'n':>5}{'sess R@5':>10}{'sess R@10':>10}{'turn R@5':>10}{'turn R@10':>10}{'sess nDCG@10':>13}"]
+    for mode, r in rows.items():
+        lines.append(f"{mode:<8}{r['evaluable']:>5}{r['session_recall_any@5']:>10.3f}{r['session_recall_any@10']:>10.3f}"
+                     f"{r['turn_recall_any@5']:>10.3f}{r['turn_recall_any@10']:>10.3f}{r['session_ndcg_any@10']:>13.3f}")
+    lines.append(f"wrote {path}")
     return "\n".join(lines)

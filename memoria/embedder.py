@@ -47,6 +47,9 @@ class Embedder:
         self.model = SentenceTransformer(model_path(), device=device, local_files_only=True)
         get_dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dimension = int(get_dimension())
+        override = os.environ.get("MEMFARM_MAX_SEQ_LENGTH")
+        if override:  # a real knob: shorter windows change the vectors, hence the signature
+            self.model.max_seq_length = int(override)
         self.max_seq_length = int(self.model.max_seq_length)
         logger.info("loaded %s (%d-d) from %s", defaults.EMBEDDING_MODEL_ID, self.dimension, model_path())
 

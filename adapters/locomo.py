@@ -1,0 +1,169 @@
+"""LoCoMo: one item per conversation; all of its questions query one stored state.
+
+Turn id = `dia_id` (`D<session>:<turn>`), session id = `D<session>`. Evidence
+ids in the official file need normalising (`'D8:6; D9:17'`, `'D:11:26'`,
+space-joined lists, `D30:05`, a bare `'D'`); ids that match no turn are
+dropped and counted, and a question left with no evidence is excluded with
+its reason. Category 5 (adversarial) is treated as abstention.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from adapters.contracts import Item, Question, Turn
+from adapters.jsonstream import iter_array
+from memoria.errors import DatasetError
+
+BENCHMARK = {
+    "name": "locomo",
+    "title": "LoCoMo",
+    "source": "locomo10.json (snap-research/LoCoMo)",
+    "item_unit": "conversation",
+    "scoring_profiles": ("memoria", "longmemeval"),
+    "group_key": "question_type",
+    "rendering": "'{speaker}: {text}' plus ' [shares a photo: {caption}]' where the turn shares an image",
+}
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+_EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+
+
+def normalise_evidence(entries) -> tuple[list[str], list[str]]:
+    """(normalised ids in order, raw fragments that hold no id)."""
+    if isinstance(entries, str):
+        entries = [entries]
+    ids, unparseable = [], []
+    for entry in entries or []:
+        found = _EVIDENCE.findall(str(entry))
+        if not found:
+            unparseable.append(str(entry))
+        for session, turn in found:
+            ident = f"D{int(session)}:{int(turn)}"
+            if ident not in ids:
+                ids.append(ident)
+    return ids, unparseable
+
+
+def session_of(turn_id: str) -> str:
+    return turn_id.split(":", 1)[0]
+
+
+def render(turn: dict) -> str:
+    text = f"{turn.get('speaker', '')}: {turn.get('text', '')}"
+    caption = turn.get("blip_caption")
+    if caption:
+        text += f" [shares a photo: {caption}]"
+    return text
+
+
+def conversation_id(raw: dict, index: int) -> str:
+    sid = raw.get("sample_id") if isinstance(raw, dict) else None
+    return str(sid) if sid not in (None, "") else f"conv_{index}"
+
+
+class LoCoMo:
+    """Turns a LoCoMo file into items, one per conversation."""
+
+    benchmark = BENCHMARK
+
+    def __init__(self, path: str | Path, profile: str = "memoria"):
+        self.path = Path(path)
+        self.profile = profile
+
+    def scan(self) -> list[str]:
+        seen: dict[str, int] = {}
+        for index, raw in enumerate(iter_array(self.path)):
+            cid = conversation_id(raw, index)
+            if cid in seen:
+                raise DatasetError(f"{self.path}: duplicate sample_id {cid!r} at positions {seen[cid]} and {index}")
+            seen[cid] = index
+        if not seen:
+            raise DatasetError(f"{self.path}: the array holds no conversations")
+        return list(seen)
+
+    def iter_items(self, limit: int | None = None) -> Iterator[Item]:
+        for index, raw in enumerate(iter_array(self.path)):
+            if limit is not None and index >= limit:
+                return
+            cid = conversation_id(raw, index)
+            try:
+                yield self._item(raw, cid)
+            except _BadField as bad:
+                yield {"item_id": cid, "benchmark": "locomo", "error": str(bad), "field": bad.field}
+
+    def _item(self, raw, cid: str) -> Item:
+        if not isinstance(raw, dict):
+            raise _BadField(f"conversation {cid}: element is not an object", "conversation")
+        conversation, qa = raw.get("conversation"), raw.get("qa")
+        if not isinstance(conversation, dict):
+            raise _BadField(f"conversation {cid}: missing or malformed field 'conversation'", "conversation")
+        if not isinstance(qa, list):
+            raise _BadField(f"conversation {cid}: missing or malformed field 'qa'", "qa")
+        turns, stats = self._turns(cid, conversation)
+        known = {t["turn_id"] for t in turns}
+        questions = [self._question(cid, i, q, known) for i, q in enumerate(qa)]
+        stats["dropped_evidence_ids"] = sum(len(q["details"]["dropped_evidence"]) for q in questions)
+        stats["excluded_questions"] = sum(1 for q in questions if q.get("excluded"))
+        return {"item_id": cid, "benchmark": "locomo", "turns": turns, "questions": questions, "stats": stats}
+
+    def _turns(self, cid: str, conversation: dict) -> tuple[list[Turn], dict]:
+        numbers = sorted(int(m.group(1)) for key in conversation if (m := _SESSION_KEY.match(key)))
+        date_keys = [k for k in conversation if k.endswith("_date_time")]
+        orphans = sum(1 for k in date_keys if f"{k[: -len('_date_time')]}" not in conversation)
+        turns: list[Turn] = []
+        stats = {"sessions": 0, "orphan_session_dates": orphans, "empty_turns_skipped": 0}
+        for number in numbers:
+            session = conversation[f"session_{number}"]
+            if not isinstance(session, list):
+                raise _BadField(f"conversation {cid}: session_{number} is not a list of turns", f"session_{number}")
+            stats["sessions"] += 1
+            date = str(conversation.get(f"session_{number}_date_time", ""))
+            for position, turn in enumerate(session):
+                if not isinstance(turn, dict) or "dia_id" not in turn:
+                    raise _BadField(f"conversation {cid}: session_{number} turn {position} has no dia_id", "dia_id")
+                turn_id, _ = normalise_evidence([turn["dia_id"]])
+                if not turn_id or not str(turn.get("text", "")).strip():
+                    stats["empty_turns_skipped"] += 1
+                    continue
+                props = {"speaker": str(turn.get("speaker", "")), "date": date, "turn_index": position,
+                         "session_index": number}
+                if turn.get("blip_caption"):
+                    props["caption"] = str(turn["blip_caption"])
+                turns.append({"session_id": session_of(turn_id[0]), "turn_id": turn_id[0], "text": render(turn),
+                              "props": props})
+        return turns, stats
+
+    def _question(self, cid: str, index: int, qa: dict, known: set[str]) -> Question:
+        category = qa.get("category")
+        answer = qa.get("answer", qa.get("adversarial_answer", ""))
+        ids, unparseable = normalise_evidence(qa.get("evidence"))
+        resolved = [i for i in ids if i in known]
+        dropped = [i for i in ids if i not in known]
+        question: Question = {
+            "question_id": f"{cid}:q{index}",
+            "question": str(qa.get("question", "")),
+            "question_type": CATEGORIES.get(category, f"category {category}"),
+            "category": category,
+            "expected": str(answer),
+            "expected_ids": resolved,
+            "gold_turns": resolved,
+            "gold_sessions": list(dict.fromkeys(session_of(i) for i in resolved)),
+            "abstention": category == 5,
+            "details": {"raw_evidence": qa.get("evidence"), "dropped_evidence": dropped, "unparseable": unparseable},
+        }
+        if category == 5:
+            question["abstention_reason"] = "category 5 (adversarial)"
+        elif not resolved:
+            question["excluded"] = "no resolvable evidence" if ids or unparseable else "no evidence listed"
+        if not question["question"].strip():
+            question["excluded"] = "empty question"
+        return question
+
+
+class _BadField(Exception):
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field

@@ -1,0 +1,126 @@
+"""`memfarm cluster up/down`: a whole farm on one machine, without Docker.
+
+redis-server (password on, persistence on, noeviction), N workers and Flower
+run as child processes in their own sessions, with logs under the state
+directory; `down` stops them by the PIDs recorded in `cluster.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from memoria.errors import MemfarmError
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_redis(directory: Path, port: int, password: str | None, log: Path) -> subprocess.Popen:
+    """A real redis-server bound to localhost; returns once it answers."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise MemfarmError("redis-server not found on PATH (apt-get install redis-server)")
+    directory.mkdir(parents=True, exist_ok=True)
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--appendonly", "yes",
+            "--maxmemory-policy", "noeviction", "--save", ""]
+    if password:
+        args += ["--requirepass", password]
+    proc = subprocess.Popen(args, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise MemfarmError(f"redis-server exited at start; see {log}")
+            time.sleep(0.05)
+    proc.kill()
+    raise MemfarmError(f"redis-server did not answer on port {port}; see {log}")
+
+
+def _memfarm(args: list[str], log: Path, env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "coordinator.cli", *args], stdout=open(log, "ab"),
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def up(state_dir: Path, workers: int, redis_port: int | None, flower_port: int | None, cache_dir: str) -> dict:
+    state_file = state_dir / "cluster.json"
+    if state_file.exists():
+        raise MemfarmError(f"a cluster is already up ({state_file}); run `memfarm cluster down` first")
+    logs = state_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    port = redis_port or free_port()
+    password = secrets.token_urlsafe(18)
+    redis_proc = start_redis(state_dir / "redis", port, password, logs / "redis.log")
+    broker = f"redis://:{password}@127.0.0.1:{port}/0"
+    env = dict(os.environ, MEMFARM_BROKER=broker)
+    state = {"broker": broker, "pids": {"redis": redis_proc.pid}, "started": time.time()}
+    for number in range(1, workers + 1):
+        proc = _memfarm(["worker", "--broker", broker, "--cache-dir", f"{cache_dir}/worker{number}",
+                         "--name", f"worker{number}@%h"], logs / f"worker{number}.log", env)
+        state["pids"][f"worker{number}"] = proc.pid
+    if flower_port:
+        user = os.environ.get("MEMFARM_FLOWER_USER", "memfarm")
+        flower_password = os.environ.get("MEMFARM_FLOWER_PASSWORD") or secrets.token_urlsafe(12)
+        flower_env = dict(env, MEMFARM_FLOWER_USER=user, MEMFARM_FLOWER_PASSWORD=flower_password)
+        proc = _memfarm(["flower", "--broker", broker, "--port", str(flower_port)], logs / "flower.log", flower_env)
+        state["pids"]["flower"] = proc.pid
+        state["flower"] = {"port": flower_port, "user": user, "password": flower_password}
+    state_file.write_text(json.dumps(state, indent=1))
+    os.chmod(state_file, 0o600)
+    return state
+
+
+def down(state_dir: Path, grace_seconds: float = 10.0) -> list[str]:
+    state_file = state_dir / "cluster.json"
+    if not state_file.exists():
+        raise MemfarmError(f"no cluster state in {state_file}")
+    pids = json.loads(state_file.read_text())["pids"]
+    order = [n for n in pids if n != "redis"] + (["redis"] if "redis" in pids else [])
+    stopped = []
+    for name in order:
+        if _stop_group(pids[name], grace_seconds):
+            stopped.append(name)
+    state_file.unlink()
+    return stopped
+
+
+def _stop_group(pid: int, grace_seconds: float) -> bool:
+    """SIGTERM the process group, then SIGKILL whatever is left after the grace period."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.time() + grace_seconds
+    while time.time() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return True
+        _reap(pid)
+        time.sleep(0.1)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

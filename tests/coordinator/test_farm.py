@@ -1,0 +1,279 @@
+"""The farm against a real redis-server and real `memfarm worker` processes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zlib
+
+import pytest
+from click.testing import CliRunner
+
+from adapters.longmemeval import extract_questions
+from coordinator.cli import main
+from coordinator.farm import reduce_farm_run, requeue, watch
+from coordinator.ledger import Ledger, connect
+from tests.farm_support import REPO, RedisServer, Worker, wait_for
+from tests.helpers import write_dataset
+from workers.app import make_app
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
+#: Short limits so a lost worker's message comes back quickly in tests.
+FAST = {"MEMFARM_TASK_TIME_LIMIT": 20, "MEMFARM_VISIBILITY_TIMEOUT": 25}
+
+
+@pytest.fixture(autouse=True)
+def _fast_limits(monkeypatch):
+    for key, value in FAST.items():
+        monkeypatch.setenv(key, str(value))
+
+
+@pytest.fixture()
+def redis_server(tmp_path):
+    server = RedisServer(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def workers(tmp_path):
+    started = []
+
+    def start(broker, name, **env):
+        worker = Worker(broker, tmp_path, name, **{**FAST, **env})
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("farm")
+    path = write_dataset(folder / "data.json", questions=12, seed=8, scale=0.04)
+    extract_questions(path, folder / "questions.json")
+    big = write_dataset(folder / "big.json", questions=3, seed=9, scale=0.5)
+    return {"small": path, "questions": folder / "questions.json", "big": big, "folder": folder}
+
+
+@pytest.fixture(scope="module")
+def local_results(data):
+    out = data["folder"] / "local.json"
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data["small"]),
+                                       "--questions", str(data["questions"]), "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    return json.loads(out.read_text())
+
+
+def _comparable(records):
+    return [(r["question_id"], r["status"], r["metrics"], [c["id"] for c in r.get("candidates", [])]) for r in records]
+
+
+def _submit(broker, dataset, *extra):
+    result = CliRunner().invoke(main, ["submit", "longmemeval", "--dataset", str(dataset), "--broker", broker, *extra])
+    assert result.exit_code == 0, result.output
+    return result.output.strip().splitlines()[-1]
+
+
+def _one_record_per_question(results, dataset):
+    ids = [q["question_id"] for q in json.loads(dataset.read_text())]
+    assert sorted(r["question_id"] for r in results["records"]) == sorted(ids)
+
+
+def test_two_workers_give_the_local_records(redis_server, workers, data, local_results, tmp_path):
+    for name in ("w1", "w2"):
+        workers(redis_server.url, name).wait_ready()
+    out = tmp_path / "farm.json"
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data["small"]), "--questions",
+                                       str(data["questions"]), "--broker", redis_server.url, "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    farm = json.loads(out.read_text())
+    assert _comparable(farm["records"]) == _comparable(local_results["records"])
+    assert farm["metrics"] == local_results["metrics"]
+    manifest = json.loads((tmp_path / "farm.manifest.json").read_text())
+    block = manifest["farm"]
+    assert sum(w["items"] for w in block["workers"].values()) == 12
+    assert len(block["workers"]) == 2, "both workers should have taken items"
+    assert all(t["queue_wait_ms"] is not None and t["run_ms"] is not None for t in block["items"])
+    assert "s3cret" not in json.dumps(manifest)
+
+
+def test_a_killed_pool_process_reruns_its_item_once(redis_server, workers, data, tmp_path):
+    worker = workers(redis_server.url, "w1").wait_ready()
+    ledger = Ledger(connect(redis_server.url))
+    run_id = _submit(redis_server.url, data["big"])
+    victim = wait_for(lambda: next((i for i, s in ledger.states(run_id).items() if s == "started"), None),
+                      what="an item to start")
+    time.sleep(0.5)
+    for child in worker.children():
+        os.kill(child, signal.SIGKILL)
+    state = watch(ledger, make_app(redis_server.url), run_id, timeout=240)
+    assert state["done"] == 3
+    assert ledger.attempts(run_id)[victim] == 2
+    results, _ = reduce_farm_run(ledger, run_id)
+    _one_record_per_question(results, data["big"])
+
+
+def test_a_killed_worker_hands_its_item_to_another(redis_server, workers, data):
+    first = workers(redis_server.url, "w1").wait_ready()
+    ledger = Ledger(connect(redis_server.url))
+    run_id = _submit(redis_server.url, data["big"])
+    victim = wait_for(lambda: next((i for i, s in ledger.states(run_id).items() if s == "started"), None),
+                      what="an item to start")
+    first.kill_all()
+    second = workers(redis_server.url, "w2").wait_ready()
+    state = watch(ledger, make_app(redis_server.url), run_id, timeout=240)
+    assert state["done"] == 3
+    assert ledger.info(run_id, victim)["worker"].startswith("w2@")
+    results, _ = reduce_farm_run(ledger, run_id)
+    _one_record_per_question(results, data["big"])
+
+
+def test_a_poison_item_fails_for_good_then_requeue_runs_it(redis_server, workers, data, tmp_path):
+    ledger = Ledger(connect(redis_server.url))
+    run_id = _submit(redis_server.url, data["small"], "--max-attempts", "2", "--limit", "4")
+    poison = ledger.order(run_id)[1]
+    key = f"memfarm:{run_id}:item:{poison}"
+    good_payload = ledger.r.get(key)
+    broken = json.loads(zlib.decompress(good_payload))
+    broken["turns"][0]["text"] = 12345  # the engine rejects a non-string text, every time
+    ledger.r.set(key, zlib.compress(json.dumps(broken).encode()))
+    workers(redis_server.url, "w1").wait_ready()
+    app = make_app(redis_server.url)
+    state = watch(ledger, app, run_id, timeout=180)
+    assert state["done"] == 3 and state["final_failures"] == 1
+    assert ledger.attempts(run_id)[poison] == 2
+    assert "InvalidTextError" in ledger.info(run_id, poison)["error"]
+    result = CliRunner().invoke(main, ["reduce", run_id, "--broker", redis_server.url, "--output", str(tmp_path / "r.json")])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "r.manifest.json").read_text())
+    assert [f["item_id"] for f in manifest["farm"]["failures"]] == [poison]
+    assert "InvalidTextError" in manifest["failures"][0]["error"]
+
+    ledger.r.set(key, good_payload)
+    result = CliRunner().invoke(main, ["requeue", run_id, "--failed", "--broker", redis_server.url])
+    assert result.exit_code == 0 and "requeued 1" in result.output
+    state = watch(ledger, app, run_id, timeout=180)
+    assert state["done"] == 4 and state["failed"] == 0
+
+
+def test_resume_after_the_coordinator_died(redis_server, workers, data, tmp_path):
+    workers(redis_server.url, "w1").wait_ready()
+    ledger = Ledger(connect(redis_server.url))
+    coordinator = subprocess.Popen(
+        [sys.executable, "-m", "coordinator.cli", "run", "longmemeval", "--dataset", str(data["small"]),
+         "--broker", redis_server.url, "--run-id", "dying-run", "--output", str(tmp_path / "never.json")],
+        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: ledger.r.exists("memfarm:dying-run:meta") and
+             sum(s == "done" for s in ledger.states("dying-run").values()) >= 2, what="two items done")
+    coordinator.kill()
+    coordinator.wait()
+    done_before = {i: ledger.info("dying-run", i)["finished_at"]
+                   for i, s in ledger.states("dying-run").items() if s == "done"}
+    out = tmp_path / "resumed.json"
+    result = CliRunner().invoke(main, ["resume", "dying-run", "--broker", redis_server.url, "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    for item_id, finished in done_before.items():
+        assert ledger.info("dying-run", item_id)["finished_at"] == finished, f"{item_id} ran again"
+        assert ledger.attempts("dying-run")[item_id] == 1
+    _one_record_per_question(json.loads(out.read_text()), data["small"])
+
+
+def test_the_same_item_twice_leaves_one_record(redis_server, data, monkeypatch):
+    monkeypatch.setenv("MEMFARM_BROKER", redis_server.url)
+    from workers.tasks import process_item
+
+    ledger = Ledger(connect(redis_server.url))
+    run_id = _submit(redis_server.url, data["small"], "--limit", "2")
+    item_id = ledger.order(run_id)[0]
+    assert process_item(ledger, run_id, item_id, "inline") == "done"
+    assert process_item(ledger, run_id, item_id, "inline") == "already done"
+    ledger.requeue(run_id, item_id)  # as if a duplicate message slipped past the done check
+    assert process_item(ledger, run_id, item_id, "inline") == "done"
+    assert ledger.record_count(run_id) == 1
+    assert len(ledger.outcome(run_id, item_id)["records"]) == 1
+
+
+def test_a_worker_with_another_signature_refuses(redis_server, workers, data):
+    workers(redis_server.url, "odd", MEMFARM_MAX_SEQ_LENGTH=128).wait_ready()
+    ledger = Ledger(connect(redis_server.url))
+    run_id = _submit(redis_server.url, data["small"], "--limit", "2")
+    state = watch(ledger, make_app(redis_server.url), run_id, timeout=120)
+    assert state["final_failures"] == 2 and state["done"] == 0
+    error = ledger.info(run_id, ledger.order(run_id)[0])["error"]
+    assert "refused by odd@" in error and "embedding signature" in error and "'max_seq_length': 128" in error
+
+
+def test_wrong_redis_password_is_one_clear_line(redis_server):
+    wrong = redis_server.url.replace("s3cret-test-pass", "nope")
+    result = CliRunner().invoke(main, ["status", "any-run", "--broker", wrong])
+    assert result.exit_code == 2
+    assert "refused the credentials" in result.output and "nope" not in result.output
+    missing = redis_server.url.replace(":s3cret-test-pass@", "")
+    result = CliRunner().invoke(main, ["status", "any-run", "--broker", missing])
+    assert result.exit_code == 2 and "needs a password" in result.output
+
+
+def test_flower_answers_with_credentials_and_refuses_without(redis_server, tmp_path):
+    import base64
+    import urllib.error
+    import urllib.request
+
+    from coordinator.cluster import free_port
+
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO), MEMFARM_FLOWER_USER="admin", MEMFARM_FLOWER_PASSWORD="pw-123")
+    log = tmp_path / "flower.log"
+    flower = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "flower", "--broker", redis_server.url,
+                               "--port", str(port)], cwd=REPO, env=env, stdout=open(log, "ab"),
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api/workers"
+    try:
+        def status(auth):
+            request = urllib.request.Request(url)
+            if auth:
+                request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+            try:
+                return urllib.request.urlopen(request, timeout=5).status
+            except urllib.error.HTTPError as exc:
+                return exc.code
+            except OSError:
+                return None
+
+        assert wait_for(lambda: status("admin:pw-123"), timeout=60, what=f"flower ({log})") == 200
+        assert status(None) == 401
+        assert status("admin:wrong") == 401
+    finally:
+        os.killpg(flower.pid, signal.SIGKILL)
+        flower.wait()
+
+
+def test_flower_refuses_to_start_without_credentials(monkeypatch):
+    monkeypatch.delenv("MEMFARM_FLOWER_USER", raising=False)
+    monkeypatch.delenv("MEMFARM_FLOWER_PASSWORD", raising=False)
+    result = CliRunner().invoke(main, ["flower", "--broker", "redis://127.0.0.1:1/0"])
+    assert result.exit_code == 2 and "MEMFARM_FLOWER_USER" in result.output
+
+
+def test_cluster_up_and_down(tmp_path):
+    state_dir = tmp_path / "state"
+    result = CliRunner().invoke(main, ["cluster", "up", "--workers", "1", "--no-flower", "--state-dir", str(state_dir),
+                                       "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    state = json.loads((state_dir / "cluster.json").read_text())
+    broker = state["broker"]
+    assert oct((state_dir / "cluster.json").stat().st_mode)[-3:] == "600"
+    Worker.__new__(Worker)  # the worker's log is under the state dir
+    wait_for(lambda: "ready." in (state_dir / "logs" / "worker1.log").read_text(errors="replace"), timeout=60,
+             what="cluster worker")
+    assert connect(broker).ping()
+    result = CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(state_dir)])
+    assert result.exit_code == 0 and "stopped 2" in result.output
+    for pid in state["pids"].values():
+        wait_for(lambda: not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2],
+                 timeout=20, what=f"pid {pid} to stop")

@@ -1,0 +1,48 @@
+"""The compose file parses, has the services it promises, and only uses commands that exist."""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from coordinator.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def compose():
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+def test_compose_has_the_expected_services(compose):
+    services = compose["services"]
+    assert set(services) == {"redis", "worker", "flower", "coordinator"}
+    redis_command = services["redis"]["command"]
+    assert "--requirepass" in redis_command and "noeviction" in redis_command and "--appendonly yes" in redis_command
+    assert services["flower"]["ports"] == ["127.0.0.1:5555:5555"]
+    assert "MEMFARM_FLOWER_PASSWORD" in services["flower"]["environment"]
+    assert services["worker"]["mem_limit"] and "/cache" in services["worker"]["volumes"][0]
+    assert services["coordinator"]["restart"] == "no"
+    assert "password" not in (REPO / "docker-compose.yml").read_text().lower().replace("redis_password", "").replace(
+        "flower_password", ""), "no literal secret in the compose file"
+
+
+def test_every_memfarm_command_in_compose_exists(compose):
+    commands = [s["command"] for s in compose["services"].values() if isinstance(s.get("command"), list)]
+    commands.append(["run"])  # what the coordinator is run with, as the header says
+    assert commands
+    for command in commands:
+        path = [word for word in command if not word.startswith("-")][:1]
+        result = CliRunner().invoke(main, [*path, "--help"])
+        assert result.exit_code == 0, (command, result.output)
+        for option in (w.split("=")[0] for w in command if w.startswith("--")):
+            assert option in result.output, f"{command[0]} has no option {option}"
+
+
+def test_the_dockerfile_installs_a_cpu_torch_before_the_package():
+    text = (REPO / "Dockerfile").read_text()
+    assert text.index("torch==2.13.0") < text.index("pip install .")
+    assert re.search(r"ENTRYPOINT \[\"memfarm\"\]", text)

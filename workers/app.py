@@ -1,0 +1,59 @@
+"""The Celery app: JSON messages only, late acks, one task at a time per process.
+
+Configuration comes from the environment so that `celery -A workers.app`
+(Flower) and `memfarm worker` agree:
+MEMFARM_BROKER (redis URL), MEMFARM_TASK_TIME_LIMIT (hard limit, seconds),
+MEMFARM_VISIBILITY_TIMEOUT (must exceed the hard limit), and
+MEMFARM_MAX_MEMORY_PER_CHILD (KiB before a pool process is replaced).
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+from memoria.errors import MemfarmError
+
+DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
+DEFAULT_TASK_TIME_LIMIT = 3600
+DEFAULT_MAX_MEMORY_PER_CHILD_KIB = 3_000_000
+QUEUE = "memfarm"
+TASK_NAME = "memfarm.evaluate_item"
+
+
+def broker_url() -> str:
+    return os.environ.get("MEMFARM_BROKER", DEFAULT_BROKER)
+
+
+def make_app(broker: str | None = None) -> Celery:
+    broker = broker or broker_url()
+    hard_limit = int(os.environ.get("MEMFARM_TASK_TIME_LIMIT", DEFAULT_TASK_TIME_LIMIT))
+    visibility = int(os.environ.get("MEMFARM_VISIBILITY_TIMEOUT", hard_limit + 600))
+    if visibility <= hard_limit:
+        raise MemfarmError(f"visibility timeout ({visibility}s) must exceed the hard time limit ({hard_limit}s), "
+                           "or a running item would be handed to a second worker")
+    app = Celery("memfarm", broker=broker, include=["workers.tasks"])
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        event_serializer="json",
+        task_ignore_result=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_time_limit=hard_limit,
+        task_soft_time_limit=hard_limit - max(1, min(30, hard_limit // 10)),
+        broker_transport_options={"visibility_timeout": visibility},
+        broker_connection_retry_on_startup=True,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_max_memory_per_child=int(os.environ.get("MEMFARM_MAX_MEMORY_PER_CHILD", DEFAULT_MAX_MEMORY_PER_CHILD_KIB)),
+        task_default_queue=QUEUE,
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+app = make_app()

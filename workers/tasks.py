@@ -1,0 +1,93 @@
+"""The one task of the farm: evaluate one staged item and write its outcome to the ledger."""
+
+from __future__ import annotations
+
+import logging
+import os
+import traceback
+
+from celery.signals import worker_process_init
+
+from coordinator.ledger import ItemState, Ledger, connect
+from workers.app import TASK_NAME, app, broker_url
+from workers.cache import ItemCache
+from workers.item import evaluate_item
+from workers.version import CODE_VERSION
+
+logger = logging.getLogger(__name__)
+_SYSTEMS: dict[tuple, object] = {}
+_LEDGER: Ledger | None = None
+
+
+@worker_process_init.connect
+def _init_process(**_):
+    """Pool processes: the torch thread count asked for, and the model loaded before the first item."""
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("MEMFARM_TORCH_THREADS", "1")))
+    from memoria.embedder import Embedder
+
+    Embedder.shared()
+
+
+def _ledger() -> Ledger:
+    global _LEDGER
+    if _LEDGER is None:
+        _LEDGER = Ledger(connect(broker_url()))
+    return _LEDGER
+
+
+def _system(meta: dict):
+    key = (meta["system"], meta["retrieval_mode"], meta["batch_size"])
+    if key not in _SYSTEMS:
+        from adapters.systems import make_system
+
+        _SYSTEMS[key] = make_system(meta["system"], meta["retrieval_mode"], batch_size=meta["batch_size"])
+    return _SYSTEMS[key]
+
+
+def incompatibility(meta: dict, system) -> str | None:
+    """Why this worker must refuse the run's items, or None."""
+    if meta["code_version"] != CODE_VERSION:
+        return f"code version {CODE_VERSION} of this worker differs from the run's {meta['code_version']}"
+    mine = getattr(system, "embedding_signature", None)
+    if mine != meta["embedding_signature"]:
+        return f"embedding signature of this worker {mine} differs from the run's {meta['embedding_signature']}"
+    return None
+
+
+@app.task(name=TASK_NAME, bind=True)
+def evaluate_item_task(self, run_id: str, item_id: str, attempt: int = 1) -> str:
+    return process_item(_ledger(), run_id, item_id, self.request.hostname or "worker")
+
+
+def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
+    meta = ledger.meta(run_id)
+    if ledger.state(run_id, item_id) == ItemState.DONE.value:
+        return "already done"
+    attempt = ledger.begin(run_id, item_id, worker)
+    if attempt > meta["max_attempts"]:
+        ledger.fail(run_id, item_id, f"gave up after {attempt - 1} attempts: the process running it was lost "
+                    "each time", final=True)
+        return "attempt cap"
+    try:
+        system = _system(meta)
+        refusal = incompatibility(meta, system)
+        if refusal:
+            ledger.fail(run_id, item_id, f"refused by {worker}: {refusal}", final=True)
+            return "refused"
+        item = ledger.load_item(run_id, item_id)
+        cache_dir = os.environ.get("MEMFARM_CACHE_DIR")
+        outcome = evaluate_item(
+            item, system, top_k=meta["top_k"], k_values=tuple(meta["k_values"]), profile=meta["scoring_profile"],
+            cache=ItemCache(cache_dir, rebuild=meta.get("rebuild_cache", False)) if cache_dir else None,
+            dataset_sha256=meta["dataset_sha256"], worker=worker, attempt=attempt,
+        )
+        outcome.update(run_id=run_id, embedding_signature=system.embedding_signature, code_version=CODE_VERSION)
+        ledger.finish(run_id, item_id, outcome)
+        return "done"
+    except Exception as exc:
+        logger.exception("item %s of run %s failed", item_id, run_id)
+        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+        ledger.fail(run_id, item_id, error, final=attempt >= meta["max_attempts"])
+        return "failed"
