@@ -42,7 +42,7 @@ def stage_run(ledger: Ledger, run_id: str, adapter, meta: dict, limit: int | Non
     return staged
 
 
-def progress(ledger: Ledger, run_id: str) -> dict:
+def progress(ledger: Ledger, run_id: str, per_worker: bool = True) -> dict:
     """Counts per state, per worker, finished-but-final failures and an ETA."""
     meta = ledger.meta(run_id)
     states = ledger.states(run_id)
@@ -50,7 +50,7 @@ def progress(ledger: Ledger, run_id: str) -> dict:
     final = [i for i, s in states.items() if s == ItemState.FAILED.value and ledger.is_final(run_id, i)]
     workers = Counter()
     for item_id, state in states.items():
-        if state == ItemState.DONE.value:
+        if per_worker and state == ItemState.DONE.value:
             workers[ledger.info(run_id, item_id).get("worker", "?")] += 1
     total = meta.get("item_count", len(states))
     finished = counts.get(ItemState.DONE.value, 0) + len(final)
@@ -115,20 +115,24 @@ def resume(ledger: Ledger, app, run_id: str) -> list[str]:
     return chosen
 
 
-def watch(ledger: Ledger, app, run_id: str, on_progress=None, poll_seconds: float = 0.5,
+def watch(ledger: Ledger, app, run_id: str, on_progress=None, poll_seconds: float = 1.0,
           timeout: float | None = None) -> dict:
-    """Poll the ledger until every item is done or finally failed, retrying failures."""
+    """Follow the ledger until every item is done or finally failed, retrying failures.
+
+    Workers push an event when an item ends, so the loop wakes at once; the
+    timeout only bounds how long it waits when nothing happens.
+    """
     started = time.time()
     while True:
         retry_failed(ledger, app, run_id)
-        state = progress(ledger, run_id)
+        state = progress(ledger, run_id, per_worker=False)
         if on_progress:
             on_progress(state)
         if state["complete"]:
             return state
         if timeout is not None and time.time() - started > timeout:
             raise TimeoutError(f"run {run_id} not complete after {timeout}s: {state}")
-        time.sleep(poll_seconds)
+        ledger.wait_event(run_id, timeout=poll_seconds)
 
 
 def reduce_farm_run(ledger: Ledger, run_id: str) -> tuple[dict, dict]:

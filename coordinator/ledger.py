@@ -134,6 +134,7 @@ class Ledger:
         pipe.hset(self._key(run_id, "state"), item_id, ItemState.DONE.value)
         pipe.hset(self._key(run_id, "info", item_id), mapping={"finished_at": time.time(), "error": ""})
         pipe.hdel(self._key(run_id, "final"), item_id)
+        pipe.rpush(self._key(run_id, "events"), item_id)
         pipe.execute()
 
     def fail(self, run_id: str, item_id: str, error: str, final: bool = False) -> None:
@@ -142,7 +143,19 @@ class Ledger:
         pipe.hset(self._key(run_id, "info", item_id), mapping={"finished_at": time.time(), "error": error[:4000]})
         if final:
             pipe.hset(self._key(run_id, "final"), item_id, 1)
+        pipe.rpush(self._key(run_id, "events"), item_id)
         pipe.execute()
+
+    def wait_event(self, run_id: str, timeout: float) -> int:
+        """Block until an item finishes or fails (or `timeout` passes); returns how many did."""
+        key = self._key(run_id, "events")
+        first = self.r.blpop([key], timeout=timeout)
+        if first is None:
+            return 0
+        pipe = self.r.pipeline()
+        pipe.lrange(key, 0, -1)
+        pipe.delete(key)
+        return 1 + len(pipe.execute()[0])
 
     def is_final(self, run_id: str, item_id: str) -> bool:
         return bool(self.r.hexists(self._key(run_id, "final"), item_id))

@@ -1,0 +1,3 @@
+from adapters.sources.github.adapter import GitRepositoryAdapter
+
+__all__ = ["GitRepositoryAdapter"]

@@ -1,0 +1,3 @@
+from adapters.sources.obsidian.adapter import ObsidianAdapter
+
+__all__ = ["ObsidianAdapter"]

@@ -1,0 +1,70 @@
+"""ObsidianAdapter: a vault as normalised Memoria records, one per note."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+
+from adapters.sources.obsidian.models import Note
+from adapters.sources.obsidian.parser import ObsidianParser
+from adapters.sources.records import load_records, validate_record
+
+
+class ObsidianAdapter:
+    source_name = "obsidian"
+
+    def __init__(self, vault: str | Path):
+        vault = Path(vault)
+        if not vault.exists():
+            raise FileNotFoundError(f"Obsidian vault not found: {vault}")
+        if not vault.is_dir():
+            raise NotADirectoryError(f"Obsidian vault is not a folder: {vault}")
+        self.vault = vault
+        self.parser = ObsidianParser(vault)
+
+    def iter_notes(self) -> Iterator[dict]:
+        """Normalised records, one per readable note, in path order."""
+        for note in self.parser.parse():
+            yield validate_record(self._normalise(note))
+
+    def records(self) -> list[dict]:
+        return list(self.iter_notes())
+
+    def load(self, insert: Callable[[str, dict], object]) -> int:
+        return load_records(self.iter_notes(), insert)
+
+    def stats(self) -> dict:
+        records = self.records()
+        meta = [r["metadata"] for r in records]
+        return {
+            "source": self.source_name,
+            "vault": str(self.vault),
+            "notes": len(records),
+            "templates": sum(m["is_template"] for m in meta),
+            "links": sum(len(m["links"]) for m in meta),
+            "tasks": sum(len(m["tasks"]) for m in meta),
+            "open_tasks": sum(1 for m in meta for t in m["tasks"] if not t["done"]),
+            "tags": len({t for m in meta for t in m["tags"]}),
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.parser.skipped],
+        }
+
+    def _normalise(self, note: Note) -> dict:
+        text = note.title if not note.body else f"{note.title}\n\n{note.body}"
+        return {
+            "text": text,
+            "metadata": {
+                "source": self.source_name,
+                "record_type": "note",
+                "path": note.path,
+                "filename": note.filename,
+                "folder": note.folder,
+                "title": note.title,
+                "frontmatter": note.frontmatter,
+                "headings": note.headings,
+                "links": [asdict(link) for link in note.links],
+                "tags": note.tags,
+                "tasks": [asdict(task) for task in note.tasks],
+                "is_template": note.is_template,
+            },
+        }

@@ -1,0 +1,35 @@
+"""The normalised record contract shared by every source adapter."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+
+
+def validate_record(record) -> dict:
+    """Check `{"text": str, "metadata": dict}` with JSON-compatible metadata; returns the record."""
+    if not isinstance(record, dict):
+        raise TypeError(f"adapter record must be a dict, got {type(record).__name__}")
+    for field in ("text", "metadata"):
+        if field not in record:
+            raise ValueError(f"adapter record is missing {field!r}")
+    if not isinstance(record["text"], str):
+        raise TypeError("adapter record 'text' must be a string")
+    if not isinstance(record["metadata"], dict):
+        raise TypeError("adapter record 'metadata' must be a dict")
+    try:
+        json.dumps(record["metadata"])
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"adapter record metadata is not JSON-compatible: {exc}") from exc
+    return record
+
+
+def load_records(records: Iterable[dict], insert: Callable[[str, dict], object]) -> int:
+    """Pass each record to `insert(text, metadata)`; returns how many were passed."""
+    if not callable(insert):
+        raise TypeError("insert must be callable")
+    count = 0
+    for record in records:
+        insert(record["text"], record["metadata"])
+        count += 1
+    return count
