@@ -29,6 +29,7 @@ DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"
 QUIRK_RATES = {"duplicate_session": 13 / 500, "late_session": 76 / 500, "empty_turn": 12 / 500, "huge_turn": 4 / 500}
 NON_ALTERNATING_SHARE = 1947 / 23867
 DISTRACTOR_SHARE = 0.5
+HEARSAY_SHARE = 0.15
 HUGE_TURN_BYTES = 33_000
 
 
@@ -135,6 +136,11 @@ def _fact_text(fact: dict, form: str, value) -> str:
     return fact[form].format(value=value)
 
 
+def _evidence_text(rng: random.Random, fact: dict, value) -> str:
+    """The fact as the user states it: in other words than the question, or sharing a keyword with it."""
+    return _fact_text(fact, "lexical" if rng.random() < 0.5 else "evidence", value)
+
+
 def _filler_session(seed: int, session_id: str, quirk: str | None = None) -> list[dict]:
     """Content depends on the id alone: a shared session is identical everywhere."""
     rng = random.Random(int(hashlib.sha256(f"{seed}:{session_id}".encode()).hexdigest()[:16], 16))
@@ -144,6 +150,11 @@ def _filler_session(seed: int, session_id: str, quirk: str | None = None) -> lis
         fact = rng.choice(T.FACTS)
         slot = 2 * rng.randrange(len(turns) // 2)
         turns[slot]["content"] = _fact_text(fact, "distractor", rng.choice(fact["values"])) + " " + _sentence(rng, topic)
+    if rng.random() < HEARSAY_SHARE:
+        fact = rng.choice(T.FACTS)
+        slot = 2 * rng.randrange(len(turns) // 2)
+        form = rng.choice(["evidence", "lexical"])
+        turns[slot]["content"] = f"{rng.choice(T.HEARSAY)} \"{_fact_text(fact, form, rng.choice(fact['values']))}\""
     if rng.random() < NON_ALTERNATING_SHARE:
         if rng.random() < 0.5:
             turns = turns[1:]  # starts with the assistant
@@ -228,12 +239,13 @@ def _content(rng: random.Random, qtype: str):
     if qtype == "knowledge-update":
         old = rng.choice([v for v in fact["values"] if v != value])
         sessions = [
-            _evidence_session(rng, _fact_text(fact, "evidence", old), on_assistant=False),
-            _evidence_session(rng, "Update on what I told you before. " + _fact_text(fact, "evidence", value), on_assistant=False),
+            _evidence_session(rng, _evidence_text(rng, fact, old), on_assistant=False),
+            _evidence_session(rng, "Update on what I told you before. " + _evidence_text(rng, fact, value),
+                              on_assistant=False),
         ]
         return fact["question"], value, sessions
     if qtype == "temporal-reasoning":
-        sessions = [_evidence_session(rng, _fact_text(fact, "evidence", value), on_assistant=False)]
+        sessions = [_evidence_session(rng, _evidence_text(rng, fact, value), on_assistant=False)]
         return fact["question"].rstrip("?") + ", and roughly when did that happen?", value, sessions
     if qtype == "multi-session":
         k = rng.choices([2, 3, 4, 5, 6], weights=[60, 22, 10, 5, 3])[0]
@@ -241,14 +253,14 @@ def _content(rng: random.Random, qtype: str):
         if rng.random() < 0.4:
             fact = rng.choice(counting)
             values = [rng.choice(fact["values"]) for _ in range(k)]
-            sessions = [_evidence_session(rng, _fact_text(fact, "evidence", v), on_assistant=False) for v in values]
+            sessions = [_evidence_session(rng, _evidence_text(rng, fact, v), on_assistant=False) for v in values]
             return "Adding up everything I told you across our chats: " + fact["question"], sum(values), sessions
         facts = rng.sample(T.FACTS, k)
         values = [rng.choice(f["values"]) for f in facts]
-        sessions = [_evidence_session(rng, _fact_text(f, "evidence", v), on_assistant=False) for f, v in zip(facts, values)]
+        sessions = [_evidence_session(rng, _evidence_text(rng, f, v), on_assistant=False) for f, v in zip(facts, values)]
         question = " Also, ".join(f["question"] for f in facts)
         return question, "; ".join(str(v) for v in values), sessions
-    return fact["question"], value, [_evidence_session(rng, _fact_text(fact, "evidence", value), on_assistant=False)]
+    return fact["question"], value, [_evidence_session(rng, _evidence_text(rng, fact, value), on_assistant=False)]
 
 
 def _abstention_question(rng: random.Random, question: str) -> str:

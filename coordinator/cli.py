@@ -95,6 +95,8 @@ def run_options(command):
         click.option("--max-attempts", type=click.IntRange(1), default=3, show_default=True,
                      help="Farm: attempts per item before it is a final failure."),
         click.option("--run-id", default=None, help="Farm: name the run (default: time + random)."),
+        click.option("--weights", "weights_file", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="Ranking weights (JSON) for --retrieval-mode full."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -117,8 +119,13 @@ def _prepare(ctx, p: dict) -> tuple:
         click.echo("warning: no --questions file; turn gold is the first turn of each answer session", err=True)
     ids = adapter.scan()
     total = min(len(ids), p["limit"]) if p["limit"] else len(ids)
+    options = {"batch_size": p["batch_size"], "max_workers": p["workers"]}
+    if p.get("weights_file"):
+        from coordinator.optimize import load_weights
+
+        options["weights"] = load_weights(p["weights_file"])
     try:
-        system = make_system(p["system_name"], p["retrieval_mode"], batch_size=p["batch_size"], max_workers=p["workers"])
+        system = make_system(p["system_name"], p["retrieval_mode"], **options)
     except ValueError as exc:
         raise MemfarmError(str(exc)) from exc
     context = {
@@ -148,13 +155,20 @@ def _finish(results: dict, manifest: dict, output, benchmark: str, mode: str) ->
     results_path, manifest_path = write_results(results, manifest, output or default_output(benchmark, mode))
     click.echo(metrics_table(results))
     click.echo(f"results:  {results_path}\nmanifest: {manifest_path}")
+    return results_path
 
 
 @main.command()
 @run_options
 @broker_option(required=False)
+@click.option("--optimize", is_flag=True, help="After the run, tune the full-mode weights on its records.")
+@click.option("--step-size", type=click.FloatRange(min=0, min_open=True), default=0.02, show_default=True)
+@click.option("--objective", default="session:ndcg_any@10", show_default=True, help="LEVEL:METRIC@K to maximise.")
+@click.option("--dry-run-weights", is_flag=True, help="With --optimize: print the proposed weights, write nothing.")
+@click.option("--save-weights", type=click.Path(dir_okay=False), default=None,
+              help="With --optimize: where to write the weights (default: beside the results file).")
 @click.pass_context
-def run(ctx, broker, **p):
+def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weights, **p):
     """Run BENCHMARK and write the results file and manifest.
 
     Without --broker (or MEMFARM_BROKER) every item runs here, no server needed.
@@ -165,9 +179,13 @@ def run(ctx, broker, **p):
     from workers.cache import ItemCache
 
     started = time.perf_counter()
+    if optimize and p["retrieval_mode"] != "full":
+        raise click.UsageError("--optimize tunes the ranking weights of --retrieval-mode full")
     if broker:
         run_id = _submit(ctx, broker, p)
-        _watch_and_reduce(broker, run_id, p["output"])
+        results_path = _watch_and_reduce(broker, run_id, p["output"])
+        if optimize:
+            _optimize(results_path, step_size, objective, dry_run_weights, save_weights)
         return
     adapter, total, system, context = _prepare(ctx, p)
     cache = ItemCache(p["cache_dir"], rebuild=p["rebuild_cache"]) if p["cache_dir"] else None
@@ -190,7 +208,30 @@ def run(ctx, broker, **p):
             click.echo(f"  rebuilt {line}", err=True)
     context["elapsed_seconds"] = time.perf_counter() - started
     results, manifest = reduce_run(outcomes, context)
-    _finish(results, manifest, p["output"], p["benchmark"], p["retrieval_mode"])
+    results_path = _finish(results, manifest, p["output"], p["benchmark"], p["retrieval_mode"])
+    if optimize:
+        _optimize(results_path, step_size, objective, dry_run_weights, save_weights)
+
+
+def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run: bool, save_to) -> None:
+    import json
+
+    from coordinator.optimize import optimise
+
+    results = json.loads(Path(results_path).read_text(encoding="utf-8"))
+    weights = results["settings_system"]["ranking"]["weights"]
+    report = optimise(results["records"], weights, step=step_size, objective_name=objective_name)
+    click.echo(f"optimise {report['objective']} over {report['questions']} questions: "
+               f"{report['before']:.4f} -> {report['after']:.4f}")
+    for name in report["weights"]:
+        before, after = report["weights_before"][name], report["weights"][name]
+        click.echo(f"  {name:<16} {before:>7.3f} -> {after:>7.3f}" + ("  *" if before != after else ""))
+    if dry_run:
+        click.echo("dry run: weights not written")
+        return
+    target = Path(save_to) if save_to else Path(str(results_path)[:-5] + ".weights.json")
+    target.write_text(json.dumps({"weights": report["weights"], "optimisation": report}, indent=1), encoding="utf-8")
+    click.echo(f"weights: {target} (use with --weights)")
 
 
 # -- the farm ----------------------------------------------------------------------
@@ -243,7 +284,7 @@ def _watch_and_reduce(broker: str, run_id: str, output) -> None:
     if state["final_failures"]:
         click.echo(f"{state['final_failures']} items failed for good; see the manifest's farm block", err=True)
     results, manifest = reduce_farm_run(ledger, run_id)
-    _finish(results, manifest, output, meta["context"]["benchmark"], meta["retrieval_mode"])
+    return _finish(results, manifest, output, meta["context"]["benchmark"], meta["retrieval_mode"])
 
 
 @main.command()

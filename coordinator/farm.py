@@ -188,6 +188,7 @@ def run_meta(context: dict, *, broker: str, code_version: str, max_attempts: int
         "retrieval_mode": retrieval_mode,
         "batch_size": batch_size,
         "rebuild_cache": rebuild_cache,
+        "weights": (context["system_config"].get("ranking") or {}).get("weights"),
         "top_k": context["top_k"],
         "k_values": list(context["k_values"]),
         "scoring_profile": context["scoring_profile"],

@@ -80,6 +80,7 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         "retrieval_mode": context["system_config"].get("retrieval_mode"),
         "scoring_profile": context["scoring_profile"],
         "settings": settings_snapshot(),
+        "settings_system": context["system_config"],
         "command": context["command"],
         "elapsed_seconds": round(context["elapsed_seconds"], 3),
     }

@@ -33,7 +33,7 @@ EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 EMBEDDING_DIMENSION = 384
 
 #: Bumped whenever the layout of a cached item changes; old caches then rebuild.
-INDEX_FORMAT_VERSION = 1
+INDEX_FORMAT_VERSION = 2
 
 #: Retrieval modes the engine offers, and the sources each submits.
 MODE_SOURCES = {
@@ -41,7 +41,32 @@ MODE_SOURCES = {
     "bm25": ("bm25",),
     "raw": ("faiss", "bm25"),
     "fusion": ("fusion",),
+    "full": ("faiss", "bm25", "graph", "phrase", "attribute"),
 }
+#: Modes whose candidates go through the ranking pipeline.
+RANKED_MODES = ("full",)
+
+#: Scheduler: how long a recall waits for its sources, and the default policy.
+DEFAULT_SOURCE_BUDGET_MS = 5000.0
+DEFAULT_SCHEDULER_POLICY = "all"
+
+#: Ranking weights of the `full` mode, one per signal. Tuned on the development data only
+#: (the five LoCoMo conversations in shared/data and generated LongMemEval-S files); see README.
+DEFAULT_WEIGHTS = {
+    "semantic": 0.45,
+    "token": 0.35,
+    "phrase": 0.10,
+    "graph": 0.05,
+    "attribute_boost": 0.05,
+    "importance": 0.0,
+    "recency": 0.0,
+    "feedback": 0.0,
+}
+#: MMR trade-off (1.0 = relevance only) and how many top candidates it may reorder.
+DEFAULT_MMR_LAMBDA = 0.9
+DEFAULT_MMR_WINDOW = 20
+#: How many seeds the graph source expands from.
+DEFAULT_GRAPH_SEEDS = 10
 DEFAULT_MODE = "fusion"
 
 #: Scoring profiles for turn-level gold.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,10 @@ import numpy as np
 from memoria import defaults
 from memoria.bm25 import BM25Index
 from memoria.errors import SnapshotError, UnknownModeError
+from memoria.ranking import RankingContext, rank
 from memoria.rrf import reciprocal_rank_fusion
+from memoria.scheduler import SourceScheduler
+from memoria.sources import DerivedView, attribute_search, graph_search, phrase_search
 from memoria.store import MemoryStore
 from memoria.vectors import VectorIndex
 
@@ -34,10 +38,24 @@ class MemoryInterface:
         embedder=None,
         candidate_pool: int = defaults.DEFAULT_CANDIDATE_POOL,
         rrf_k: int = defaults.DEFAULT_RRF_K,
+        weights: dict[str, float] | None = None,
+        mmr_lambda: float = defaults.DEFAULT_MMR_LAMBDA,
+        mmr_window: int = defaults.DEFAULT_MMR_WINDOW,
+        policy: str = defaults.DEFAULT_SCHEDULER_POLICY,
+        budget_ms: float = defaults.DEFAULT_SOURCE_BUDGET_MS,
+        graph_seeds: int = defaults.DEFAULT_GRAPH_SEEDS,
     ):
         self._embedder = embedder
         self.candidate_pool = candidate_pool
         self.rrf_k = rrf_k
+        self.weights = dict(defaults.DEFAULT_WEIGHTS if weights is None else weights)
+        self.mmr_lambda, self.mmr_window = mmr_lambda, mmr_window
+        self.policy, self.budget_ms, self.graph_seeds = policy, budget_ms, graph_seeds
+        self.scheduler = SourceScheduler()
+        #: Extra or replacement sources by name (tests, experiments): {name: callable() -> [(id, score)]}.
+        self.custom_sources: dict = {}
+        self.extra_sources: dict[str, tuple[str, ...]] = {}
+        self._view = None
         self.dimension = embedder.dimension if embedder is not None else defaults.EMBEDDING_DIMENSION
         self.store = MemoryStore()
         self.vectors = VectorIndex(self.dimension)
@@ -56,15 +74,22 @@ class MemoryInterface:
 
     @property
     def settings(self) -> dict:
-        return {"candidate_pool": self.candidate_pool, "rrf_k": self.rrf_k, "bm25": {
-            "k1": self.bm25.k1, "b": self.bm25.b, "epsilon": self.bm25.epsilon}}
+        return {"candidate_pool": self.candidate_pool, "rrf_k": self.rrf_k,
+                "bm25": {"k1": self.bm25.k1, "b": self.bm25.b, "epsilon": self.bm25.epsilon},
+                "scheduler": {"policy": self.policy, "budget_ms": self.budget_ms}}
+
+    @property
+    def ranking_settings(self) -> dict:
+        return {"weights": dict(self.weights), "mmr_lambda": self.mmr_lambda, "mmr_window": self.mmr_window,
+                "graph_seeds": self.graph_seeds}
 
     # -- writing -----------------------------------------------------------
-    def insert(self, texts: list[str], metadatas: list[dict], vectors: np.ndarray | None) -> list[int]:
-        """Store already-validated memories; all of them or, on error, none."""
+    def insert(self, texts: list[str], metadatas: list[dict], vectors: np.ndarray | None,
+               derived: list[dict] | None = None) -> list[int]:
+        """Store already-validated memories (and what was extracted from them); all of them or none."""
         first = self.store.next_id()
         ids = list(range(first, first + len(texts)))
-        self.store.insert(ids, texts, [json.dumps(m, ensure_ascii=False, sort_keys=True) for m in metadatas])
+        self.store.insert(ids, texts, [json.dumps(m, ensure_ascii=False, sort_keys=True) for m in metadatas], derived)
         try:
             if vectors is not None:
                 self.vectors.add(ids, vectors)
@@ -74,70 +99,89 @@ class MemoryInterface:
             self.vectors.index.remove_ids(np.asarray(ids, dtype=np.int64))
             del self.bm25.ids[-len(ids):], self.bm25.tokens[-len(ids):]
             raise
+        self._view = None
         return ids
+
+    def feedback(self, memory_id: int, score: float) -> None:
+        """Record a usefulness judgement for a memory (the `feedback` ranking signal)."""
+        self.store.set_feedback(memory_id, float(score))
+        self._view = None
 
     def reset(self) -> None:
         """Forget everything: rows and every derived index."""
         self.store.clear()
         self.vectors.clear()
         self.bm25.clear()
+        self._view = None
 
     # -- reading -----------------------------------------------------------
-    def recall(self, query: str, mode: str = defaults.DEFAULT_MODE, limit: int = defaults.DEFAULT_TOP_K) -> dict:
+    def view(self) -> DerivedView:
+        if self._view is None:
+            self._view = DerivedView(self.store)
+        return self._view
+
+    def _source(self, name: str, query: str, query_vector, pool: int):
+        if name == "faiss":
+            return self.vectors.search(query_vector, pool)
+        if name == "bm25":
+            return self.bm25.search(query, pool)
+        if name == "fusion":
+            parts = {"faiss": self.vectors.search(query_vector, pool), "bm25": self.bm25.search(query, pool)}
+            return {"parts": parts, "fused": self._fuse(parts)}
+        if name == "graph":
+            return graph_search(self.view(), query, pool, self.graph_seeds)
+        if name == "phrase":
+            return phrase_search(self.view(), query, pool)
+        if name == "attribute":
+            return attribute_search(self.view(), query, pool)
+        raise UnknownModeError(f"unknown source {name!r}")
+
+    def recall(self, query: str, mode: str = defaults.DEFAULT_MODE, limit: int = defaults.DEFAULT_TOP_K,
+               policy: str | None = None, budget_ms: float | None = None) -> dict:
         """Ranked candidates for `query` under `mode`, with per-source diagnostics.
 
         Returns `{"results": [candidate, ...], "diagnostics": {...}}`; each
         candidate has rank, id, text, metadata, score, final_score and
-        diagnostics saying which sources found it, at which rank and score.
+        diagnostics saying which sources found it, at which rank and score
+        (and, in `full`, every ranking signal's value and contribution).
         """
         if mode not in defaults.MODE_SOURCES:
             raise UnknownModeError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
         started = time.perf_counter()
-        submitted = list(defaults.MODE_SOURCES[mode])
-        diagnostics = {
-            "mode": mode,
-            "policy": "all",
-            "sources_submitted": submitted,
-            "sources_completed": [],
-            "sources_pending": [],
-            "sources_failed": {},
-            "source_ms": {},
-            "candidate_pool": max(self.candidate_pool, limit),
-        }
+        submitted = list(self.extra_sources.get(mode, defaults.MODE_SOURCES[mode]))
+        pool = max(self.candidate_pool, limit)
         if len(self.store) == 0 or not query.strip():
-            diagnostics.update(finish_reason="empty_store" if len(self.store) == 0 else "empty_query", total_ms=0.0)
+            diagnostics = {"mode": mode, "policy": policy or self.policy, "sources_submitted": submitted,
+                           "sources_completed": [], "sources_pending": [], "sources_failed": {}, "source_ms": {},
+                           "candidate_pool": pool, "total_ms": 0.0,
+                           "finish_reason": "empty_store" if len(self.store) == 0 else "empty_query"}
             return {"results": [], "diagnostics": diagnostics}
 
-        pool = diagnostics["candidate_pool"]
-        lists: dict[str, list[tuple[int, float]]] = {}
-        query_vector = None
-        for source in submitted:
+        query_vector, embed_ms = None, 0.0
+        if mode in defaults.RANKED_MODES or {"faiss", "fusion"} & set(submitted):
             t0 = time.perf_counter()
-            try:
-                if source in ("faiss", "fusion") and query_vector is None:
-                    query_vector = self.embedder.encode([query])[0]
-                    diagnostics["embed_ms"] = _ms(t0)
-                if source == "faiss":
-                    lists["faiss"] = self.vectors.search(query_vector, pool)
-                elif source == "bm25":
-                    lists["bm25"] = self.bm25.search(query, pool)
-                elif source == "fusion":
-                    lists["faiss"] = self.vectors.search(query_vector, pool)
-                    lists["bm25"] = self.bm25.search(query, pool)
-                diagnostics["sources_completed"].append(source)
-            except Exception as exc:  # a failed source is reported, the others still answer
-                logger.warning("source %s failed on %r: %s", source, query[:80], exc)
-                diagnostics["sources_failed"][source] = f"{type(exc).__name__}: {exc}"
-            diagnostics["source_ms"][source] = _ms(t0)
-
-        if mode == "fusion" and "fusion" in diagnostics["sources_completed"]:
-            ranked = self._fuse(lists)
+            query_vector = self.embedder.encode([query])[0]
+            embed_ms = _ms(t0)
+        calls = {name: self.custom_sources.get(name) or partial(self._source, name, query, query_vector, pool)
+                 for name in submitted}
+        outcome, schedule = self.scheduler.run(calls, policy or self.policy, budget_ms or self.budget_ms)
+        diagnostics = {"mode": mode, **schedule, "embed_ms": embed_ms, "candidate_pool": pool}
+        lists = {}
+        for name, value in outcome.items():
+            if name == "fusion":
+                lists.update(value["parts"])
+            else:
+                lists[name] = value
+        if mode == "fusion" and "fusion" in outcome:
+            ranked = outcome["fusion"]["fused"]
+        elif mode in defaults.RANKED_MODES:
+            context = RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids)
+            ranked, diagnostics["ranking"] = rank(context, self.weights, limit, self.mmr_lambda, self.mmr_window)
+            ranked = [(i, score, {"kind": "ranking", **extra}) for i, score, extra in ranked]
         else:
             ranked = _round_robin(lists, submitted)
-        results = self._materialise(ranked[:limit], lists)
-        diagnostics["finish_reason"] = "all_completed" if not diagnostics["sources_failed"] else "partial"
         diagnostics["total_ms"] = _ms(started)
-        return {"results": results, "diagnostics": diagnostics}
+        return {"results": self._materialise(ranked[:limit], lists), "diagnostics": diagnostics}
 
     def _fuse(self, lists: dict[str, list[tuple[int, float]]]) -> list[tuple[int, float, dict]]:
         fused = reciprocal_rank_fusion({s: [i for i, _ in pairs] for s, pairs in lists.items()}, k=self.rrf_k)
@@ -150,14 +194,15 @@ class MemoryInterface:
         positions = {s: {i: (r, sc) for r, (i, sc) in enumerate(pairs, start=1)} for s, pairs in lists.items()}
         rows = self.store.get([doc_id for doc_id, _, _ in ranked])
         results = []
-        for rank, (doc_id, score, extra) in enumerate(ranked, start=1):
+        for rank_position, (doc_id, score, extra) in enumerate(ranked, start=1):
             text, metadata = rows[doc_id]
             found = {s: {"rank": pos[doc_id][0], "score": pos[doc_id][1]} for s, pos in positions.items() if doc_id in pos}
             diagnostics = {"sources": found}
             if extra:
+                extra = dict(extra)
                 diagnostics[extra.pop("kind")] = extra
             results.append({
-                "rank": rank,
+                "rank": rank_position,
                 "id": doc_id,
                 "text": text,
                 "metadata": metadata,
@@ -192,6 +237,7 @@ class MemoryInterface:
                 f"{directory}: snapshot parts disagree ({len(store)} rows, {len(vectors)} vectors, {len(bm25)} BM25 docs)"
             )
         self.store, self.vectors, self.bm25 = store, vectors, bm25
+        self._view = None
 
 
 def _round_robin(lists: dict[str, list[tuple[int, float]]], order: list[str]) -> list[tuple[int, float, dict]]:

@@ -6,6 +6,7 @@ import json
 import logging
 
 from memoria import defaults
+from memoria.extract import extract_many
 from memoria.errors import (
     EmptyTextError,
     InvalidMetadataError,
@@ -49,7 +50,8 @@ class BatchLoader:
             vectors = self.memory.embedder.encode(texts, batch_size=batch_size)
             if skip_embedding_build:
                 vectors = None
-        self.memory.insert(texts, metadatas, vectors)
+        derived = extract_many(texts, metadatas, parallel=parallel_extract, max_workers=max_workers)
+        self.memory.insert(texts, metadatas, vectors, derived)
         logger.debug("stored %d memories", len(texts))
         return len(texts)
 

@@ -18,7 +18,16 @@ CREATE TABLE IF NOT EXISTS memories (
     text TEXT NOT NULL,
     metadata TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS entities (memory_id INTEGER NOT NULL, entity TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS entities_by_name ON entities (entity);
+CREATE TABLE IF NOT EXISTS relationships (
+    memory_id INTEGER NOT NULL, source TEXT NOT NULL, relation TEXT NOT NULL, target TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS attributes (memory_id INTEGER NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS importance (memory_id INTEGER PRIMARY KEY, score REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS feedback (memory_id INTEGER PRIMARY KEY, score REAL NOT NULL);
 """
+_DERIVED_TABLES = ("entities", "relationships", "attributes", "importance", "feedback")
 
 
 class MemoryStore:
@@ -34,16 +43,34 @@ class MemoryStore:
     def next_id(self) -> int:
         return self.conn.execute("SELECT COALESCE(MAX(id), -1) + 1 FROM memories").fetchone()[0]
 
-    def insert(self, ids: list[int], texts: list[str], metadatas: list[str]) -> None:
-        """Insert rows in one transaction; metadatas are already JSON text."""
+    def insert(self, ids: list[int], texts: list[str], metadatas: list[str], derived: list[dict] | None = None) -> None:
+        """Insert rows and their derived rows in one transaction; metadatas are already JSON text."""
         with self.conn:
             self.conn.executemany(
                 "INSERT INTO memories (id, text, metadata) VALUES (?, ?, ?)", zip(ids, texts, metadatas)
             )
+            for memory_id, facts in zip(ids, derived or []):
+                self.conn.executemany("INSERT INTO entities VALUES (?, ?)", ((memory_id, e) for e in facts["entities"]))
+                self.conn.executemany("INSERT INTO relationships VALUES (?, ?, ?, ?)",
+                                      ((memory_id, *triple) for triple in facts["relationships"]))
+                self.conn.executemany("INSERT INTO attributes VALUES (?, ?, ?)",
+                                      ((memory_id, k, v) for k, v in facts["attributes"]))
+                self.conn.execute("INSERT INTO importance VALUES (?, ?)", (memory_id, facts["importance"]))
 
     def delete(self, ids: list[int]) -> None:
         with self.conn:
-            self.conn.executemany("DELETE FROM memories WHERE id = ?", ((i,) for i in ids))
+            for table in ("memories",) + _DERIVED_TABLES:
+                column = "id" if table == "memories" else "memory_id"
+                self.conn.executemany(f"DELETE FROM {table} WHERE {column} = ?", ((i,) for i in ids))
+
+    def rows(self, table: str) -> list[tuple]:
+        if table not in _DERIVED_TABLES:
+            raise ValueError(f"no derived table {table!r}")
+        return self.conn.execute(f"SELECT * FROM {table}").fetchall()
+
+    def set_feedback(self, memory_id: int, score: float) -> None:
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO feedback VALUES (?, ?)", (memory_id, score))
 
     def get(self, ids: list[int]) -> dict[int, tuple[str, dict]]:
         if not ids:
@@ -58,7 +85,8 @@ class MemoryStore:
 
     def clear(self) -> None:
         with self.conn:
-            self.conn.execute("DELETE FROM memories")
+            for table in ("memories",) + _DERIVED_TABLES:
+                self.conn.execute(f"DELETE FROM {table}")
 
     def save(self, path: Path) -> None:
         path = Path(path)
@@ -79,7 +107,8 @@ class MemoryStore:
                 source.backup(store.conn)
             finally:
                 source.close()
-            store.conn.execute("SELECT COUNT(*) FROM memories").fetchone()
+            for table in ("memories",) + _DERIVED_TABLES:
+                store.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
         except sqlite3.Error as exc:
             raise SnapshotError(f"{path}: unreadable SQLite store ({exc})") from exc
         return store

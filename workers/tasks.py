@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import traceback
@@ -38,11 +39,15 @@ def _ledger() -> Ledger:
 
 
 def _system(meta: dict):
-    key = (meta["system"], meta["retrieval_mode"], meta["batch_size"])
+    weights = meta.get("weights")
+    key = (meta["system"], meta["retrieval_mode"], meta["batch_size"], json.dumps(weights, sort_keys=True))
     if key not in _SYSTEMS:
         from adapters.systems import make_system
 
-        _SYSTEMS[key] = make_system(meta["system"], meta["retrieval_mode"], batch_size=meta["batch_size"])
+        options = {"batch_size": meta["batch_size"]}
+        if weights:
+            options["weights"] = weights
+        _SYSTEMS[key] = make_system(meta["system"], meta["retrieval_mode"], **options)
     return _SYSTEMS[key]
 
 

@@ -13,14 +13,24 @@ class MemoriaSystem:
     name = "memoria"
 
     def __init__(self, mode: str = defaults.DEFAULT_MODE, batch_size: int = defaults.DEFAULT_BATCH_SIZE,
-                 max_workers: int = defaults.DEFAULT_MAX_WORKERS, parallel_extract: bool = True, embedder=None):
+                 max_workers: int = defaults.DEFAULT_MAX_WORKERS, parallel_extract: bool = True, embedder=None,
+                 weights: dict | None = None, without: tuple[str, ...] = (), mmr_lambda: float | None = None):
         if mode not in defaults.MODE_SOURCES:
             raise ValueError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
+        unknown = set(without) - set(defaults.MODE_SOURCES[mode])
+        if unknown:
+            raise ValueError(f"mode {mode} has no sources {sorted(unknown)} to leave out")
         self.mode = mode
         self.batch_size = batch_size
         self.max_workers = max_workers
         self.parallel_extract = parallel_extract
-        self.memory = MemoryInterface(embedder=embedder)
+        options = {"weights": weights} if weights is not None else {}
+        if mmr_lambda is not None:
+            options["mmr_lambda"] = mmr_lambda
+        self.memory = MemoryInterface(embedder=embedder, **options)
+        self.sources = tuple(s for s in defaults.MODE_SOURCES[mode] if s not in without)
+        if without:
+            self.memory.extra_sources[mode] = self.sources
         self.last_diagnostics: dict = {}
 
     @property
@@ -33,8 +43,9 @@ class MemoriaSystem:
         return {
             "name": self.name,
             "retrieval_mode": self.mode,
-            "sources": list(defaults.MODE_SOURCES[self.mode]),
-            "ranking": {"enabled": False, "mmr": False},
+            "sources": list(self.sources),
+            "ranking": ({"enabled": True, "mmr": self.memory.mmr_lambda < 1.0, **self.memory.ranking_settings}
+                        if self.mode in defaults.RANKED_MODES else {"enabled": False, "mmr": False}),
             "batch_size": self.batch_size,
             "vector_store": type(self.memory.vectors.index).__name__ + "(IndexFlatIP)",
             **self.memory.settings,

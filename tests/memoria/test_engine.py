@@ -136,8 +136,8 @@ def test_a_query_on_an_empty_store_returns_nothing(embedder):
 
 
 def test_unknown_mode_is_a_clear_error(memory):
-    with pytest.raises(UnknownModeError, match="full"):
-        memory.recall("x", mode="full")
+    with pytest.raises(UnknownModeError, match="fusion"):
+        memory.recall("x", mode="hybrid")
 
 
 def test_reset_forgets_everything(memory):

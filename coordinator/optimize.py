@@ -1,0 +1,103 @@
+"""Weight optimisation for the `full` ranking, from a run's own records.
+
+Coordinate ascent: move one weight at a time by `step`, keep a move only if
+the objective (session ndcg_any@10 by default) improves over the evaluated
+questions. Candidates are re-scored from the signal values each record
+stores, so no model or index is touched; only the candidates a run kept
+(its top_k) can move, which makes the objective an estimate on that pool.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memoria.errors import ResultsError
+from memoria.ranking import SIGNALS
+from workers.metrics import question_metrics
+
+DEFAULT_OBJECTIVE = "session:ndcg_any@10"
+#: Multiples of the step tried, in order, while the objective stays flat.
+PLATEAU_STEPS = (1, 2, 4, 8)
+
+
+def _prepared(records: list[dict]) -> list[dict]:
+    questions = []
+    for record in records:
+        if not record.get("metrics") or not record.get("candidates"):
+            continue
+        rows = []
+        for candidate in record["candidates"]:
+            ranking = candidate.get("diagnostics", {}).get("ranking")
+            if not ranking:
+                raise ResultsError(f"question {record['question_id']}: candidates carry no ranking signals "
+                                   "(optimise runs made with --retrieval-mode full)")
+            rows.append((candidate["rank"], candidate["metadata"]["turn_id"], candidate["metadata"]["session_id"],
+                         ranking["signals"]))
+        questions.append({"rows": rows, "gold_sessions": record["gold"]["sessions"], "gold_turns": record["gold"]["turns"]})
+    if not questions:
+        raise ResultsError("no evaluated question with candidates to optimise on")
+    return questions
+
+
+def objective(questions: list[dict], weights: dict[str, float], name: str = DEFAULT_OBJECTIVE) -> float:
+    level, metric = name.split(":", 1)
+    k = int(metric.split("@")[1])
+    total = 0.0
+    for q in questions:
+        scored = sorted(q["rows"], key=lambda r: (-sum(weights.get(s, 0.0) * v for s, v in r[3].items()), r[0]))
+        turns = [r[1] for r in scored]
+        session_of = {r[1]: r[2] for r in scored}
+        metrics = question_metrics(turns, session_of, q["gold_sessions"], q["gold_turns"], k_values=(k,))
+        total += (metrics[level] or {}).get(metric, 0.0)
+    return total / len(questions)
+
+
+def optimise(records: list[dict], weights: dict[str, float], step: float = 0.02, objective_name: str = DEFAULT_OBJECTIVE,
+             max_rounds: int = 25) -> dict:
+    """Proposed weights, the objective before and after, and every accepted move."""
+    if step <= 0:
+        raise ValueError("step size must be positive")
+    questions = _prepared(records)
+    current = {name: float(weights.get(name, 0.0)) for name in SIGNALS}
+    best = start = objective(questions, current, objective_name)
+    moves = []
+    for _ in range(max_rounds):
+        improved = False
+        for name in SIGNALS:
+            moved = False
+            for direction in (+1, -1):
+                # one step first; on a plateau (no change at all) a few steps further the same way
+                for multiple in PLATEAU_STEPS:
+                    trial = dict(current)
+                    trial[name] = round(max(0.0, trial[name] + direction * multiple * step), 6)
+                    if trial[name] == current[name]:
+                        break
+                    value = objective(questions, trial, objective_name)
+                    if value > best + 1e-9:
+                        moves.append({"signal": name, "from": current[name], "to": trial[name], "objective": value})
+                        current, best, improved, moved = trial, value, True, True
+                        break
+                    if value < best - 1e-9:
+                        break
+                if moved:
+                    break
+        if not improved:
+            break
+    return {"objective": objective_name, "questions": len(questions), "before": start, "after": best,
+            "weights_before": {n: float(weights.get(n, 0.0)) for n in SIGNALS}, "weights": current, "moves": moves,
+            "step_size": step}
+
+
+def load_weights(path: str | Path) -> dict[str, float]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"{path}: cannot read weights ({exc})") from exc
+    weights = data.get("weights", data) if isinstance(data, dict) else None
+    if not isinstance(weights, dict) or not all(isinstance(v, (int, float)) for v in weights.values()):
+        raise ResultsError(f"{path}: expected {{signal: number}} (or {{'weights': {{...}}}})")
+    unknown = set(weights) - set(SIGNALS)
+    if unknown:
+        raise ResultsError(f"{path}: unknown signals {sorted(unknown)}; known: {sorted(SIGNALS)}")
+    return {k: float(v) for k, v in weights.items()}

@@ -1,0 +1,116 @@
+"""The structured retrieval sources of the `full` mode: graph, phrase, attribute.
+
+Each reads the derived indexes (entities, relationships, attributes) kept in
+SQLite beside the raw text, through an in-memory view rebuilt after inserts.
+Each returns best-first (id, score) pairs, ties ordered by id.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+
+from memoria.bm25 import STOPWORDS
+from memoria.extract import query_attributes, query_entities
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+#: How much each kind of attribute match counts.
+ATTRIBUTE_WEIGHTS = {"date": 1.0, "session_date": 0.6, "quantity": 1.0, "time": 1.0, "number": 0.4, "speaker": 0.3}
+
+
+def _ranked(scores: dict[int, float], limit: int) -> list[tuple[int, float]]:
+    return sorted(((i, s) for i, s in scores.items() if s > 0), key=lambda p: (-p[1], p[0]))[:limit]
+
+
+def _normal_text(text: str) -> str:
+    return " " + " ".join(_WORD.findall(text.lower())) + " "
+
+
+class DerivedView:
+    """Inverted maps over the derived tables; built once per state, after the last insert."""
+
+    def __init__(self, store):
+        self.entity_ids: dict[str, set[int]] = defaultdict(set)
+        self.entities_of: dict[int, set[str]] = defaultdict(set)
+        self.related: dict[str, set[str]] = defaultdict(set)
+        self.attribute_ids: dict[tuple[str, str], set[int]] = defaultdict(set)
+        self.importance: dict[int, float] = {}
+        self.feedback: dict[int, float] = {}
+        for memory_id, entity in store.rows("entities"):
+            self.entity_ids[entity].add(memory_id)
+            self.entities_of[memory_id].add(entity)
+        for _, source, _, target in store.rows("relationships"):
+            self.related[source].add(target)
+            self.related[target].add(source)
+        for memory_id, kind, value in store.rows("attributes"):
+            self.attribute_ids[(kind, value)].add(memory_id)
+        self.importance = {m: s for m, s in store.rows("importance")}
+        self.feedback = {m: s for m, s in store.rows("feedback")}
+        rows = store.all_rows()
+        self.texts = {memory_id: _normal_text(text) for memory_id, text, _ in rows}
+        self.ids = sorted(self.texts)
+        self.total = max(1, len(rows))
+
+    def idf(self, entity: str) -> float:
+        return math.log(1 + self.total / (1 + len(self.entity_ids.get(entity, ()))))
+
+
+def graph_search(view: DerivedView, query: str, limit: int, seeds: int) -> list[tuple[int, float]]:
+    """Seeds hold the query's entities; expand one hop through entities they share and relationships."""
+    wanted = [e for e in query_entities(query) if e in view.entity_ids]
+    seed_scores: dict[int, float] = defaultdict(float)
+    for entity in wanted:
+        for memory_id in view.entity_ids[entity]:
+            seed_scores[memory_id] += view.idf(entity)
+    best_seeds = _ranked(seed_scores, seeds)
+    scores = dict(seed_scores)
+    query_set = set(wanted)
+    for seed, seed_score in best_seeds:
+        bridges = (view.entities_of[seed] - query_set) | {t for e in wanted for t in view.related.get(e, ())}
+        for entity in bridges:
+            ids = view.entity_ids.get(entity, ())
+            if not ids or len(ids) > view.total / 4:  # an entity everywhere links nothing
+                continue
+            share = 0.5 * seed_score * view.idf(entity) / max(1.0, math.log(1 + len(ids)))
+            for memory_id in ids:
+                if memory_id != seed:
+                    scores[memory_id] = scores.get(memory_id, 0.0) + share
+    return _ranked(scores, limit)
+
+
+def phrase_search(view: DerivedView, query: str, limit: int) -> list[tuple[int, float]]:
+    """Exact phrase and n-gram (2 to 4 words) matches of the query; longer matches count more."""
+    words = _WORD.findall(query.lower())
+    grams = []
+    for n in (4, 3, 2):
+        for i in range(len(words) - n + 1):
+            gram = words[i:i + n]
+            if sum(w not in STOPWORDS for w in gram) >= max(1, n - 1):
+                grams.append((" " + " ".join(gram) + " ", n))
+    whole = " " + " ".join(words) + " " if len(words) > 1 else None
+    scores: dict[int, float] = {}
+    for memory_id in view.ids:
+        text = view.texts[memory_id]
+        score = sum(n * n for gram, n in grams if gram in text)
+        if whole and whole in text:
+            score += 2 * len(words) ** 2
+        if score:
+            scores[memory_id] = float(score)
+    return _ranked(scores, limit)
+
+
+def attribute_search(view: DerivedView, query: str, limit: int) -> list[tuple[int, float]]:
+    """Dates, times, quantities, numbers and speakers of the query matched against memory attributes."""
+    scores: dict[int, float] = defaultdict(float)
+    wanted = query_attributes(query)
+    for kind, value in wanted:
+        kinds = ("date", "session_date") if kind == "date" else (kind,)
+        for target in kinds:
+            for memory_id in view.attribute_ids.get((target, value), ()):
+                scores[memory_id] += ATTRIBUTE_WEIGHTS.get(target, 0.5)
+    for entity in query_entities(query):
+        for memory_id in view.attribute_ids.get(("speaker", entity), ()):
+            scores[memory_id] += ATTRIBUTE_WEIGHTS["speaker"]
+    return _ranked(scores, limit)
