@@ -457,6 +457,102 @@ def cluster_down(state_dir):
     click.echo(f"stopped {len(stopped)} processes")
 
 
+# -- reading results ---------------------------------------------------------------------
+@main.command()
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--compare", "do_compare", is_flag=True, help="One row per file: session R@1/3/5/10 and NDCG@10.")
+@click.option("--force", is_flag=True, help="Compare files of different benchmarks or profiles anyway.")
+@click.option("--explain", type=click.IntRange(1), default=None, help="The N worst questions, explained.")
+@click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Companion questions file for --explain.")
+@click.option("--all", "all_files", is_flag=True, help="Summarise every results JSON in --results-dir as JSON.")
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None, help="Write PNG charts here.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None, help="Write one HTML report.")
+@click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
+def analyze(files, do_compare, force, explain, questions, all_files, results_dir, plot_dir, html_file, as_json):
+    """Read result files (and nothing else) and report on them."""
+    import json
+
+    from coordinator import analyze as analysis
+
+    if all_files:
+        click.echo(json.dumps(analysis.summarize_directory(results_dir), indent=1))
+        return
+    if not files:
+        raise click.UsageError("name at least one results file (or use --all)")
+    loaded = [analysis.load_results(f) for f in files]
+    if do_compare:
+        rows = analysis.compare(loaded, force=force)
+        click.echo(json.dumps(rows, indent=1) if as_json else analysis.render_compare(rows))
+    elif explain:
+        companion = None
+        if questions:
+            from adapters.longmemeval import load_companion
+
+            companion = load_companion(questions)
+        for results in loaded:
+            report = analysis.explain(results, explain, companion)
+            click.echo(json.dumps(report, indent=1) if as_json else analysis.render_explain(report))
+    else:
+        for results in loaded:
+            report = analysis.analyze(results)
+            click.echo(json.dumps(report, indent=1, default=str) if as_json else analysis.render_analysis(report))
+    if plot_dir or html_file:
+        from coordinator import plots
+
+        if plot_dir:
+            for path in plots.write_plots(loaded, plot_dir):
+                click.echo(f"chart: {path}", err=True)
+        if html_file:
+            Path(html_file).parent.mkdir(parents=True, exist_ok=True)
+            Path(html_file).write_text(plots.html_report(loaded), encoding="utf-8")
+            click.echo(f"report: {html_file}", err=True)
+
+
+@main.command()
+@click.option("--benchmark", type=click.Choice(["longmemeval", "locomo"]), default="longmemeval", show_default=True)
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--rankings", type=click.Path(exists=True, dir_okay=False), required=True,
+              help='JSON lines: {"question_id": ..., "ranked": [ids, best first]}.')
+@click.option("--level", type=click.Choice(["session", "turn"]), default="session", show_default=True)
+@click.option("--scoring-profile", type=click.Choice(defaults.SCORING_PROFILES),
+              default=defaults.DEFAULT_SCORING_PROFILE, show_default=True)
+@click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Companion questions file (LongMemEval turn gold).")
+@click.option("--output", type=click.Path(dir_okay=False), default=None)
+@click.pass_context
+def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, output):
+    """Score a rankings file from any system with the metric code of the runs."""
+    from coordinator.benchmarks import open_benchmark
+    from coordinator.reducer import reduce_run
+    from coordinator.score import score_rankings
+    from workers.cache import file_sha256
+
+    started = time.perf_counter()
+    adapter = open_benchmark(benchmark, dataset, questions, scoring_profile)
+    adapter.scan()
+    outcomes, report = score_rankings(adapter, rankings, level, scoring_profile, defaults.DEFAULT_K_VALUES)
+    for problem in report["problems"]:
+        click.echo(f"warning: {problem}", err=True)
+    if report["missing"]:
+        click.echo(f"warning: {len(report['missing'])} questions have no ranking and score 0 "
+                   f"(first: {', '.join(report['missing'][:5])})", err=True)
+    context = {
+        "benchmark": benchmark, "benchmark_title": adapter.benchmark["title"],
+        "group_key": adapter.benchmark.get("group_key", "question_type"),
+        "dataset_path": str(Path(dataset).resolve()), "dataset_sha256": file_sha256(dataset),
+        "system_config": {"name": "external", "retrieval_mode": f"rankings:{level}", "rankings": str(Path(rankings).resolve()),
+                          "rankings_sha256": file_sha256(rankings)},
+        "embedding_signature": None, "scoring_profile": scoring_profile, "top_k": None,
+        "k_values": defaults.DEFAULT_K_VALUES, "rendering": None, "arguments": dict(ctx.params),
+        "command": ctx.obj["command"], "elapsed_seconds": time.perf_counter() - started,
+    }
+    results, manifest = reduce_run(outcomes, context)
+    manifest["rankings"] = report
+    _finish(results, manifest, output, benchmark, f"score-{level}")
+
+
 # -- your own notes and code ----------------------------------------------------------
 def _open_store(store: str):
     from memoria import MemoryInterface
@@ -599,6 +695,20 @@ def bench_farm(questions, scale, workdir, output):
     from coordinator.perf import run_farm_bench
 
     click.echo(run_farm_bench(questions, scale, workdir, output))
+
+
+@bench.command("ablation")
+@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--questions", type=click.IntRange(1), default=30, show_default=True,
+              help="Questions of the generated LongMemEval-S file.")
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.3, show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_ablation", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/ablation.json", show_default=True)
+def bench_ablation(locomo, questions, scale, workdir, output):
+    """fusion vs full vs full without each source (and without MMR), on LoCoMo and generated LongMemEval-S."""
+    from coordinator.perf import run_ablation_bench
+
+    click.echo(run_ablation_bench(locomo, questions, scale, workdir, output))
 
 
 if __name__ == "__main__":

@@ -290,3 +290,53 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
         f"speedup {data_out['two_worker_speedup']:.2f}x (target >= 1.7)",
         f"broker overhead {data_out['broker_overhead_ms_per_task']:.1f} ms per task; farm metrics equal local: {same_records}",
         f"wrote {path}"])
+
+
+def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: float, workdir: str | Path, output) -> str:
+    """fusion, full, and full without each source, on LoCoMo and a generated LongMemEval-S file."""
+    from adapters.locomo import LoCoMo
+    from adapters.longmemeval import LongMemEval, extract_questions
+    from adapters.longmemeval_synth import write
+    from adapters.systems.memoria_system import MemoriaSystem
+    from memoria.defaults import MODE_SOURCES
+    from workers.cache import ItemCache
+    from workers.item import evaluate_item
+    from workers.metrics import average
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    lme = workdir / "ablation_lme.json"
+    if not lme.exists():
+        write(lme, longmemeval_questions, seed=101, scale=scale)
+        extract_questions(lme, workdir / "ablation_lme_q.json")
+    datasets = {"locomo": lambda: LoCoMo(locomo).iter_items(),
+                "longmemeval": lambda: LongMemEval(lme, workdir / "ablation_lme_q.json").iter_items()}
+    configs = [("fusion", "fusion", {}), ("full", "full", {})]
+    configs += [(f"full - {source}", "full", {"without": (source,)}) for source in MODE_SOURCES["full"]]
+    configs += [("full, no MMR", "full", {"mmr_lambda": 1.0})]
+    table = {}
+    for dataset, items in datasets.items():
+        cache = ItemCache(workdir / f"cache_{dataset}")
+        table[dataset] = {}
+        for label, mode, options in configs:
+            system = MemoriaSystem(mode=mode, **options)
+            records = [r for item in items() for r in evaluate_item(item, system, cache=cache)["records"]]
+            summary = average(r for r in records if r.get("metrics"))
+            table[dataset][label] = {
+                "evaluable": summary["evaluable"]["session"],
+                "session_recall_any@5": round(summary["session"]["recall_any@5"], 4),
+                "turn_recall_any@10": round(summary["turn"].get("recall_any@10", float("nan")), 4),
+                "session_ndcg_any@10": round(summary["session"]["ndcg_any@10"], 4),
+            }
+    path = write_bench("ablation", {"locomo": str(locomo), "longmemeval": {"questions": longmemeval_questions,
+                                                                          "scale": scale, "seed": 101},
+                                    "table": table}, output)
+    lines = []
+    for dataset, rows in table.items():
+        lines.append(f"{dataset}  ({next(iter(rows.values()))['evaluable']} evaluable)")
+        lines.append(f"  {'configuration':<18}{'sess R@5':>10}{'turn R@10':>11}{'sess nDCG@10':>14}")
+        for label, r in rows.items():
+            lines.append(f"  {label:<18}{r['session_recall_any@5']:>10.3f}{r['turn_recall_any@10']:>11.3f}"
+                         f"{r['session_ndcg_any@10']:>14.3f}")
+    lines.append(f"wrote {path}")
+    return "\n".join(lines)

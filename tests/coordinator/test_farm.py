@@ -22,7 +22,7 @@ from workers.app import make_app
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 #: Short limits so a lost worker's message comes back quickly in tests.
-FAST = {"MEMFARM_TASK_TIME_LIMIT": 20, "MEMFARM_VISIBILITY_TIMEOUT": 25}
+FAST = {"MEMFARM_TASK_TIME_LIMIT": 60, "MEMFARM_VISIBILITY_TIMEOUT": 65}
 
 
 @pytest.fixture(autouse=True)
@@ -57,7 +57,7 @@ def data(tmp_path_factory):
     folder = tmp_path_factory.mktemp("farm")
     path = write_dataset(folder / "data.json", questions=12, seed=8, scale=0.04)
     extract_questions(path, folder / "questions.json")
-    big = write_dataset(folder / "big.json", questions=3, seed=9, scale=0.5)
+    big = write_dataset(folder / "big.json", questions=3, seed=9, scale=0.3)
     return {"small": path, "questions": folder / "questions.json", "big": big, "folder": folder}
 
 
