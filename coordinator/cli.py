@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import sys
 import time
@@ -14,6 +15,7 @@ from memoria import defaults
 from memoria.errors import MemfarmError
 
 logger = logging.getLogger(__name__)
+os.environ.setdefault("MEM0_TELEMETRY", "False")  # the optional mem0 adapter must never phone home
 
 
 class _Cli(click.Group):
@@ -74,8 +76,9 @@ def extract_questions(input_path, output):
 def run_options(command):
     """Options shared by `run` and `submit`: what to evaluate and how."""
     options = [
-        click.argument("benchmark", type=click.Choice(["longmemeval", "locomo"])),
-        click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True),
+        click.argument("benchmark", type=click.Choice(["longmemeval", "locomo", "adamem-jsonl", "adamem-synthetic"])),
+        click.option("--dataset", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="The dataset file (not needed for adamem-synthetic)."),
         click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="Companion questions file (LongMemEval) for turn-level gold."),
         click.option("--retrieval-mode", type=click.Choice(sorted(defaults.MODE_SOURCES)),
@@ -97,6 +100,8 @@ def run_options(command):
         click.option("--run-id", default=None, help="Farm: name the run (default: time + random)."),
         click.option("--weights", "weights_file", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="Ranking weights (JSON) for --retrieval-mode full."),
+        click.option("--ablation", default=None,
+                     help="AdaMem configuration (system adamem, adamem-* benchmarks; 'all' there)."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -110,7 +115,7 @@ def broker_option(required: bool = True):
 
 def _prepare(ctx, p: dict) -> tuple:
     """The adapter, the item count, the system and the run context shared by local and farm runs."""
-    from adapters.systems import make_system
+    from adapters.systems import describe, make_system
     from coordinator.benchmarks import open_benchmark
     from workers.cache import file_sha256
 
@@ -119,7 +124,7 @@ def _prepare(ctx, p: dict) -> tuple:
         click.echo("warning: no --questions file; turn gold is the first turn of each answer session", err=True)
     ids = adapter.scan()
     total = min(len(ids), p["limit"]) if p["limit"] else len(ids)
-    options = {"batch_size": p["batch_size"], "max_workers": p["workers"]}
+    options = {"batch_size": p["batch_size"], "max_workers": p["workers"], "ablation": p.get("ablation")}
     if p.get("weights_file"):
         from coordinator.optimize import load_weights
 
@@ -134,7 +139,7 @@ def _prepare(ctx, p: dict) -> tuple:
         "group_key": adapter.benchmark.get("group_key", "question_type"),
         "dataset_path": str(Path(p["dataset"]).resolve()),
         "dataset_sha256": file_sha256(p["dataset"]),
-        "system_config": system.config,
+        "system_config": describe(system),
         "embedding_signature": getattr(system, "embedding_signature", None),
         "scoring_profile": p["scoring_profile"],
         "top_k": p["top_k"],
@@ -179,6 +184,11 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
     from workers.cache import ItemCache
 
     started = time.perf_counter()
+    if p["benchmark"].startswith("adamem-"):
+        _run_adamem(ctx, p)
+        return
+    if p["dataset"] is None:
+        raise click.UsageError(f"--dataset is required for {p['benchmark']}")
     if optimize and p["retrieval_mode"] != "full":
         raise click.UsageError("--optimize tunes the ranking weights of --retrieval-mode full")
     if broker:
@@ -236,13 +246,45 @@ def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run
 
 # -- the farm ----------------------------------------------------------------------
 def _farm(broker: str):
-    import os
-
-    os.environ["MEMFARM_BROKER"] = broker
     from coordinator.ledger import Ledger, connect
     from workers.app import make_app
 
     return Ledger(connect(broker)), make_app(broker)
+
+
+def _run_adamem(ctx, p: dict) -> None:
+    """AdaMem episodes (a JSONL file or the synthetic suite), judged by expected / forbidden substrings."""
+    import json
+
+    from adapters.adamem_jsonl import evaluate_episode, read_episodes, synthetic_suite
+    from adapters.systems.adamem import ABLATIONS, AdaMem
+
+    if p["benchmark"] == "adamem-jsonl":
+        if not p["dataset"]:
+            raise click.UsageError("--dataset is required for adamem-jsonl")
+        episodes = list(read_episodes(p["dataset"]))
+    else:
+        episodes = synthetic_suite()
+    if p["limit"]:
+        episodes = episodes[: p["limit"]]
+    names = list(ABLATIONS) if p.get("ablation") in (None, "all") else [p["ablation"]]
+    unknown = [n for n in names if n not in ABLATIONS]
+    if unknown:
+        raise MemfarmError(f"unknown AdaMem ablation {unknown[0]!r}; choose from {', '.join(ABLATIONS)}")
+    table = {}
+    for name in names:
+        records = [r for episode in episodes for r in evaluate_episode(episode, AdaMem.ablation(name))]
+        table[name] = {"passed": sum(r["passed"] for r in records), "queries": len(records), "records": records,
+                       "stale_hits": sum(1 for r in records if r["forbidden_found"])}
+    width = max(map(len, table))
+    click.echo(f"{'ablation':<{width}}  {'passed':>8}  {'stale hits':>10}   (retrieval support, not answer accuracy)")
+    for name, row in table.items():
+        click.echo(f"{name:<{width}}  {row['passed']:>3}/{row['queries']:<4}  {row['stale_hits']:>10}")
+    output = Path(p["output"] or f"results/{p['benchmark']}_{time.strftime('%Y%m%d-%H%M%S')}.json")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps({"benchmark": p["benchmark"], "dataset": p["dataset"], "command": ctx.obj["command"],
+                                  "ablations": table}, indent=1), encoding="utf-8")
+    click.echo(f"results: {output}")
 
 
 def _submit(ctx, broker: str, p: dict) -> str:
@@ -258,7 +300,7 @@ def _submit(ctx, broker: str, p: dict) -> str:
     meta = run_meta(context, broker=broker, code_version=CODE_VERSION, max_attempts=p["max_attempts"],
                     task_time_limit=int(os.environ.get("MEMFARM_TASK_TIME_LIMIT", DEFAULT_TASK_TIME_LIMIT)),
                     system=p["system_name"], retrieval_mode=p["retrieval_mode"], batch_size=p["batch_size"],
-                    rebuild_cache=p["rebuild_cache"])
+                    rebuild_cache=p["rebuild_cache"], ablation=p.get("ablation"))
     click.echo(f"run id: {run_id}", err=True)
     with click.progressbar(length=total, label="staging", file=sys.stderr) as bar:
         staged = stage_run(ledger, run_id, adapter, meta, p["limit"], on_item=lambda _: bar.update(1))
@@ -455,6 +497,25 @@ def cluster_down(state_dir):
 
     stopped = down(Path(state_dir))
     click.echo(f"stopped {len(stopped)} processes")
+
+
+@main.group()
+def convert():
+    """Convert datasets between formats."""
+
+
+@convert.command("locomo")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.argument("target", type=click.Path(dir_okay=False))
+@click.option("--expected", type=click.Choice(["evidence", "answer", "both"]), default="evidence", show_default=True)
+@click.option("--top-k", type=click.IntRange(1), default=10, show_default=True)
+def convert_locomo_command(source, target, expected, top_k):
+    """LoCoMo (locomo10.json) to AdaMem JSONL episodes."""
+    from adapters.adamem_jsonl import convert_locomo, write_episodes
+
+    episodes = convert_locomo(source, expected=expected, top_k=top_k)
+    count = write_episodes(episodes, target)
+    click.echo(f"wrote {count} episodes ({sum(len(e['queries']) for e in episodes)} queries) to {target}")
 
 
 # -- reading results ---------------------------------------------------------------------
@@ -709,6 +770,16 @@ def bench_ablation(locomo, questions, scale, workdir, output):
     from coordinator.perf import run_ablation_bench
 
     click.echo(run_ablation_bench(locomo, questions, scale, workdir, output))
+
+
+@bench.command("systems")
+@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/systems.json", show_default=True)
+def bench_systems(locomo, output):
+    """memoria (fusion, full), adamem (full, semantic-only) and mem0 on one LoCoMo file."""
+    from coordinator.perf import run_systems_bench
+
+    click.echo(run_systems_bench(locomo, output))
 
 
 if __name__ == "__main__":

@@ -177,7 +177,7 @@ def reduce_farm_run(ledger: Ledger, run_id: str) -> tuple[dict, dict]:
 
 
 def run_meta(context: dict, *, broker: str, code_version: str, max_attempts: int, task_time_limit: int,
-             system: str, retrieval_mode: str, batch_size: int, rebuild_cache: bool) -> dict:
+             system: str, retrieval_mode: str, batch_size: int, rebuild_cache: bool, ablation: str | None = None) -> dict:
     return {
         "created": time.time(),
         "broker": redact(broker),
@@ -187,6 +187,7 @@ def run_meta(context: dict, *, broker: str, code_version: str, max_attempts: int
         "system": system,
         "retrieval_mode": retrieval_mode,
         "batch_size": batch_size,
+        "ablation": ablation,
         "rebuild_cache": rebuild_cache,
         "weights": (context["system_config"].get("ranking") or {}).get("weights"),
         "top_k": context["top_k"],

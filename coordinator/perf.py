@@ -340,3 +340,47 @@ def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: fl
                          f"{r['session_ndcg_any@10']:>14.3f}")
     lines.append(f"wrote {path}")
     return "\n".join(lines)
+
+
+def run_systems_bench(locomo: str | Path, output) -> str:
+    """Systems side by side on one LoCoMo file: same docs, same top_k, same scorer."""
+    from adapters.locomo import LoCoMo
+    from adapters.systems import SystemUnavailable, describe, make_system
+    from workers.item import evaluate_item
+    from workers.metrics import average
+
+    configs = [("memoria fusion", "memoria", {"mode": "fusion"}), ("memoria full", "memoria", {"mode": "full"}),
+               ("adamem full", "adamem", {"ablation": "full"}),
+               ("adamem semantic_only", "adamem", {"ablation": "semantic_only"}), ("mem0", "mem0", {})]
+    rows, skipped = {}, {}
+    for label, name, options in configs:
+        try:
+            system = make_system(name, **options)
+        except SystemUnavailable as exc:
+            skipped[label] = str(exc)
+            continue
+        records, build_ms, docs = [], 0.0, 0
+        for item in LoCoMo(locomo).iter_items():
+            outcome = evaluate_item(item, system, cache=None)
+            records += outcome["records"]
+            build_ms += outcome["timings"]["build_or_restore_ms"]
+            docs += outcome["stats"]["docs"]
+        summary = average(r for r in records if r.get("metrics"))
+        runtimes = [r["runtime_ms"] for r in records if r.get("status") == "ok"]
+        rows[label] = {
+            "config": describe(system),
+            "evaluable": summary["evaluable"]["session"],
+            **{f"{level}_recall_any@{k}": round(summary[level][f"recall_any@{k}"], 4)
+               for level in ("session", "turn") for k in (5, 10)},
+            "ingest_turns_per_s": round(docs / (build_ms / 1000), 1),
+            "recall_p50_ms": round(statistics.median(runtimes), 2),
+        }
+    path = write_bench("systems", {"dataset": str(locomo), "top_k": 50, "rows": rows, "skipped": skipped}, output)
+    lines = [f"{'system':<22}{'n':>5}{'sess R@5':>9}{'sess R@10':>10}{'turn R@5':>9}{'turn R@10':>10}"
+             f"{'ingest/s':>10}{'p50 ms':>8}"]
+    for label, r in rows.items():
+        lines.append(f"{label:<22}{r['evaluable']:>5}{r['session_recall_any@5']:>9.3f}{r['session_recall_any@10']:>10.3f}"
+                     f"{r['turn_recall_any@5']:>9.3f}{r['turn_recall_any@10']:>10.3f}{r['ingest_turns_per_s']:>10.1f}"
+                     f"{r['recall_p50_ms']:>8.2f}")
+    lines += [f"skipped {k}: {v}" for k, v in skipped.items()] + [f"wrote {path}"]
+    return "\n".join(lines)

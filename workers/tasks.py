@@ -40,11 +40,12 @@ def _ledger() -> Ledger:
 
 def _system(meta: dict):
     weights = meta.get("weights")
-    key = (meta["system"], meta["retrieval_mode"], meta["batch_size"], json.dumps(weights, sort_keys=True))
+    key = (meta["system"], meta["retrieval_mode"], meta["batch_size"], json.dumps(weights, sort_keys=True),
+           meta.get("ablation"))
     if key not in _SYSTEMS:
         from adapters.systems import make_system
 
-        options = {"batch_size": meta["batch_size"]}
+        options = {"batch_size": meta["batch_size"], "ablation": meta.get("ablation")}
         if weights:
             options["weights"] = weights
         _SYSTEMS[key] = make_system(meta["system"], meta["retrieval_mode"], **options)

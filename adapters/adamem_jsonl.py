@@ -1,0 +1,145 @@
+"""AdaMem JSONL episodes: observations, then queries judged by expected / forbidden substrings.
+
+One line per episode:
+`{"id", "observations": [{label, content, importance, valid_from, valid_to, cause_labels, metadata}],
+  "queries": [{id, query, expected_substrings, forbidden_substrings, top_k, now}]}`.
+This measures retrieval support: does the top_k hold every expected string and no forbidden one.
+Also: the deterministic four-failure-mode suite and the LoCoMo converter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from adapters.locomo import CATEGORIES, normalise_evidence, render
+from memoria.errors import DatasetError
+
+
+def read_episodes(path: str | Path) -> Iterator[dict]:
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: cannot read ({exc})") from exc
+    seen = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            episode = json.loads(line)
+        except ValueError as exc:
+            raise DatasetError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+        for field in ("id", "observations", "queries"):
+            if field not in episode:
+                raise DatasetError(f"{path}:{number}: episode misses field {field!r}")
+        if episode["id"] in seen:
+            raise DatasetError(f"{path}:{number}: duplicate episode id {episode['id']!r} (first at line {seen[episode['id']]})")
+        seen[episode["id"]] = number
+        yield episode
+
+
+def write_episodes(episodes: list[dict], path: str | Path) -> int:
+    Path(path).write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in episodes), encoding="utf-8")
+    return len(episodes)
+
+
+def judge(results: list[dict], query: dict) -> dict:
+    text = "\n".join(r["content"] for r in results)
+    expected = [s for s in query.get("expected_substrings", []) if s not in text]
+    forbidden = [s for s in query.get("forbidden_substrings", []) if s in text]
+    return {"passed": not expected and not forbidden, "missing": expected, "forbidden_found": forbidden}
+
+
+def evaluate_episode(episode: dict, memory) -> list[dict]:
+    """Observe every observation, run every query; one record per query."""
+    memory.observe_many(episode["observations"])
+    records = []
+    for query in episode["queries"]:
+        results = memory.retrieve(query["query"], now=query.get("now"), top_k=int(query.get("top_k", 5)))
+        records.append({"episode": episode["id"], "query_id": query.get("id"), "query": query["query"],
+                        **judge(results, query), "retrieved": [r["content"] for r in results],
+                        "contributions": [r["contributions"] for r in results]})
+    return records
+
+
+def synthetic_suite() -> list[dict]:
+    """Four deterministic episodes, one per failure mode of similarity-only memory."""
+    return [
+        {"id": "stale-fact", "observations": [
+            {"label": "region-old", "content": "We deploy the production service to the us-east-1 region.",
+             "importance": 0.5, "metadata": {"memory_key": "deploy.region"}},
+            {"label": "lunch", "content": "The team lunch moved to Thursday.", "importance": 0.2},
+            {"label": "region-new", "content": "Migration finished: production now runs in eu-west-2.",
+             "importance": 0.5, "metadata": {"memory_key": "deploy.region"}},
+        ], "queries": [{"id": "q1", "query": "Which region do we deploy the production service to?",
+                        "expected_substrings": ["eu-west-2"], "forbidden_substrings": ["us-east-1"], "top_k": 1}]},
+        {"id": "resolved-incident", "observations": [
+            {"label": "cause", "content": "The TX91 token was missing from the build runner.", "importance": 0.6},
+            {"label": "incident", "content": "The release build failed with error E401 during signing.",
+             "importance": 0.6, "cause_labels": ["cause"]},
+            {"label": "noise", "content": "Last month a release build failed because of flaky tests.", "importance": 0.3},
+            {"label": "fix", "content": "Added the token to the runner secrets; the release is green again.",
+             "importance": 0.5, "cause_labels": ["incident"]},
+        ], "queries": [{"id": "q1", "query": "Why did the release build fail with E401?",
+                        "expected_substrings": ["TX91"], "top_k": 2}]},
+        {"id": "changed-code", "observations": [
+            {"label": "code-old", "content": "The office door code is 4512.", "importance": 0.5,
+             "valid_to": "2026-03-01T00:00:00+00:00"},
+            {"label": "code-new", "content": "Since March the keypad at the office entrance opens with 9981.",
+             "importance": 0.5, "valid_from": "2026-03-01T00:00:00+00:00"},
+        ], "queries": [{"id": "q1", "query": "What is the office door code?", "expected_substrings": ["9981"],
+                        "forbidden_substrings": ["4512"], "top_k": 1, "now": "2026-05-28T00:00:00+00:00"}]},
+        {"id": "safety-rule", "observations": [
+            {"label": f"routine-{i}", "content": text, "importance": 0.2} for i, text in enumerate([
+                "The database migration script was updated to version 12.",
+                "Nightly database backup finished in 14 minutes.",
+                "Reviewed the database migration checklist with Priya.",
+                "Database disk usage is at 61 percent.",
+            ])] + [
+            {"label": "rule", "content": "Safety rule: never migrate the primary database during business hours.",
+             "importance": 1.0},
+        ], "queries": [{"id": "q1", "query": "Anything to keep in mind before the database migration?",
+                        "expected_substrings": ["never migrate the primary"], "top_k": 1}]},
+    ]
+
+
+def convert_locomo(source: str | Path, expected: str = "evidence", top_k: int = 10) -> list[dict]:
+    """LoCoMo conversations as AdaMem episodes: a turn per observation, a QA per query (category 5 left out)."""
+    if expected not in ("evidence", "answer", "both"):
+        raise ValueError("expected must be evidence, answer or both")
+    data = json.loads(Path(source).read_text(encoding="utf-8"))
+    if not isinstance(data, list):
+        raise DatasetError(f"{source}: expected a JSON array of conversations")
+    episodes = []
+    for conversation in data:
+        talk = conversation["conversation"]
+        numbers = sorted(int(k.split("_")[1]) for k in talk if k.startswith("session_") and k.count("_") == 1)
+        observations, known = [], set()
+        for n in numbers:
+            date = talk.get(f"session_{n}_date_time", "")
+            for turn in talk[f"session_{n}"]:
+                ids, _ = normalise_evidence([turn["dia_id"]])
+                if not ids:
+                    continue
+                known.add(ids[0])
+                observations.append({"label": ids[0], "content": f"[{ids[0]}] ({date}) {render(turn)}",
+                                     "importance": 0.5, "metadata": {"dia_id": ids[0], "session_date": date}})
+        queries = []
+        for index, qa in enumerate(conversation["qa"]):
+            if qa.get("category") == 5:
+                continue
+            evidence = [i for i in normalise_evidence(qa.get("evidence"))[0] if i in known]
+            answer = str(qa.get("answer", ""))
+            if expected != "answer" and not evidence:
+                continue  # nothing to retrieve: no annotated evidence matches a turn
+            wanted = {"evidence": [f"[{i}]" for i in evidence], "answer": [answer] if answer else [],
+                      "both": [f"[{i}]" for i in evidence] + ([answer] if answer else [])}[expected]
+            if not wanted:
+                continue
+            queries.append({"id": f"q{index}", "query": qa["question"], "expected_substrings": wanted,
+                            "forbidden_substrings": [], "top_k": top_k,
+                            "category": CATEGORIES.get(qa.get("category"), str(qa.get("category")))})
+        episodes.append({"id": conversation["sample_id"], "observations": observations, "queries": queries})
+    return episodes
