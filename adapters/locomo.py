@@ -10,12 +10,10 @@ its reason. Category 5 (adversarial) is treated as abstention.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
-from adapters.jsonstream import iter_array
-from memoria.errors import DatasetError
+from adapters.dataset import BadField, StreamedDataset
 
 BENCHMARK = {
     "name": "locomo",
@@ -64,44 +62,30 @@ def conversation_id(raw: dict, index: int) -> str:
     return str(sid) if sid not in (None, "") else f"conv_{index}"
 
 
-class LoCoMo:
+class LoCoMo(StreamedDataset):
     """Turns a LoCoMo file into items, one per conversation."""
 
     benchmark = BENCHMARK
+    id_field = "sample_id"
 
     def __init__(self, path: str | Path, profile: str = "memoria"):
-        self.path = Path(path)
+        super().__init__(path)
         self.profile = profile
 
-    def scan(self) -> list[str]:
-        seen: dict[str, int] = {}
-        for index, raw in enumerate(iter_array(self.path)):
-            cid = conversation_id(raw, index)
-            if cid in seen:
-                raise DatasetError(f"{self.path}: duplicate sample_id {cid!r} at positions {seen[cid]} and {index}")
-            seen[cid] = index
-        if not seen:
-            raise DatasetError(f"{self.path}: the array holds no conversations")
-        return list(seen)
+    def item_id(self, raw, index: int) -> str:
+        return conversation_id(raw, index)
 
-    def iter_items(self, limit: int | None = None) -> Iterator[Item]:
-        for index, raw in enumerate(iter_array(self.path)):
-            if limit is not None and index >= limit:
-                return
-            cid = conversation_id(raw, index)
-            try:
-                yield self._item(raw, cid)
-            except _BadField as bad:
-                yield {"item_id": cid, "benchmark": "locomo", "error": str(bad), "field": bad.field}
+    def build(self, raw, cid: str) -> Item:
+        return self._item(raw, cid)
 
     def _item(self, raw, cid: str) -> Item:
         if not isinstance(raw, dict):
-            raise _BadField(f"conversation {cid}: element is not an object", "conversation")
+            raise BadField(f"conversation {cid}: element is not an object", "conversation")
         conversation, qa = raw.get("conversation"), raw.get("qa")
         if not isinstance(conversation, dict):
-            raise _BadField(f"conversation {cid}: missing or malformed field 'conversation'", "conversation")
+            raise BadField(f"conversation {cid}: missing or malformed field 'conversation'", "conversation")
         if not isinstance(qa, list):
-            raise _BadField(f"conversation {cid}: missing or malformed field 'qa'", "qa")
+            raise BadField(f"conversation {cid}: missing or malformed field 'qa'", "qa")
         turns, stats = self._turns(cid, conversation)
         known = {t["turn_id"] for t in turns}
         questions = [self._question(cid, i, q, known) for i, q in enumerate(qa)]
@@ -118,12 +102,12 @@ class LoCoMo:
         for number in numbers:
             session = conversation[f"session_{number}"]
             if not isinstance(session, list):
-                raise _BadField(f"conversation {cid}: session_{number} is not a list of turns", f"session_{number}")
+                raise BadField(f"conversation {cid}: session_{number} is not a list of turns", f"session_{number}")
             stats["sessions"] += 1
             date = str(conversation.get(f"session_{number}_date_time", ""))
             for position, turn in enumerate(session):
                 if not isinstance(turn, dict) or "dia_id" not in turn:
-                    raise _BadField(f"conversation {cid}: session_{number} turn {position} has no dia_id", "dia_id")
+                    raise BadField(f"conversation {cid}: session_{number} turn {position} has no dia_id", "dia_id")
                 turn_id, _ = normalise_evidence([turn["dia_id"]])
                 if not turn_id or not str(turn.get("text", "")).strip():
                     stats["empty_turns_skipped"] += 1
@@ -162,8 +146,3 @@ class LoCoMo:
             question["excluded"] = "empty question"
         return question
 
-
-class _BadField(Exception):
-    def __init__(self, message: str, field: str):
-        super().__init__(message)
-        self.field = field

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
+from adapters.dataset import BadField, StreamedDataset
 from adapters.jsonstream import iter_array
 from memoria.errors import DatasetError
 
@@ -35,15 +35,7 @@ def question_id(raw: dict, index: int) -> str:
 
 def scan(path: str | Path) -> list[str]:
     """Read the file once for its question ids; refuse duplicates with both positions."""
-    seen: dict[str, int] = {}
-    for index, raw in enumerate(iter_array(path)):
-        qid = question_id(raw, index)
-        if qid in seen:
-            raise DatasetError(f"{path}: duplicate question_id {qid!r} at positions {seen[qid]} and {index}")
-        seen[qid] = index
-    if not seen:
-        raise DatasetError(f"{path}: the array holds no questions")
-    return list(seen)
+    return LongMemEval(path).scan()
 
 
 def first_answer_turn(raw: dict) -> str:
@@ -96,39 +88,33 @@ def abstention_reason(raw: dict, qid: str, expected: str) -> str | None:
     return None
 
 
-class LongMemEval:
+class LongMemEval(StreamedDataset):
     """Turns a LongMemEval-S file into items, one per question."""
 
     benchmark = BENCHMARK
+    id_field = "question_id"
 
     def __init__(self, path: str | Path, companion: str | Path | None = None, profile: str = "memoria"):
-        self.path = Path(path)
+        super().__init__(path)
         self.profile = profile
         self.companion = load_companion(companion)
         self._warned = False
 
-    def scan(self) -> list[str]:
-        return scan(self.path)
+    def item_id(self, raw, index: int) -> str:
+        return question_id(raw, index)
 
-    def iter_items(self, limit: int | None = None) -> Iterator[Item]:
-        for index, raw in enumerate(iter_array(self.path)):
-            if limit is not None and index >= limit:
-                return
-            qid = question_id(raw, index)
-            try:
-                yield self._item(raw, qid)
-            except _BadField as bad:
-                yield {"item_id": qid, "benchmark": "longmemeval", "error": str(bad), "field": bad.field}
+    def build(self, raw, qid: str) -> Item:
+        return self._item(raw, qid)
 
     def _item(self, raw: dict, qid: str) -> Item:
         if not isinstance(raw, dict):
-            raise _BadField(f"question {qid}: element is {type(raw).__name__}, not an object", "question")
+            raise BadField(f"question {qid}: element is {type(raw).__name__}, not an object", "question")
         for field in REQUIRED_FIELDS:
             if field not in raw:
-                raise _BadField(f"question {qid}: missing field {field!r}", field)
+                raise BadField(f"question {qid}: missing field {field!r}", field)
         ids, sessions = raw["haystack_session_ids"], raw["haystack_sessions"]
         if not isinstance(ids, list) or not isinstance(sessions, list) or len(ids) != len(sessions):
-            raise _BadField(f"question {qid}: haystack_session_ids and haystack_sessions differ in length", "haystack_sessions")
+            raise BadField(f"question {qid}: haystack_session_ids and haystack_sessions differ in length", "haystack_sessions")
         dates = raw.get("haystack_dates") or [""] * len(ids)
         answer_ids = [str(s) for s in raw["answer_session_ids"]]
         turns, stats = self._turns(qid, ids, sessions, dates)
@@ -145,10 +131,10 @@ class LongMemEval:
                 continue
             seen.add(sid)
             if not isinstance(session, list):
-                raise _BadField(f"question {qid}: session {sid} is not a list of turns", "haystack_sessions")
+                raise BadField(f"question {qid}: session {sid} is not a list of turns", "haystack_sessions")
             for t_index, turn in enumerate(session):
                 if not isinstance(turn, dict):
-                    raise _BadField(f"question {qid}: session {sid} turn {t_index} is not an object", "haystack_sessions")
+                    raise BadField(f"question {qid}: session {sid} turn {t_index} is not an object", "haystack_sessions")
                 content, role = turn.get("content"), turn.get("role", "")
                 if self.profile == "longmemeval" and role != "user":
                     stats["assistant_turns_skipped"] += 1
@@ -198,8 +184,3 @@ class LongMemEval:
             question["abstention_reason"] = reason
         return question
 
-
-class _BadField(Exception):
-    def __init__(self, message: str, field: str):
-        super().__init__(message)
-        self.field = field

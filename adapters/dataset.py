@@ -1,0 +1,57 @@
+"""What the two streamed benchmark adapters share: id scanning, item iteration, item-level errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from adapters.contracts import Item
+from adapters.jsonstream import iter_array
+from memoria.errors import DatasetError
+
+
+class BadField(Exception):
+    """One item is malformed: it becomes a recorded failure, the others run."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
+
+
+class StreamedDataset:
+    """A JSON array of items read as a stream; subclasses say how to name and build an item."""
+
+    benchmark: dict = {}
+    id_field = "id"
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def item_id(self, raw, index: int) -> str:
+        raise NotImplementedError
+
+    def build(self, raw, item_id: str) -> Item:
+        raise NotImplementedError
+
+    def scan(self) -> list[str]:
+        """Read the file once for its item ids; refuse duplicates, naming both positions."""
+        seen: dict[str, int] = {}
+        for index, raw in enumerate(iter_array(self.path)):
+            item_id = self.item_id(raw, index)
+            if item_id in seen:
+                raise DatasetError(f"{self.path}: duplicate {self.id_field} {item_id!r} at positions "
+                                   f"{seen[item_id]} and {index}")
+            seen[item_id] = index
+        if not seen:
+            raise DatasetError(f"{self.path}: the array holds no {self.benchmark['item_unit']}s")
+        return list(seen)
+
+    def iter_items(self, limit: int | None = None) -> Iterator[Item]:
+        for index, raw in enumerate(iter_array(self.path)):
+            if limit is not None and index >= limit:
+                return
+            item_id = self.item_id(raw, index)
+            try:
+                yield self.build(raw, item_id)
+            except BadField as bad:
+                yield {"item_id": item_id, "benchmark": self.benchmark["name"], "error": str(bad), "field": bad.field}
