@@ -288,8 +288,6 @@ def _run_adamem(ctx, p: dict) -> None:
 
 
 def _submit(ctx, broker: str, p: dict) -> str:
-    import os
-
     from coordinator.farm import enqueue, new_run_id, run_meta, stage_run
     from workers.app import DEFAULT_TASK_TIME_LIMIT
     from workers.version import CODE_VERSION
@@ -419,8 +417,6 @@ def reduce_command(run_id, broker, output):
 @click.option("--loglevel", default="INFO", show_default=True)
 def worker(broker, cache_dir, concurrency, torch_threads, name, loglevel):
     """A Celery worker for farm runs (sane defaults for a small machine)."""
-    import os
-
     os.environ["MEMFARM_BROKER"] = broker
     os.environ["MEMFARM_CACHE_DIR"] = str(Path(cache_dir).resolve())
     os.environ["MEMFARM_TORCH_THREADS"] = str(torch_threads)
@@ -447,8 +443,6 @@ def worker(broker, cache_dir, concurrency, torch_threads, name, loglevel):
 @click.option("--no-auth", is_flag=True, help="Run without basic auth (only on a trusted machine).")
 def flower(broker, address, port, no_auth):
     """Flower on localhost with basic auth from MEMFARM_FLOWER_USER / MEMFARM_FLOWER_PASSWORD."""
-    import os
-
     user, password = os.environ.get("MEMFARM_FLOWER_USER"), os.environ.get("MEMFARM_FLOWER_PASSWORD")
     env = dict(os.environ, MEMFARM_BROKER=broker)
     if not no_auth:
