@@ -277,3 +277,22 @@ def test_cluster_up_and_down(tmp_path):
     for pid in state["pids"].values():
         wait_for(lambda: not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2],
                  timeout=20, what=f"pid {pid} to stop")
+
+
+def test_full_mode_with_weights_runs_the_same_on_the_farm(redis_server, workers, data, tmp_path):
+    weights = tmp_path / "weights.json"
+    weights.write_text(json.dumps({"weights": {"semantic": 0.7, "token": 0.2, "phrase": 0.1}}))
+    common = ["run", "longmemeval", "--dataset", str(data["small"]), "--questions", str(data["questions"]),
+              "--retrieval-mode", "full", "--weights", str(weights), "--limit", "3"]
+    local = CliRunner().invoke(main, [*common, "--output", str(tmp_path / "local.json")])
+    assert local.exit_code == 0, local.output
+    workers(redis_server.url, "w1").wait_ready()
+    farm = CliRunner().invoke(main, [*common, "--broker", redis_server.url, "--output", str(tmp_path / "farm.json")])
+    assert farm.exit_code == 0, farm.output
+    local_results = json.loads((tmp_path / "local.json").read_text())
+    farm_results = json.loads((tmp_path / "farm.json").read_text())
+    assert _comparable(farm_results["records"]) == _comparable(local_results["records"])
+    used = farm_results["settings_system"]["ranking"]["weights"]
+    assert used == {"semantic": 0.7, "token": 0.2, "phrase": 0.1}
+    first = farm_results["records"][0]["candidates"][0]["diagnostics"]["ranking"]
+    assert first["contributions"]["semantic"] == pytest.approx(0.7 * first["signals"]["semantic"])
