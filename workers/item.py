@@ -49,7 +49,7 @@ def make_task(question: dict, label: str, position: int, top_k: int) -> dict:
     return {k: task[k] for k in TASK_FIELDS}
 
 
-def clean_hits(hits, known: set[str], top_k: int) -> tuple[list[dict], list[str]]:
+def clean_hits(hits, known, top_k: int) -> tuple[list[dict], list[str]]:
     """Keep well-formed hits of known docs, once each, at most top_k; say what was dropped."""
     kept, seen, problems = [], set(), []
     for position, hit in enumerate(hits or []):
@@ -112,11 +112,11 @@ def evaluate_item(
     build_ms = (time.perf_counter() - started) * 1000
 
     by_id = {d["external_id"]: d for d in docs}
-    session_of = {eid: ids["session_id"] for eid, ids in native.items()}
+    session_of_turn = {ids["turn_id"]: ids["session_id"] for ids in native.values()}
     records = []
     for position, question in enumerate(item["questions"]):
         records.append(_ask(system, question, make_task(question, label, position, top_k), by_id, native,
-                            session_of, k_values, profile, item, worker, attempt))
+                            session_of_turn, k_values, profile, item, worker, attempt))
     return {
         "item_id": item["item_id"],
         "records": records,
@@ -126,11 +126,11 @@ def evaluate_item(
     }
 
 
-def _ask(system, question, task, by_id, native, session_of, k_values, profile, item, worker, attempt) -> dict:
+def _ask(system, question, task, by_id, native, session_of_turn, k_values, profile, item, worker, attempt) -> dict:
     t0 = time.perf_counter()
     hits = system.retrieve(task["label"], task["question"], task["top_k"])
     runtime_ms = (time.perf_counter() - t0) * 1000
-    hits, problems = clean_hits(hits, set(by_id), task["top_k"])
+    hits, problems = clean_hits(hits, by_id, task["top_k"])
     gold_turns, gold_sessions = set(question.get("gold_turns", [])), set(question.get("gold_sessions", []))
     candidates = []
     for rank, hit in enumerate(hits, start=1):
@@ -147,8 +147,8 @@ def _ask(system, question, task, by_id, native, session_of, k_values, profile, i
     if expected_rank is None and not gold_turns:
         expected_rank = next((c["rank"] for c in candidates if c["metadata"]["session_id"] in gold_sessions), None)
     scorable = not question.get("abstention") and not question.get("excluded")
-    turn_session = {native[e]["turn_id"]: s for e, s in session_of.items()}
-    metrics = question_metrics(turn_ranking, turn_session, gold_sessions, gold_turns, k_values, profile) if scorable else None
+    metrics = (question_metrics(turn_ranking, session_of_turn, gold_sessions, gold_turns, k_values, profile)
+               if scorable else None)
     record = {
         "question_id": question["question_id"],
         "item_id": item["item_id"],
