@@ -42,13 +42,17 @@ def _rate(count: int, total: int) -> dict:
     return {"rate": (count / total) if total else None, "count": count, "of": total}
 
 
+def percentile(values: list[float], q: float) -> float:
+    """The value at quantile `q` (nearest rank) of `values`."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
 def _distribution(values: list[float]) -> dict | None:
     if not values:
         return None
-    ordered = sorted(values)
-    q = lambda p: ordered[min(len(ordered) - 1, int(round(p * (len(ordered) - 1))))]
-    return {"n": len(values), "min": ordered[0], "p25": q(0.25), "median": q(0.5), "p75": q(0.75),
-            "max": ordered[-1], "mean": statistics.fmean(values)}
+    return {"n": len(values), "min": min(values), "p25": percentile(values, 0.25), "median": percentile(values, 0.5),
+            "p75": percentile(values, 0.75), "max": max(values), "mean": statistics.fmean(values)}
 
 
 def analyze(results: dict) -> dict:

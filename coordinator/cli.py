@@ -15,7 +15,6 @@ from memoria import defaults
 from memoria.errors import MemfarmError
 
 logger = logging.getLogger(__name__)
-os.environ.setdefault("MEM0_TELEMETRY", "False")  # the optional mem0 adapter must never phone home
 
 
 class _Cli(click.Group):

@@ -8,6 +8,7 @@ import statistics
 import time
 from pathlib import Path
 
+from coordinator.analyze import percentile
 from coordinator.reducer import git_commit
 
 
@@ -22,11 +23,6 @@ def sample_turns(count: int, seed: int = 11) -> list[str]:
         if len(texts) >= count:
             break
     return texts[:count]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def write_bench(name: str, data: dict, output: str | Path) -> Path:
@@ -142,9 +138,9 @@ def run_longmemeval_bench(questions: int, scale: float, rss_questions: int, work
     for n in (max(10, rss_questions // 10), rss_questions):
         path = workdir / f"rss_{n}.json"
         write(path, n, seed=23, scale=scale)
-        _, rss[n] = _peak_rss_of(["run", "longmemeval", "--dataset", str(path), "--limit", "5",
-                                  "--output", str(workdir / f"rss_{n}_out.json")])
-        rss[n] = {"file_bytes": path.stat().st_size, "peak_rss_bytes": rss[n]}
+        _, peak = _peak_rss_of(["run", "longmemeval", "--dataset", str(path), "--limit", "5",
+                                "--output", str(workdir / f"rss_{n}_out.json")])
+        rss[n] = {"file_bytes": path.stat().st_size, "peak_rss_bytes": peak}
     data_out = {
         "questions": questions, "scale": scale,
         "cold_seconds_per_question": round(cold_s / questions, 3),

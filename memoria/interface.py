@@ -55,6 +55,7 @@ class MemoryInterface:
         #: Extra or replacement sources by name (tests, experiments): {name: callable() -> [(id, score)]}.
         self.custom_sources: dict = {}
         self.extra_sources: dict[str, tuple[str, ...]] = {}
+        self._pending_vectors: list[tuple[list[int], np.ndarray]] = []
         self._view = None
         self.dimension = embedder.dimension if embedder is not None else defaults.EMBEDDING_DIMENSION
         self.store = MemoryStore()
@@ -85,13 +86,19 @@ class MemoryInterface:
 
     # -- writing -----------------------------------------------------------
     def insert(self, texts: list[str], metadatas: list[dict], vectors: np.ndarray | None,
-               derived: list[dict] | None = None) -> list[int]:
-        """Store already-validated memories (and what was extracted from them); all of them or none."""
+               derived: list[dict] | None = None, defer_vectors: bool = False) -> list[int]:
+        """Store already-validated memories (and what was extracted from them); all of them or none.
+
+        With `defer_vectors` the vectors wait and go into FAISS in one build, on the next
+        recall or snapshot (or `build_indexes()`).
+        """
         first = self.store.next_id()
         ids = list(range(first, first + len(texts)))
         self.store.insert(ids, texts, [json.dumps(m, ensure_ascii=False, sort_keys=True) for m in metadatas], derived)
         try:
-            if vectors is not None:
+            if vectors is not None and defer_vectors:
+                self._pending_vectors.append((ids, vectors))
+            elif vectors is not None:
                 self.vectors.add(ids, vectors)
             self.bm25.add(ids, texts)
         except Exception:
@@ -101,6 +108,13 @@ class MemoryInterface:
             raise
         self._view = None
         return ids
+
+    def build_indexes(self) -> None:
+        """Add every deferred vector to FAISS in one go."""
+        if self._pending_vectors:
+            ids = [i for batch, _ in self._pending_vectors for i in batch]
+            self.vectors.add(ids, np.concatenate([v for _, v in self._pending_vectors]))
+            self._pending_vectors = []
 
     def feedback(self, memory_id: int, score: float) -> None:
         """Record a usefulness judgement for a memory (the `feedback` ranking signal)."""
@@ -112,6 +126,7 @@ class MemoryInterface:
         self.store.clear()
         self.vectors.clear()
         self.bm25.clear()
+        self._pending_vectors = []
         self._view = None
 
     # -- reading -----------------------------------------------------------
@@ -148,6 +163,7 @@ class MemoryInterface:
         if mode not in defaults.MODE_SOURCES:
             raise UnknownModeError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
         started = time.perf_counter()
+        self.build_indexes()
         submitted = list(self.extra_sources.get(mode, defaults.MODE_SOURCES[mode]))
         pool = max(self.candidate_pool, limit)
         if len(self.store) == 0 or not query.strip():
@@ -215,6 +231,7 @@ class MemoryInterface:
     # -- persistence -------------------------------------------------------
     def snapshot(self, directory: str | Path) -> dict[str, Path]:
         """Write the whole state into `directory`; returns the files written."""
+        self.build_indexes()
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         paths = {name: directory / filename for name, filename in SNAPSHOT_FILES.items()}
@@ -237,6 +254,7 @@ class MemoryInterface:
                 f"{directory}: snapshot parts disagree ({len(store)} rows, {len(vectors)} vectors, {len(bm25)} BM25 docs)"
             )
         self.store, self.vectors, self.bm25 = store, vectors, bm25
+        self._pending_vectors = []
         self._view = None
 
 

@@ -37,9 +37,9 @@ class BatchLoader:
 
         `metadatas[i]` belongs to `texts[i]`. `skip_embedding` stores text
         without vectors (lexical sources only). `skip_embedding_build` embeds
-        but leaves the vectors out of the FAISS index. `parallel_extract` and
-        `max_workers` govern the derived-index extraction of the `full` mode;
-        the modes offered today derive nothing beyond vectors and BM25.
+        now but builds the FAISS index once, on the next recall or snapshot.
+        Entities, relationships, attributes and importance are extracted for
+        every memory, across `max_workers` threads when `parallel_extract` is on.
         """
         texts, metadatas = list(texts), list(metadatas)
         validate_batch(texts, metadatas)
@@ -48,10 +48,8 @@ class BatchLoader:
         vectors = None
         if not skip_embedding and texts:
             vectors = self.memory.embedder.encode(texts, batch_size=batch_size)
-            if skip_embedding_build:
-                vectors = None
         derived = extract_many(texts, metadatas, parallel=parallel_extract, max_workers=max_workers)
-        self.memory.insert(texts, metadatas, vectors, derived)
+        self.memory.insert(texts, metadatas, vectors, derived, defer_vectors=skip_embedding_build)
         logger.debug("stored %d memories", len(texts))
         return len(texts)
 

@@ -1,8 +1,6 @@
 import os
 from pathlib import Path
 
-os.environ.setdefault("MEM0_TELEMETRY", "False")  # an optional outside system phones home unless told not to
-
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent

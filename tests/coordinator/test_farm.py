@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from adapters.longmemeval import extract_questions
 from coordinator.cli import main
-from coordinator.farm import reduce_farm_run, requeue, watch
+from coordinator.farm import reduce_farm_run, watch
 from coordinator.ledger import Ledger, connect
 from tests.farm_support import REPO, RedisServer, Worker, wait_for
 from tests.helpers import write_dataset
@@ -126,7 +126,7 @@ def test_a_killed_worker_hands_its_item_to_another(redis_server, workers, data):
     victim = wait_for(lambda: next((i for i, s in ledger.states(run_id).items() if s == "started"), None),
                       what="an item to start")
     first.kill_all()
-    second = workers(redis_server.url, "w2").wait_ready()
+    workers(redis_server.url, "w2").wait_ready()
     state = watch(ledger, make_app(redis_server.url), run_id, timeout=240)
     assert state["done"] == 3
     assert ledger.info(run_id, victim)["worker"].startswith("w2@")
@@ -268,7 +268,6 @@ def test_cluster_up_and_down(tmp_path):
     state = json.loads((state_dir / "cluster.json").read_text())
     broker = state["broker"]
     assert oct((state_dir / "cluster.json").stat().st_mode)[-3:] == "600"
-    Worker.__new__(Worker)  # the worker's log is under the state dir
     wait_for(lambda: "ready." in (state_dir / "logs" / "worker1.log").read_text(errors="replace"), timeout=60,
              what="cluster worker")
     assert connect(broker).ping()

@@ -152,3 +152,25 @@ def test_embedder_signature_and_unit_vectors(embedder):
     vectors = embedder.encode(["one sentence", "another one"])
     assert vectors.shape == (2, 384) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_deferred_index_build_gives_the_same_rankings(memory, embedder, tmp_path):
+    deferred = MemoryInterface(embedder=embedder)
+    loader = BatchLoader(deferred)
+    loader.insert_batch(CORPUS[:6], [{"n": i} for i in range(6)], skip_embedding_build=True)
+    loader.insert_batch(CORPUS[6:], [{"n": i} for i in range(6, len(CORPUS))], skip_embedding_build=True)
+    assert len(deferred.vectors) == 0  # nothing indexed yet
+    for query in ("new dog", RARE_QUERY):
+        expected = memory.recall(query, mode="dense", limit=5)["results"]
+        got = deferred.recall(query, mode="dense", limit=5)["results"]
+        assert [c["id"] for c in got] == [c["id"] for c in expected]
+        assert [c["score"] for c in got] == pytest.approx([c["score"] for c in expected], abs=1e-5)
+    assert len(deferred.vectors) == len(CORPUS)
+
+
+def test_skip_embedding_stores_text_for_lexical_search_only(embedder):
+    memory = MemoryInterface(embedder=embedder)
+    BatchLoader(memory).insert_batch(CORPUS, [{}] * len(CORPUS), skip_embedding=True)
+    assert len(memory.vectors) == 0
+    assert memory.recall(RARE_QUERY, mode="bm25", limit=1)["results"][0]["id"] == RARE_CODE
+    assert memory.recall(RARE_QUERY, mode="dense", limit=3)["results"] == []

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from adapters.adamem_jsonl import convert_locomo, evaluate_episode, read_episodes, synthetic_suite, write_episodes
+from adapters.adamem_jsonl import evaluate_episode, read_episodes, synthetic_suite, write_episodes
 from adapters.systems import make_system
 from adapters.systems.adamem import ABLATIONS, AdaMem
 from coordinator.cli import main
@@ -158,6 +158,8 @@ def test_bad_jsonl_episodes_name_the_line(tmp_path):
 
 @pytest.mark.slow
 def test_mem0_runs_offline_through_the_same_contract(tmp_path, monkeypatch):
+    import adapters.systems.mem0_system  # noqa: F401  (switches mem0's telemetry off before mem0 is imported)
+
     pytest.importorskip("mem0", reason="mem0 not installed (pip install 'memoria-farm[mem0]')")
     monkeypatch.setenv("HOME", str(tmp_path))
     data = write_dataset(tmp_path / "lme.json", questions=2, seed=2, scale=0.06)
