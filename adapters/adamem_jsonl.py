@@ -4,33 +4,31 @@ One line per episode:
 `{"id", "observations": [{label, content, importance, valid_from, valid_to, cause_labels, metadata}],
   "queries": [{id, query, expected_substrings, forbidden_substrings, top_k, now}]}`.
 This measures retrieval support: does the top_k hold every expected string and no forbidden one.
-Also: the deterministic four-failure-mode suite and the LoCoMo converter.
+Each episode is one item of a run; its queries are its records. Also: the
+deterministic four-failure-mode suite and the LoCoMo converter.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from adapters.errors import DatasetError
+from adapters.jsonstream import iter_json_lines
 from adapters.locomo import CATEGORIES, normalise_evidence, render
-from memoria.errors import DatasetError
+from adapters.records import judged_record, outcome
+from adapters.registry import BENCHMARKS
 
 
 def read_episodes(path: str | Path) -> Iterator[dict]:
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: cannot read ({exc})") from exc
     seen = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            episode = json.loads(line)
-        except ValueError as exc:
-            raise DatasetError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+    for number, episode, problem in iter_json_lines(path, DatasetError):
+        if problem:
+            raise DatasetError(problem)
+        if not isinstance(episode, dict):
+            raise DatasetError(f"{path}:{number}: an episode must be a JSON object")
         for field in ("id", "observations", "queries"):
             if field not in episode:
                 raise DatasetError(f"{path}:{number}: episode misses field {field!r}")
@@ -45,23 +43,62 @@ def write_episodes(episodes: list[dict], path: str | Path) -> int:
     return len(episodes)
 
 
-def judge(results: list[dict], query: dict) -> dict:
-    text = "\n".join(r["content"] for r in results)
-    expected = [s for s in query.get("expected_substrings", []) if s not in text]
-    forbidden = [s for s in query.get("forbidden_substrings", []) if s in text]
-    return {"passed": not expected and not forbidden, "missing": expected, "forbidden_found": forbidden}
+class _Episodes:
+    """Episodes as items of a run: `scan()` for their ids, `iter_items()` for the episodes themselves."""
+
+    def episodes(self) -> list[dict]:
+        raise NotImplementedError
+
+    def scan(self) -> list[str]:
+        ids = [str(e["id"]) for e in self.episodes()]
+        if not ids:
+            raise DatasetError(f"{self.path}: no episodes")
+        return ids
+
+    def iter_items(self, limit: int | None = None) -> Iterator[dict]:
+        for index, episode in enumerate(self.episodes()):
+            if limit is not None and index >= limit:
+                return
+            yield {"item_id": str(episode["id"]), "benchmark": self.benchmark.name, "episode": episode,
+                   "questions": [{"question_id": f"{episode['id']}:{q.get('id')}"} for q in episode["queries"]]}
 
 
-def evaluate_episode(episode: dict, memory) -> list[dict]:
-    """Observe every observation, run every query; one record per query."""
+class EpisodeFile(_Episodes):
+    benchmark = BENCHMARKS["adamem-jsonl"]
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def episodes(self) -> list[dict]:
+        return list(read_episodes(self.path))
+
+
+class SyntheticSuite(_Episodes):
+    benchmark = BENCHMARKS["adamem-synthetic"]
+    path = "the synthetic suite"
+
+    def __init__(self, path=None):
+        pass
+
+    def episodes(self) -> list[dict]:
+        return synthetic_suite()
+
+
+def evaluate_episode(item: dict, memory, worker: str = "local", attempt: int = 1) -> dict:
+    """Observe every observation, run every query; the item's outcome with one judged record per query."""
+    episode = item["episode"]
+    started = time.perf_counter()
     memory.observe_many(episode["observations"])
+    build_ms = (time.perf_counter() - started) * 1000
     records = []
     for query in episode["queries"]:
-        results = memory.retrieve(query["query"], now=query.get("now"), top_k=int(query.get("top_k", 5)))
-        records.append({"episode": episode["id"], "query_id": query.get("id"), "query": query["query"],
-                        **judge(results, query), "retrieved": [r["content"] for r in results],
-                        "contributions": [r["contributions"] for r in results]})
-    return records
+        t0 = time.perf_counter()
+        retrieved = memory.retrieve(query["query"], now=query.get("now"), top_k=int(query.get("top_k", 5)))
+        records.append(judged_record(query, item["item_id"], retrieved, runtime_ms=(time.perf_counter() - t0) * 1000,
+                                     worker=worker, attempt=attempt))
+    return outcome(item["item_id"], records, stats={"observations": len(episode["observations"])},
+                   timings={"build_or_restore_ms": round(build_ms, 3),
+                            "total_ms": round((time.perf_counter() - started) * 1000, 3)})
 
 
 def synthetic_suite() -> list[dict]:

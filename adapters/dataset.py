@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from adapters.contracts import Item
+from adapters.errors import DatasetError
 from adapters.jsonstream import iter_array
-from memoria.errors import DatasetError
+from adapters.registry import Benchmark
 
 
 class BadField(Exception):
@@ -21,7 +22,7 @@ class BadField(Exception):
 class StreamedDataset:
     """A JSON array of items read as a stream; subclasses say how to name and build an item."""
 
-    benchmark: dict = {}
+    benchmark: Benchmark
     id_field = "id"
 
     def __init__(self, path: str | Path):
@@ -43,7 +44,7 @@ class StreamedDataset:
                                    f"{seen[item_id]} and {index}")
             seen[item_id] = index
         if not seen:
-            raise DatasetError(f"{self.path}: the array holds no {self.benchmark['item_unit']}s")
+            raise DatasetError(f"{self.path}: the array holds no {self.benchmark.item_unit}s")
         return list(seen)
 
     def iter_items(self, limit: int | None = None) -> Iterator[Item]:
@@ -54,4 +55,4 @@ class StreamedDataset:
             try:
                 yield self.build(raw, item_id)
             except BadField as bad:
-                yield {"item_id": item_id, "benchmark": self.benchmark["name"], "error": str(bad), "field": bad.field}
+                yield {"item_id": item_id, "benchmark": self.benchmark.name, "error": str(bad), "field": bad.field}

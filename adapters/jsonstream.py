@@ -1,4 +1,4 @@
-"""Stream the objects of a top-level JSON array without loading the file.
+"""Stream JSON files without loading them whole: a top-level array, or JSON lines.
 
 Memory stays bounded by the largest single element, not by the file.
 """
@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from memoria.errors import DatasetError
+from adapters.errors import DatasetError
 
 _CHUNK = 1 << 22
 _WHITESPACE = " \t\r\n"
@@ -77,3 +77,26 @@ def iter_array(path: str | Path) -> Iterator[object]:
             offset = end
             yield element
             index += 1
+
+
+def iter_json_lines(path: str | Path, error: type[Exception]) -> Iterator[tuple[int, object, str | None]]:
+    """`(line number, value, problem)` for every non-blank line; `problem` says why a line is not JSON.
+
+    A file that cannot be read at all raises `error` naming it.
+    """
+    path = Path(path)
+    try:
+        handle = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise error(f"{path}: cannot read ({exc.strerror})") from exc
+    with handle:
+        try:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield number, json.loads(line), None
+                except ValueError as exc:
+                    yield number, None, f"{path}:{number}: not JSON ({exc.msg})"
+        except UnicodeDecodeError as exc:
+            raise error(f"{path}: not UTF-8 text ({exc})") from exc

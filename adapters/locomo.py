@@ -14,16 +14,8 @@ from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
 from adapters.dataset import BadField, StreamedDataset
+from adapters.registry import BENCHMARKS
 
-BENCHMARK = {
-    "name": "locomo",
-    "title": "LoCoMo",
-    "source": "locomo10.json (snap-research/LoCoMo)",
-    "item_unit": "conversation",
-    "scoring_profiles": ("memoria", "longmemeval"),
-    "group_key": "question_type",
-    "rendering": "'{speaker}: {text}' plus ' [shares a photo: {caption}]' where the turn shares an image",
-}
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
@@ -65,7 +57,7 @@ def conversation_id(raw: dict, index: int) -> str:
 class LoCoMo(StreamedDataset):
     """Turns a LoCoMo file into items, one per conversation."""
 
-    benchmark = BENCHMARK
+    benchmark = BENCHMARKS["locomo"]
     id_field = "sample_id"
 
     def __init__(self, path: str | Path, profile: str = "memoria"):
@@ -126,15 +118,16 @@ class LoCoMo(StreamedDataset):
         ids, unparseable = normalise_evidence(qa.get("evidence"))
         resolved = [i for i in ids if i in known]
         dropped = [i for i in ids if i not in known]
+        gold_sessions = list(dict.fromkeys(session_of(i) for i in resolved))
         question: Question = {
             "question_id": f"{cid}:q{index}",
             "question": str(qa.get("question", "")),
             "question_type": CATEGORIES.get(category, f"category {category}"),
             "category": category,
             "expected": str(answer),
-            "expected_ids": resolved,
+            "expected_ids": gold_sessions,
             "gold_turns": resolved,
-            "gold_sessions": list(dict.fromkeys(session_of(i) for i in resolved)),
+            "gold_sessions": gold_sessions,
             "abstention": category == 5,
             "details": {"raw_evidence": qa.get("evidence"), "dropped_evidence": dropped, "unparseable": unparseable},
         }

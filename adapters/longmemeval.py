@@ -13,18 +13,12 @@ from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
 from adapters.dataset import BadField, StreamedDataset
+from adapters.errors import DatasetError
 from adapters.jsonstream import iter_array
-from memoria.errors import DatasetError
+from adapters.registry import BENCHMARKS
 
 logger = logging.getLogger(__name__)
 
-BENCHMARK = {
-    "name": "longmemeval",
-    "title": "LongMemEval-S",
-    "source": "longmemeval_s_cleaned.json (xiaowu0162/LongMemEval)",
-    "item_unit": "question",
-    "scoring_profiles": ("memoria", "longmemeval"),
-}
 REQUIRED_FIELDS = ("question", "haystack_session_ids", "haystack_sessions", "answer_session_ids")
 
 
@@ -91,7 +85,7 @@ def abstention_reason(raw: dict, qid: str, expected: str) -> str | None:
 class LongMemEval(StreamedDataset):
     """Turns a LongMemEval-S file into items, one per question."""
 
-    benchmark = BENCHMARK
+    benchmark = BENCHMARKS["longmemeval"]
     id_field = "question_id"
 
     def __init__(self, path: str | Path, companion: str | Path | None = None, profile: str = "memoria"):

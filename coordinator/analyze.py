@@ -11,11 +11,11 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from adapters.defaults import K_VALUES
+from adapters.errors import ResultsError
 from coordinator.reducer import RESULTS_FORMAT
-from memoria.errors import ResultsError
 
 RANK_BUCKETS = ((1, 1), (2, 3), (4, 5), (6, 10), (11, 30), (31, 50))
-RECALL_K = (1, 3, 5, 10, 30, 50)
 COMPARE_K = (1, 3, 5, 10)
 REQUIRED_KEYS = ("benchmark", "records", "metrics", "question_count", "retrieval_evaluable")
 
@@ -107,7 +107,7 @@ def analyze(results: dict) -> dict:
         "mmr": {"recalls": len(mmr), "applied": sum(1 for m in mmr if m.get("applied")),
                 "mean_moved": statistics.fmean(m.get("moved", 0) for m in mmr) if mmr else 0.0,
                 "max_shift": max((m.get("max_shift", 0) for m in mmr), default=0)},
-        "recall_at_k": {k: _rate(sum(1 for x in ranks if x is not None and x <= k), n) for k in RECALL_K},
+        "recall_at_k": {k: _rate(sum(1 for x in ranks if x is not None and x <= k), n) for k in K_VALUES},
         "official": results["metrics"]["all"],
         "groups": {"key": group_key[3:] if group_key else None,
                    "values": results["metrics"].get(group_key, {}) if group_key else {}},

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from memoria.errors import MemfarmError
+from adapters.errors import MemfarmError
 
 
 def free_port() -> int:
@@ -51,9 +51,28 @@ def start_redis(directory: Path, port: int, password: str | None, log: Path) -> 
     raise MemfarmError(f"redis-server did not answer on port {port}; see {log}")
 
 
-def _memfarm(args: list[str], log: Path, env: dict) -> subprocess.Popen:
+def memfarm_process(args: list[str], log: Path, env: dict) -> subprocess.Popen:
+    """`memfarm ARGS` as a child in its own session (so its whole group can be stopped), output to `log`."""
     return subprocess.Popen([sys.executable, "-m", "coordinator.cli", *args], stdout=open(log, "ab"),
                             stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def start_worker(broker: str, name: str, cache_dir: str | Path, log: Path, env: dict | None = None,
+                 torch_threads: int | None = None) -> subprocess.Popen:
+    """One `memfarm worker` process named `name@host`, caching under `cache_dir`."""
+    args = ["worker", "--broker", broker, "--cache-dir", str(cache_dir), "--name", f"{name}@%h"]
+    if torch_threads:
+        args += ["--torch-threads", str(torch_threads)]
+    return memfarm_process(args, log, dict(env or os.environ, MEMFARM_BROKER=broker))
+
+
+def wait_ready(logs: list[Path], timeout: float = 120.0) -> None:
+    """Until every worker log says `ready.`; a clear error naming the logs otherwise."""
+    deadline = time.time() + timeout
+    while not all("ready." in log.read_text(errors="replace") for log in logs):
+        if time.time() > deadline:
+            raise MemfarmError(f"workers not ready after {timeout:.0f}s; see {', '.join(map(str, logs))}")
+        time.sleep(0.2)
 
 
 def up(state_dir: Path, workers: int, redis_port: int | None, flower_port: int | None, cache_dir: str) -> dict:
@@ -69,14 +88,13 @@ def up(state_dir: Path, workers: int, redis_port: int | None, flower_port: int |
     env = dict(os.environ, MEMFARM_BROKER=broker)
     state = {"broker": broker, "pids": {"redis": redis_proc.pid}, "started": time.time()}
     for number in range(1, workers + 1):
-        proc = _memfarm(["worker", "--broker", broker, "--cache-dir", f"{cache_dir}/worker{number}",
-                         "--name", f"worker{number}@%h"], logs / f"worker{number}.log", env)
+        proc = start_worker(broker, f"worker{number}", f"{cache_dir}/worker{number}", logs / f"worker{number}.log", env)
         state["pids"][f"worker{number}"] = proc.pid
     if flower_port:
         user = os.environ.get("MEMFARM_FLOWER_USER", "memfarm")
         flower_password = os.environ.get("MEMFARM_FLOWER_PASSWORD") or secrets.token_urlsafe(12)
         flower_env = dict(env, MEMFARM_FLOWER_USER=user, MEMFARM_FLOWER_PASSWORD=flower_password)
-        proc = _memfarm(["flower", "--broker", broker, "--port", str(flower_port)], logs / "flower.log", flower_env)
+        proc = memfarm_process(["flower", "--broker", broker, "--port", str(flower_port)], logs / "flower.log", flower_env)
         state["pids"]["flower"] = proc.pid
         state["flower"] = {"port": flower_port, "user": user, "password": flower_password}
     state_file.write_text(json.dumps(state, indent=1))

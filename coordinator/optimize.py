@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memoria.errors import ResultsError
+from adapters.defaults import DEFAULT_OBJECTIVE
+from adapters.errors import ResultsError
+from adapters.metrics import question_metrics
 from memoria.ranking import SIGNALS
-from workers.metrics import question_metrics
-
-DEFAULT_OBJECTIVE = "session:ndcg_any@10"
 #: Multiples of the step tried, in order, while the objective stays flat.
 PLATEAU_STEPS = (1, 2, 4, 8)
 

@@ -7,9 +7,8 @@ import html
 import io
 from pathlib import Path
 
-from coordinator.analyze import COMPARE_K, RECALL_K
-
-K_VALUES = RECALL_K
+from adapters.defaults import K_VALUES
+from coordinator.analyze import COMPARE_K
 
 
 def _figure():

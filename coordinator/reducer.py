@@ -5,17 +5,19 @@ The local executor and the farm both end here, so their files are the same.
 
 from __future__ import annotations
 
-import json
 import platform
+import re
 import subprocess
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from memoria import defaults
-from memoria.errors import ResultsError
-from workers.metrics import METRIC_NAMES, average
+from adapters import defaults as harness
+from adapters.errors import ResultsError
+from adapters.files import write_json
+from adapters.metrics import METRIC_NAMES, average
+from memoria import defaults as engine
 
 RESULTS_FORMAT = "memoria-farm/results/1"
 
@@ -33,18 +35,38 @@ def git_commit() -> str:
 
 
 def settings_snapshot() -> dict:
-    return {name: (list(v) if isinstance(v, tuple) else v) for name, v in vars(defaults).items()
-            if name.isupper() and not name.startswith("_")}
+    """Every named default of the engine and the harness, as this run saw them."""
+    return {f"{prefix}.{name}": (list(v) if isinstance(v, tuple) else v)
+            for prefix, module in (("memoria", engine), ("harness", harness))
+            for name, v in vars(module).items() if name.isupper() and not name.startswith("_")}
+
+
+def _support(records: list[dict]) -> dict:
+    """Substring-judged records (AdaMem episodes): passed and stale counts, with the denominator."""
+    judged = [r["judgement"] for r in records]
+    return {"queries": len(judged), "passed": sum(j["passed"] for j in judged),
+            "stale_hits": sum(1 for j in judged if j["forbidden_found"]),
+            "pass_rate": (sum(j["passed"] for j in judged) / len(judged)) if judged else None}
+
+
+def _block(records: list[dict]) -> dict:
+    scored = [r for r in records if r.get("metrics")]
+    block = average(scored)
+    judged = [r for r in records if r.get("judgement")]
+    if judged:
+        block["support"] = _support(judged)
+    return block
 
 
 def summarize(records: list[dict], group_key: str | None) -> dict:
-    scored = [r for r in records if r.get("metrics")]
-    summary = {"all": average(scored)}
+    ok = [r for r in records if r.get("status") == "ok"]
+    summary = {"all": _block(ok)}
     if group_key:
         groups = defaultdict(list)
-        for record in scored:
-            groups[str(record.get(group_key, ""))].append(record)
-        summary[f"by_{group_key}"] = {g: average(rs) for g, rs in sorted(groups.items())}
+        for record in ok:
+            if record.get("metrics") or record.get("judgement"):
+                groups[str(record.get(group_key, ""))].append(record)
+        summary[f"by_{group_key}"] = {g: _block(rs) for g, rs in sorted(groups.items())}
     return summary
 
 
@@ -106,7 +128,7 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
             "dir": context.get("cache_dir"),
             "rebuild": context.get("rebuild_cache", False),
             "signature": signature,
-            "format_version": defaults.INDEX_FORMAT_VERSION,
+            "format_version": harness.CACHE_FORMAT_VERSION,
             "hits": sum(1 for c in caches if c["hit"]),
             "misses": sum(1 for c in caches if not c["hit"]),
             "rebuild_reasons": {o["item_id"]: o["cache"]["reason"] for o in outcomes
@@ -137,17 +159,18 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
     return results, manifest
 
 
-def write_results(results: dict, manifest: dict, output: str | Path) -> tuple[Path, Path]:
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+def write_results(results: dict, manifest: dict, output: str | Path | None = None) -> tuple[Path, Path]:
+    """Write the results file and its manifest beside it; the default name says benchmark, system and mode."""
+    output = Path(output) if output else default_output(results)
     manifest_path = output.with_name(output.name[:-5] + ".manifest.json" if output.name.endswith(".json")
                                      else output.name + ".manifest.json")
-    for path, data in ((output, results), (manifest_path, manifest)):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
-        tmp.replace(path)
+    write_json(output, results)
+    write_json(manifest_path, manifest)
     return output, manifest_path
 
 
-def default_output(benchmark: str, mode: str) -> Path:
-    return Path("results") / f"{benchmark}_{mode}_{time.strftime('%Y%m%d-%H%M%S')}.json"
+def default_output(results: dict) -> Path:
+    """results/{benchmark}_{system}_{mode}_{timestamp}.json, every part safe as a file name."""
+    parts = [results["benchmark_key"], results.get("system") or "system", results.get("retrieval_mode") or "mode"]
+    stem = "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", str(p)).strip("-") for p in parts)
+    return Path("results") / f"{stem}_{time.strftime('%Y%m%d-%H%M%S')}.json"

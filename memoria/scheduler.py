@@ -1,28 +1,37 @@
 """Runs retrieval sources concurrently under a policy and a time budget.
 
-Policies: `all` waits for every source (up to the budget), `first_k` returns
-once k sources completed, `deadline` returns at the budget with whatever is
-done. Whatever happens, the diagnostics say which sources were submitted,
-completed, still pending or failed, how long each queued and ran, and why
-the wait ended. A source that raises never sinks the recall.
+Both policies wait for the sources until they are all done or the budget
+ends. They differ in what an overrun means: under `all` a source still
+running at the budget is a fault (finish reason `budget_exhausted`); under
+`deadline` cutting it off is the plan (finish reason `deadline`). Whatever
+happens, the diagnostics say which sources were submitted, completed, still
+pending or failed, how long each queued and ran, and why the wait ended. A
+source that raises never sinks the recall.
 """
 
 from __future__ import annotations
 
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from memoria import defaults
 
-POLICIES = ("all", "first_k", "deadline")
+POLICIES = ("all", "deadline")
 
 
 class SourceScheduler:
+    """A small thread pool that runs one recall's sources side by side and reports on each.
+
+    Sources share the pool across recalls of one memory state; a source still
+    running when the budget ends keeps its thread until it returns, but its
+    result is not used.
+    """
+
     def __init__(self, max_workers: int = 5):
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="memoria-source")
 
-    def run(self, sources: dict, policy: str = "all", budget_ms: float = defaults.DEFAULT_SOURCE_BUDGET_MS,
-            first_k: int = 1) -> tuple[dict, dict]:
+    def run(self, sources: dict, policy: str = "all",
+            budget_ms: float = defaults.DEFAULT_SOURCE_BUDGET_MS) -> tuple[dict, dict]:
         """Run `{name: callable}`; returns (results by completed source, diagnostics)."""
         if policy not in POLICIES:
             raise ValueError(f"unknown scheduler policy {policy!r}; choose from {POLICIES}")
@@ -38,22 +47,10 @@ class SourceScheduler:
                 timings[name]["run_ms"] = round((time.perf_counter() - began) * 1000, 3)
 
         futures = {self._pool.submit(timed, name, fn): name for name, fn in sources.items()}
-        pending = set(futures)
-        deadline = submitted_at + budget_ms / 1000.0
+        _, pending = wait(futures, timeout=budget_ms / 1000.0)
         finish_reason = "all_completed"
-        while pending:
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                finish_reason = "deadline" if policy == "deadline" else "budget_exhausted"
-                break
-            if policy == "deadline":
-                done, pending = wait(pending, timeout=remaining)
-                continue
-            done, pending = wait(pending, timeout=remaining, return_when=FIRST_COMPLETED)
-            completed = sum(1 for f in futures if f.done() and f.exception() is None)
-            if policy == "first_k" and completed >= first_k and pending:
-                finish_reason = "first_k_reached"
-                break
+        if pending:
+            finish_reason = "deadline" if policy == "deadline" else "budget_exhausted"
         results, failed, completed_names = {}, {}, []
         for future, name in futures.items():
             if not future.done():

@@ -37,7 +37,6 @@ class DerivedView:
         self.related: dict[str, set[str]] = defaultdict(set)
         self.attribute_ids: dict[tuple[str, str], set[int]] = defaultdict(set)
         self.importance: dict[int, float] = {}
-        self.feedback: dict[int, float] = {}
         for memory_id, entity in store.rows("entities"):
             self.entity_ids[entity].add(memory_id)
             self.entities_of[memory_id].add(entity)
@@ -47,7 +46,6 @@ class DerivedView:
         for memory_id, kind, value in store.rows("attributes"):
             self.attribute_ids[(kind, value)].add(memory_id)
         self.importance = {m: s for m, s in store.rows("importance")}
-        self.feedback = {m: s for m, s in store.rows("feedback")}
         rows = store.all_rows()
         self.texts = {memory_id: _normal_text(text) for memory_id, text, _ in rows}
         self.ids = sorted(self.texts)

@@ -25,9 +25,8 @@ CREATE TABLE IF NOT EXISTS relationships (
 );
 CREATE TABLE IF NOT EXISTS attributes (memory_id INTEGER NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS importance (memory_id INTEGER PRIMARY KEY, score REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS feedback (memory_id INTEGER PRIMARY KEY, score REAL NOT NULL);
 """
-_DERIVED_TABLES = ("entities", "relationships", "attributes", "importance", "feedback")
+_DERIVED_TABLES = ("entities", "relationships", "attributes", "importance")
 
 
 class MemoryStore:
@@ -67,10 +66,6 @@ class MemoryStore:
         if table not in _DERIVED_TABLES:
             raise ValueError(f"no derived table {table!r}")
         return self.conn.execute(f"SELECT * FROM {table}").fetchall()
-
-    def set_feedback(self, memory_id: int, score: float) -> None:
-        with self.conn:
-            self.conn.execute("INSERT OR REPLACE INTO feedback VALUES (?, ?)", (memory_id, score))
 
     def get(self, ids: list[int]) -> dict[int, tuple[str, dict]]:
         if not ids:

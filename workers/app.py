@@ -13,7 +13,7 @@ import os
 
 from celery import Celery
 
-from memoria.errors import MemfarmError
+from adapters.errors import MemfarmError
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 DEFAULT_TASK_TIME_LIMIT = 3600

@@ -8,7 +8,6 @@ silent mismatch. Artifacts are SQLite, FAISS and JSON files: no pickle.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -16,22 +15,10 @@ import shutil
 import time
 from pathlib import Path
 
-from memoria.defaults import INDEX_FORMAT_VERSION
+from adapters.defaults import CACHE_FORMAT_VERSION
+from adapters.files import file_sha256, write_json
 
 logger = logging.getLogger(__name__)
-
-
-def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def content_hash(value) -> str:
-    """SHA-256 of a JSON-able value in canonical form."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 def _safe(name: str) -> str:
@@ -109,10 +96,8 @@ class ItemCache:
             manifest_path.unlink()
         shutil.rmtree(folder, ignore_errors=True)
         staging.rename(folder)
-        tmp = manifest_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
-        tmp.replace(manifest_path)
+        write_json(manifest_path, manifest)
 
 
 def expected_entry(item_hash: str, signature: dict | None) -> dict:
-    return {"item_hash": item_hash, "embedding_signature": signature, "format_version": INDEX_FORMAT_VERSION}
+    return {"item_hash": item_hash, "embedding_signature": signature, "format_version": CACHE_FORMAT_VERSION}

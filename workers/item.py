@@ -2,7 +2,8 @@
 
 The same function serves the local executor and the Celery task, so both
 produce the same records. The runner owns id minting, task building and
-scoring; the system only sees rendered docs and whitelisted tasks.
+rejecting bad hits; the system only sees rendered docs and whitelisted tasks;
+the records are built by the evaluation core (`adapters.records`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import logging
 import socket
 import time
 
+from adapters.adamem_jsonl import evaluate_episode
 from adapters.contracts import DOC_PROPS, TASK_FIELDS
-from memoria.defaults import DEFAULT_K_VALUES, DEFAULT_TOP_K
-from workers.cache import content_hash, expected_entry
-from workers.metrics import question_metrics
+from adapters.defaults import DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K, K_VALUES
+from adapters.files import content_hash
+from adapters.records import candidate, failure_outcome, outcome, question_record
+from workers.cache import expected_entry
 
 logger = logging.getLogger(__name__)
 
@@ -69,31 +72,33 @@ def clean_hits(hits, known, top_k: int) -> tuple[list[dict], list[str]]:
     return kept, problems
 
 
-def failed_records(item: dict, error: str, field: str | None, worker: str, attempt: int) -> list[dict]:
-    questions = item.get("questions") or [{"question_id": item["item_id"]}]
-    return [{
-        "question_id": q["question_id"], "item_id": item["item_id"], "status": "failed", "error": error,
-        "field": field, "metrics": None, "abstention": False, "worker": worker, "attempt": attempt,
-    } for q in questions]
-
-
 def evaluate_item(
     item: dict,
     system,
     *,
     top_k: int = DEFAULT_TOP_K,
-    k_values=DEFAULT_K_VALUES,
-    profile: str = "memoria",
+    k_values=K_VALUES,
+    profile: str = DEFAULT_SCORING_PROFILE,
     cache=None,
     dataset_sha256: str | None = None,
     worker: str | None = None,
     attempt: int = 1,
 ) -> dict:
-    """Run every question of `item` against `system`; returns records and item facts."""
+    """Run every question of `item` against `system`; returns the item's outcome.
+
+    An item the adapter already marked malformed becomes its failed records at
+    once; an exception while building or asking propagates, so that the caller
+    decides (the local executor records it, a farm task retries it).
+    """
     worker = worker or socket.gethostname()
     if item.get("error"):
-        return {"item_id": item["item_id"], "records": failed_records(item, item["error"], item.get("field"), worker, attempt),
-                "cache": None, "timings": {}, "stats": {}}
+        return failure_outcome(item, item["error"], item.get("field"), worker, attempt)
+    if "episode" in item:
+        return evaluate_episode(item, system.fresh_memory(), worker=worker, attempt=attempt)
+    return _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt)
+
+
+def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt) -> dict:
     started = time.perf_counter()
     docs, native = make_docs(item)
     label = docs[0]["label"] if docs else label_for(item["item_id"])
@@ -115,59 +120,24 @@ def evaluate_item(
     session_of_turn = {ids["turn_id"]: ids["session_id"] for ids in native.values()}
     records = []
     for position, question in enumerate(item["questions"]):
-        records.append(_ask(system, question, make_task(question, label, position, top_k), by_id, native,
-                            session_of_turn, k_values, profile, item, worker, attempt))
-    return {
-        "item_id": item["item_id"],
-        "records": records,
-        "cache": cache_state,
-        "timings": {"build_or_restore_ms": round(build_ms, 3), "total_ms": round((time.perf_counter() - started) * 1000, 3)},
-        "stats": {"docs": len(docs), **item.get("stats", {})},
-    }
-
-
-def _ask(system, question, task, by_id, native, session_of_turn, k_values, profile, item, worker, attempt) -> dict:
-    t0 = time.perf_counter()
-    hits = system.retrieve(task["label"], task["question"], task["top_k"])
-    runtime_ms = (time.perf_counter() - t0) * 1000
-    hits, problems = clean_hits(hits, by_id, task["top_k"])
-    gold_turns, gold_sessions = set(question.get("gold_turns", [])), set(question.get("gold_sessions", []))
-    candidates = []
-    for rank, hit in enumerate(hits, start=1):
-        eid = hit["external_id"]
-        diagnostics = dict(hit.get("diagnostics") or {})
-        final_score = diagnostics.pop("final_score", hit.get("score"))
-        candidates.append({
-            "rank": rank, "id": eid, "text": by_id[eid]["text"],
-            "metadata": {**by_id[eid]["props"], **native[eid]},
-            "score": hit.get("score"), "final_score": final_score, "diagnostics": diagnostics,
-        })
-    turn_ranking = [native[c["id"]]["turn_id"] for c in candidates]
-    expected_rank = next((c["rank"] for c in candidates if c["metadata"]["turn_id"] in gold_turns), None)
-    if expected_rank is None and not gold_turns:
-        expected_rank = next((c["rank"] for c in candidates if c["metadata"]["session_id"] in gold_sessions), None)
-    scorable = not question.get("abstention") and not question.get("excluded")
-    metrics = (question_metrics(turn_ranking, session_of_turn, gold_sessions, gold_turns, k_values, profile)
-               if scorable else None)
-    record = {
-        "question_id": question["question_id"],
-        "item_id": item["item_id"],
-        "status": "ok",
-        "query": question["question"],
-        "expected": question.get("expected", ""),
-        "expected_ids": question.get("expected_ids", []),
-        "gold": {"sessions": sorted(gold_sessions), "turns": sorted(gold_turns)},
-        "expected_rank": expected_rank,
-        "retrieved": expected_rank is not None,
-        "candidates": candidates,
-        "runtime_ms": round(runtime_ms, 3),
-        "diagnostics": {"system": getattr(system, "last_diagnostics", {}) or {}, "rejected_hits": problems},
-        "metrics": metrics,
-        "abstention": bool(question.get("abstention")),
-        "worker": worker,
-        "attempt": attempt,
-    }
-    for key in ("question_type", "category", "abstention_reason", "excluded", "details"):
-        if key in question:
-            record[key] = question[key]
-    return record
+        task = make_task(question, label, position, top_k)
+        t0 = time.perf_counter()
+        hits = system.retrieve(task["label"], task["question"], task["top_k"])
+        runtime_ms = (time.perf_counter() - t0) * 1000
+        hits, problems = clean_hits(hits, by_id, task["top_k"])
+        candidates = []
+        for rank, hit in enumerate(hits, start=1):
+            eid = hit["external_id"]
+            diagnostics = dict(hit.get("diagnostics") or {})
+            final_score = diagnostics.pop("final_score", hit.get("score"))
+            candidates.append(candidate(rank, eid, text=by_id[eid]["text"], props=by_id[eid]["props"],
+                                        score=hit.get("score"), final_score=final_score, diagnostics=diagnostics,
+                                        **native[eid]))
+        records.append(question_record(
+            question, item["item_id"], candidates, level="turn", k_values=k_values, profile=profile,
+            session_of_turn=session_of_turn, runtime_ms=runtime_ms, worker=worker, attempt=attempt,
+            diagnostics={"system": getattr(system, "last_diagnostics", {}) or {}, "rejected_hits": problems}))
+    return outcome(item["item_id"], records, cache=cache_state,
+                   timings={"build_or_restore_ms": round(build_ms, 3),
+                            "total_ms": round((time.perf_counter() - started) * 1000, 3)},
+                   stats={"docs": len(docs), **item.get("stats", {})})

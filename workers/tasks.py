@@ -9,15 +9,21 @@ import traceback
 
 from celery.signals import worker_process_init
 
-from coordinator.ledger import ItemState, Ledger, connect
 from workers.app import TASK_NAME, app, broker_url
 from workers.cache import ItemCache
 from workers.item import evaluate_item
+from workers.ledger import ItemState, Ledger, connect
 from workers.version import CODE_VERSION
 
 logger = logging.getLogger(__name__)
 _SYSTEMS: dict[tuple, object] = {}
 _LEDGER: Ledger | None = None
+
+
+def max_seq_length() -> int | None:
+    """This worker's embedder window (MEMFARM_MAX_SEQ_LENGTH), None for the model's own."""
+    value = os.environ.get("MEMFARM_MAX_SEQ_LENGTH")
+    return int(value) if value else None
 
 
 @worker_process_init.connect
@@ -28,7 +34,7 @@ def _init_process(**_):
     torch.set_num_threads(int(os.environ.get("MEMFARM_TORCH_THREADS", "1")))
     from memoria.embedder import Embedder
 
-    Embedder.shared()
+    Embedder.shared(max_seq_length())
 
 
 def _ledger() -> Ledger:
@@ -39,16 +45,13 @@ def _ledger() -> Ledger:
 
 
 def _system(meta: dict):
-    weights = meta.get("weights")
-    key = (meta["system"], meta["retrieval_mode"], meta["batch_size"], json.dumps(weights, sort_keys=True),
-           meta.get("ablation"))
+    """The run's system, built once per process and setting from the run's metadata."""
+    settings = dict(meta["system_settings"], max_seq_length=max_seq_length())
+    key = (meta["system"], json.dumps(settings, sort_keys=True))
     if key not in _SYSTEMS:
         from adapters.systems import make_system
 
-        options = {"batch_size": meta["batch_size"], "ablation": meta.get("ablation")}
-        if weights:
-            options["weights"] = weights
-        _SYSTEMS[key] = make_system(meta["system"], meta["retrieval_mode"], **options)
+        _SYSTEMS[key] = make_system(meta["system"], **settings)
     return _SYSTEMS[key]
 
 
@@ -63,7 +66,7 @@ def incompatibility(meta: dict, system) -> str | None:
 
 
 @app.task(name=TASK_NAME, bind=True)
-def evaluate_item_task(self, run_id: str, item_id: str, attempt: int = 1) -> str:
+def evaluate_item_task(self, run_id: str, item_id: str) -> str:
     return process_item(_ledger(), run_id, item_id, self.request.hostname or "worker")
 
 

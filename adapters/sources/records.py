@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 
 def validate_record(record) -> dict:
@@ -33,3 +33,17 @@ def load_records(records: Iterable[dict], insert: Callable[[str, dict], object])
         insert(record["text"], record["metadata"])
         count += 1
     return count
+
+
+class SourceAdapter:
+    """What every source adapter offers on top of its own iterator of validated records."""
+
+    def iter_records(self) -> Iterator[dict]:
+        raise NotImplementedError
+
+    def records(self) -> list[dict]:
+        return list(self.iter_records())
+
+    def load(self, insert: Callable[[str, dict], object]) -> int:
+        """Pass every record to `insert(text, metadata)` (a non-callable is refused); returns how many."""
+        return load_records(self.iter_records(), insert)

@@ -4,7 +4,8 @@ The runner owns everything else: isolation, opaque ids, tasks built from a
 whitelist, the shared top_k, rejecting bad hits, scoring. Built in: `memoria`
 (any mode) and `adamem` (any ablation); optional: `mem0`. A user's own system
 is `path/to/file.py:ClassName` or `package.module:ClassName`, built with no
-arguments.
+arguments. `SYSTEMS` says which settings each built-in system takes, so the
+command line can refuse a setting a system would not use.
 """
 
 from __future__ import annotations
@@ -12,16 +13,34 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from memoria.errors import MemfarmError
+from adapters.errors import MemfarmError, SystemUnavailable
 
 CONTRACT = ("reset", "ingest", "retrieve")
-BUILT_IN = ("memoria", "adamem", "mem0")
 
 
-class SystemUnavailable(MemfarmError):
-    """An optional system whose package is not installed."""
+@dataclass(frozen=True)
+class SystemInfo:
+    """A built-in system: where its class is and which run settings it takes."""
+
+    name: str
+    factory: str
+    #: Settings the factory takes (anything else given on the command line is refused).
+    settings: tuple[str, ...]
+    #: Whether `--retrieval-mode` means anything to it.
+    has_modes: bool = False
+    optional: bool = False
+
+
+SYSTEMS = {s.name: s for s in (
+    SystemInfo("memoria", "adapters.systems.memoria_system:MemoriaSystem",
+               ("mode", "batch_size", "max_workers", "weights", "without", "mmr_lambda", "max_seq_length"),
+               has_modes=True),
+    SystemInfo("adamem", "adapters.systems.adamem:AdaMemSystem", ("ablation", "max_seq_length")),
+    SystemInfo("mem0", "adapters.systems.mem0_system:Mem0System", (), optional=True),
+)}
 
 
 def _user_class(spec: str):
@@ -56,30 +75,23 @@ def check_contract(system, spec: str):
     return system
 
 
-def make_system(name: str, mode: str = "fusion", **options):
-    """Build a system by name or `file.py:Class` / `module:Class`; options a system does not take are ignored."""
-    if name == "memoria":
-        from adapters.systems.memoria_system import MemoriaSystem
-
-        keep = {k: v for k, v in options.items() if k in ("batch_size", "max_workers", "weights", "without", "mmr_lambda")}
-        return MemoriaSystem(mode=mode, **keep)
-    if name == "adamem":
-        from adapters.systems.adamem import ABLATIONS, AdaMemSystem
-
-        ablation = options.get("ablation") or "full"
-        if ablation not in ABLATIONS:
-            raise ValueError(f"unknown AdaMem ablation {ablation!r}; choose from {', '.join(ABLATIONS)}")
-        return AdaMemSystem(ablation=ablation)
-    if name == "mem0":
-        try:
-            from adapters.systems.mem0_system import Mem0System
-
-            return Mem0System()
-        except ImportError as exc:
+def make_system(name: str, **settings):
+    """Build a system by name (settings it does not take are dropped) or `file.py:Class` / `module:Class`."""
+    info = SYSTEMS.get(name)
+    if info is None:
+        if ":" in name:
+            return check_contract(_user_class(name)(), name)
+        raise MemfarmError(f"unknown system {name!r}; built in: {', '.join(SYSTEMS)}, or path/to/file.py:ClassName")
+    module_name, _, class_name = info.factory.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), class_name)
+        return factory(**{k: v for k, v in settings.items() if k in info.settings and v is not None})
+    except ImportError as exc:
+        if info.optional:
             raise SystemUnavailable(str(exc)) from exc
-    if ":" in name:
-        return check_contract(_user_class(name)(), name)
-    raise ValueError(f"unknown system {name!r}; built in: {', '.join(BUILT_IN)}, or path/to/file.py:ClassName")
+        raise
+    except ValueError as exc:
+        raise MemfarmError(f"system {name}: {exc}") from exc
 
 
 def describe(system) -> dict:
@@ -89,3 +101,4 @@ def describe(system) -> dict:
         return {"name": system.name, **config}
     return {"name": system.name, "retrieval_mode": system.name,
             "class": f"{type(system).__module__}.{type(system).__qualname__}"}
+

@@ -72,10 +72,14 @@ class Entry:
 
 
 class AdaMem:
-    def __init__(self, embedder=None, use_graph=True, use_temporal=True, use_importance=True, use_recency=True,
+    def __init__(self, embedder=None, max_seq_length=None, use_graph=True, use_temporal=True, use_importance=True, use_recency=True,
                  use_feedback=True, use_supersession=True, use_confidence=True, use_auto_links=False,
                  full_context=False, dedup_threshold=0.97, auto_link_threshold=0.8, weights=None):
-        self._embedder = embedder
+        if embedder is None:
+            from memoria.embedder import LazyEmbedder
+
+            embedder = LazyEmbedder(max_seq_length)
+        self.embedder = embedder
         self.switches = {"use_graph": use_graph, "use_temporal": use_temporal, "use_importance": use_importance,
                          "use_recency": use_recency, "use_feedback": use_feedback,
                          "use_supersession": use_supersession, "use_confidence": use_confidence,
@@ -89,14 +93,6 @@ class AdaMem:
         if name not in ABLATIONS:
             raise ValueError(f"unknown ablation {name!r}; choose from {', '.join(ABLATIONS)}")
         return cls(**{**ABLATIONS[name], **options})
-
-    @property
-    def embedder(self):
-        if self._embedder is None:
-            from memoria.embedder import Embedder
-
-            self._embedder = Embedder.shared()
-        return self._embedder
 
     @property
     def config(self) -> dict:
@@ -228,10 +224,12 @@ class AdaMemSystem:
 
     name = "adamem"
 
-    def __init__(self, ablation: str = "full", embedder=None):
+    def __init__(self, ablation: str = "full", embedder=None, max_seq_length: int | None = None):
+        if ablation not in ABLATIONS:
+            raise ValueError(f"unknown AdaMem ablation {ablation!r}; choose from {', '.join(ABLATIONS)}")
         self.ablation = ablation
-        self._embedder = embedder
-        self.memory = AdaMem.ablation(ablation, embedder=embedder)
+        self.memory = AdaMem.ablation(ablation, embedder=embedder, max_seq_length=max_seq_length)
+        self.embedder = self.memory.embedder
 
     @property
     def embedding_signature(self) -> dict:
@@ -243,7 +241,11 @@ class AdaMemSystem:
                 **self.memory.config}
 
     def reset(self) -> None:
-        self.memory = AdaMem.ablation(self.ablation, embedder=self._embedder or self.memory._embedder)
+        self.memory = self.fresh_memory()
+
+    def fresh_memory(self) -> AdaMem:
+        """An empty AdaMem of this ablation sharing the embedder (one per item or episode)."""
+        return AdaMem.ablation(self.ablation, embedder=self.embedder)
 
     def ingest(self, docs: list[dict]) -> None:
         from memoria.extract import importance

@@ -5,16 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from memoria import BatchLoader, MemoryInterface, defaults
+from memoria.embedder import LazyEmbedder
 
 
 class MemoriaSystem:
-    """One Memoria state per item; `mode` picks the retrieval sources."""
+    """One Memoria state per item; `mode` picks the retrieval sources.
+
+    `max_workers` is the number of extraction threads at insert time;
+    `max_seq_length` shortens the embedder's window (and so changes the signature).
+    """
 
     name = "memoria"
 
     def __init__(self, mode: str = defaults.DEFAULT_MODE, batch_size: int = defaults.DEFAULT_BATCH_SIZE,
                  max_workers: int = defaults.DEFAULT_MAX_WORKERS, parallel_extract: bool = True, embedder=None,
-                 weights: dict | None = None, without: tuple[str, ...] = (), mmr_lambda: float | None = None):
+                 weights: dict | None = None, without: tuple[str, ...] = (), mmr_lambda: float | None = None,
+                 max_seq_length: int | None = None):
         if mode not in defaults.MODE_SOURCES:
             raise ValueError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
         unknown = set(without) - set(defaults.MODE_SOURCES[mode])
@@ -27,14 +33,16 @@ class MemoriaSystem:
         options = {"weights": weights} if weights is not None else {}
         if mmr_lambda is not None:
             options["mmr_lambda"] = mmr_lambda
-        self.memory = MemoryInterface(embedder=embedder, **options)
+        self.max_seq_length = max_seq_length
+        self.memory = MemoryInterface(embedder=embedder or LazyEmbedder(max_seq_length), **options)
         self.sources = tuple(s for s in defaults.MODE_SOURCES[mode] if s not in without)
         if without:
-            self.memory.extra_sources[mode] = self.sources
+            self.memory.mode_sources[mode] = self.sources
         self.last_diagnostics: dict = {}
 
     @property
     def embedding_signature(self) -> dict:
+        """The signature of the vectors this system makes; read without loading the model when it is not loaded."""
         return self.memory.embedder.signature
 
     @property
@@ -81,3 +89,4 @@ class MemoriaSystem:
 
     def restore(self, directory: Path) -> None:
         self.memory.restore(directory)
+

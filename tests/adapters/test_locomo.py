@@ -101,6 +101,8 @@ def test_hand_made_conversation_with_every_quirk(tmp_path):
     assert q[1]["gold_turns"] == ["D1:1", "D1:3"] and q[1]["gold_sessions"] == ["D1"]
     assert q[2]["gold_turns"] == ["D2:1"] and q[2]["expected"] == "2023"
     assert q[3]["gold_turns"] == ["D2:1"] and q[3]["details"]["dropped_evidence"] == ["D9:9"]
+    # expected_ids are gold *session* ids, as for LongMemEval; a dropped id brings no session in
+    assert q[1]["expected_ids"] == ["D1"] and q[3]["expected_ids"] == q[3]["gold_sessions"] == ["D2"]
     assert q[4]["abstention"] and q[4]["expected"] == "the Alps"
     assert q[5]["abstention"]
     assert q[6]["excluded"] == "no resolvable evidence" and q[6]["details"]["unparseable"] == ["D"]

@@ -5,7 +5,7 @@ import pytest
 
 from adapters.longmemeval import LongMemEval, abstention_reason, extract_questions, scan
 from adapters.longmemeval_synth import TYPE_COUNTS, generate
-from memoria.errors import DatasetError
+from adapters.errors import DatasetError
 from tests.helpers import write_dataset
 
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from coordinator import analyze as analysis
 from coordinator.cli import main
 from coordinator.reducer import RESULTS_FORMAT
-from memoria.errors import ResultsError
+from adapters.errors import ResultsError
 
 
 def _candidate(rank, session, turn, score, signals=None):
@@ -35,7 +35,7 @@ def _record(qid, qtype, expected_rank, candidates, session_metrics, turn_metrics
 
 
 def _results(path, records, mode="fusion", benchmark="LongMemEval-S", profile="memoria"):
-    from workers.metrics import average
+    from adapters.metrics import average
 
     scored = [r for r in records if r["metrics"]]
     groups = {}

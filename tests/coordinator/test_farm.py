@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from adapters.longmemeval import extract_questions
 from coordinator.cli import main
 from coordinator.farm import reduce_farm_run, watch
-from coordinator.ledger import Ledger, connect
+from coordinator.ledger import RunLedger, connect
 from tests.farm_support import REPO, RedisServer, Worker, wait_for
 from tests.helpers import write_dataset
 from workers.app import make_app
@@ -105,7 +105,7 @@ def test_two_workers_give_the_local_records(redis_server, workers, data, local_r
 
 def test_a_killed_pool_process_reruns_its_item_once(redis_server, workers, data, tmp_path):
     worker = workers(redis_server.url, "w1").wait_ready()
-    ledger = Ledger(connect(redis_server.url))
+    ledger = RunLedger(connect(redis_server.url))
     run_id = _submit(redis_server.url, data["big"])
     victim = wait_for(lambda: next((i for i, s in ledger.states(run_id).items() if s == "started"), None),
                       what="an item to start")
@@ -121,7 +121,7 @@ def test_a_killed_pool_process_reruns_its_item_once(redis_server, workers, data,
 
 def test_a_killed_worker_hands_its_item_to_another(redis_server, workers, data):
     first = workers(redis_server.url, "w1").wait_ready()
-    ledger = Ledger(connect(redis_server.url))
+    ledger = RunLedger(connect(redis_server.url))
     run_id = _submit(redis_server.url, data["big"])
     victim = wait_for(lambda: next((i for i, s in ledger.states(run_id).items() if s == "started"), None),
                       what="an item to start")
@@ -135,7 +135,7 @@ def test_a_killed_worker_hands_its_item_to_another(redis_server, workers, data):
 
 
 def test_a_poison_item_fails_for_good_then_requeue_runs_it(redis_server, workers, data, tmp_path):
-    ledger = Ledger(connect(redis_server.url))
+    ledger = RunLedger(connect(redis_server.url))
     run_id = _submit(redis_server.url, data["small"], "--max-attempts", "2", "--limit", "4")
     poison = ledger.order(run_id)[1]
     key = f"memfarm:{run_id}:item:{poison}"
@@ -164,7 +164,7 @@ def test_a_poison_item_fails_for_good_then_requeue_runs_it(redis_server, workers
 
 def test_resume_after_the_coordinator_died(redis_server, workers, data, tmp_path):
     workers(redis_server.url, "w1").wait_ready()
-    ledger = Ledger(connect(redis_server.url))
+    ledger = RunLedger(connect(redis_server.url))
     coordinator = subprocess.Popen(
         [sys.executable, "-m", "coordinator.cli", "run", "longmemeval", "--dataset", str(data["small"]),
          "--broker", redis_server.url, "--run-id", "dying-run", "--output", str(tmp_path / "never.json")],
@@ -188,7 +188,7 @@ def test_the_same_item_twice_leaves_one_record(redis_server, data, monkeypatch):
     monkeypatch.setenv("MEMFARM_BROKER", redis_server.url)
     from workers.tasks import process_item
 
-    ledger = Ledger(connect(redis_server.url))
+    ledger = RunLedger(connect(redis_server.url))
     run_id = _submit(redis_server.url, data["small"], "--limit", "2")
     item_id = ledger.order(run_id)[0]
     assert process_item(ledger, run_id, item_id, "inline") == "done"
@@ -201,12 +201,27 @@ def test_the_same_item_twice_leaves_one_record(redis_server, data, monkeypatch):
 
 def test_a_worker_with_another_signature_refuses(redis_server, workers, data):
     workers(redis_server.url, "odd", MEMFARM_MAX_SEQ_LENGTH=128).wait_ready()
-    ledger = Ledger(connect(redis_server.url))
+    ledger = RunLedger(connect(redis_server.url))
     run_id = _submit(redis_server.url, data["small"], "--limit", "2")
     state = watch(ledger, make_app(redis_server.url), run_id, timeout=120)
     assert state["final_failures"] == 2 and state["done"] == 0
     error = ledger.info(run_id, ledger.order(run_id)[0])["error"]
     assert "refused by odd@" in error and "embedding signature" in error and "'max_seq_length': 128" in error
+
+
+def test_the_farm_runs_the_system_it_was_given(redis_server, workers, data, tmp_path):
+    """--system with --broker is honoured: the worker rebuilds adamem with the run's ablation."""
+    args = ["run", "longmemeval", "--dataset", str(data["small"]), "--questions", str(data["questions"]),
+            "--system", "adamem", "--ablation", "semantic_only", "--limit", "3"]
+    local = CliRunner().invoke(main, [*args, "--output", str(tmp_path / "local.json")])
+    assert local.exit_code == 0, local.output
+    workers(redis_server.url, "w1").wait_ready()
+    farm = CliRunner().invoke(main, [*args, "--broker", redis_server.url, "--output", str(tmp_path / "farm.json")])
+    assert farm.exit_code == 0, farm.output
+    local_results, farm_results = (json.loads((tmp_path / f).read_text()) for f in ("local.json", "farm.json"))
+    assert farm_results["system"] == "adamem" and farm_results["retrieval_mode"] == "adamem:semantic_only"
+    assert _comparable(farm_results["records"]) == _comparable(local_results["records"])
+    assert json.loads((tmp_path / "farm.manifest.json").read_text())["system"]["ablation"] == "semantic_only"
 
 
 def test_wrong_redis_password_is_one_clear_line(redis_server):

@@ -5,14 +5,14 @@ from click.testing import CliRunner
 
 from coordinator.cli import main
 from coordinator.optimize import load_weights
-from memoria.errors import ResultsError
+from adapters.errors import ResultsError
 from tests.helpers import write_dataset
 
 pytestmark = pytest.mark.slow
 
 # Recency says nothing about where evidence sits in these haystacks; here it outweighs everything else.
 WRONG = {"semantic": 0.1, "token": 0.1, "phrase": 0.0, "graph": 0.0, "attribute_boost": 0.0,
-         "importance": 0.0, "recency": 0.6, "feedback": 0.0}
+         "importance": 0.0, "recency": 0.6}
 
 
 @pytest.fixture(scope="module")

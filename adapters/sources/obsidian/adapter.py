@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
 from adapters.sources.obsidian.models import Note
 from adapters.sources.obsidian.parser import ObsidianParser
-from adapters.sources.records import load_records, validate_record
+from adapters.sources.records import SourceAdapter, validate_record
 
 
-class ObsidianAdapter:
+class ObsidianAdapter(SourceAdapter):
     source_name = "obsidian"
 
     def __init__(self, vault: str | Path):
@@ -28,11 +28,7 @@ class ObsidianAdapter:
         for note in self.parser.parse():
             yield validate_record(self._normalise(note))
 
-    def records(self) -> list[dict]:
-        return list(self.iter_notes())
-
-    def load(self, insert: Callable[[str, dict], object]) -> int:
-        return load_records(self.iter_notes(), insert)
+    iter_records = iter_notes
 
     def stats(self) -> dict:
         records = self.records()

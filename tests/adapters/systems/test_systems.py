@@ -8,8 +8,9 @@ from click.testing import CliRunner
 from adapters.adamem_jsonl import evaluate_episode, read_episodes, synthetic_suite, write_episodes
 from adapters.systems import make_system
 from adapters.systems.adamem import ABLATIONS, AdaMem
+from adapters.adamem_jsonl import SyntheticSuite
 from coordinator.cli import main
-from memoria.errors import MemfarmError
+from adapters.errors import MemfarmError
 from tests.helpers import write_dataset
 
 SPY = Path(__file__).with_name("spy_system.py")
@@ -93,8 +94,9 @@ def test_a_user_system_must_keep_the_contract(tmp_path):
 def test_synthetic_suite_semantic_only_fails_and_full_adamem_passes_all():
     scores = {}
     for name in ABLATIONS:
-        records = [r for e in synthetic_suite() for r in evaluate_episode(e, AdaMem.ablation(name))]
-        scores[name] = {r["episode"] for r in records if r["passed"]}
+        records = [r for item in SyntheticSuite().iter_items()
+                   for r in evaluate_episode(item, AdaMem.ablation(name))["records"]]
+        scores[name] = {r["item_id"] for r in records if r["judgement"]["passed"]}
     assert scores["full"] == {"stale-fact", "resolved-incident", "changed-code", "safety-rule"}
     assert len(scores["semantic_only"]) <= 1
     # each mechanism rescues the failure mode it exists for
@@ -121,13 +123,50 @@ def test_adamem_write_manage_read(embedder):
 
 
 @pytest.mark.slow
-def test_seven_ablations_run_from_the_cli(tmp_path):
-    out = tmp_path / "syn.json"
-    result = CliRunner().invoke(main, ["run", "adamem-synthetic", "--ablation", "all", "--output", str(out)])
+def test_seven_ablations_run_from_the_cli_each_with_a_results_file_and_manifest(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["run", "adamem-synthetic", "--ablation", "all"])
     assert result.exit_code == 0, result.output
-    table = json.loads(out.read_text())["ablations"]
-    assert list(table) == list(ABLATIONS) and table["full"]["passed"] == 4
-    assert "semantic_only" in result.output and "4/4" in result.output
+    files = sorted((tmp_path / "results").glob("adamem-synthetic_adamem_*.json"))
+    runs = {json.loads(f.read_text())["retrieval_mode"]: f for f in files if not f.name.endswith(".manifest.json")}
+    assert sorted(runs) == sorted(f"adamem:{name}" for name in ABLATIONS)
+    for path in runs.values():
+        assert path.with_name(path.name[:-5] + ".manifest.json").is_file()
+    full = json.loads(runs["adamem:full"].read_text())
+    assert full["metrics"]["all"]["support"] == {"queries": 4, "passed": 4, "stale_hits": 0, "pass_rate": 1.0}
+    assert json.loads(runs["adamem:semantic_only"].read_text())["metrics"]["all"]["support"]["passed"] <= 1
+    assert "4/4" in result.output
+
+
+@pytest.mark.slow
+def test_adamem_jsonl_goes_through_the_reducer_and_refuses_what_it_would_ignore(tmp_path):
+    episodes = tmp_path / "episodes.jsonl"
+    write_episodes(synthetic_suite()[:2], episodes)
+    out = tmp_path / "one.json"
+    result = CliRunner().invoke(main, ["run", "adamem-jsonl", "--dataset", str(episodes), "--ablation", "full",
+                                       "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    results = json.loads(out.read_text())
+    manifest = json.loads((tmp_path / "one.manifest.json").read_text())
+    assert results["question_count"] == 2 and results["system"] == "adamem"
+    assert manifest["dataset"]["path"] == str(episodes.resolve()) and manifest["system"]["ablation"] == "full"
+    for refused in (["--retrieval-mode", "full"], ["--system", "memoria"], ["--top-k", "3"]):
+        result = CliRunner().invoke(main, ["run", "adamem-jsonl", "--dataset", str(episodes), *refused])
+        assert result.exit_code == 2, (refused, result.output)
+
+
+@pytest.mark.slow
+def test_run_with_system_adamem_writes_results_and_a_manifest(tmp_path):
+    data = write_dataset(tmp_path / "lme.json", questions=2, seed=2, scale=0.06)
+    out = tmp_path / "ada.json"
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", "adamem",
+                                       "--ablation", "semantic_only", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "ada.manifest.json").read_text())
+    assert manifest["system"]["ablation"] == "semantic_only" and manifest["evaluation"]["evaluable"] == 2
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", "adamem",
+                                       "--retrieval-mode", "dense"])
+    assert result.exit_code == 2 and "no retrieval modes" in result.output
 
 
 def test_locomo_converter_round_trip(tmp_path, locomo_path):

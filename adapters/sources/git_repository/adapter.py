@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-from adapters.sources.github.parser import DEFAULT_MAX_FILE_BYTES, GitRepositoryParser
-from adapters.sources.records import load_records, validate_record
+from adapters.sources.git_repository.parser import DEFAULT_MAX_FILE_BYTES, GitRepositoryParser
+from adapters.sources.records import SourceAdapter, validate_record
 
 #: Symbol and file texts are cut here: the embedder reads 256 tokens anyway, BM25 keeps the head.
 MAX_TEXT_CHARS = 8000
 
 
-class GitRepositoryAdapter:
+class GitRepositoryAdapter(SourceAdapter):
     source_name = "git"
 
     def __init__(self, repo: str | Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES):
@@ -84,12 +84,6 @@ class GitRepositoryAdapter:
         yield from self.directories()
         yield from self.files()
         yield from self.symbols()
-
-    def records(self) -> list[dict]:
-        return list(self.iter_records())
-
-    def load(self, insert: Callable[[str, dict], object]) -> int:
-        return load_records(self.iter_records(), insert)
 
     def stats(self) -> dict:
         records = self.records()

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from workers.metrics import average, level_metrics, ndcg_any, question_metrics, recall_all, recall_any, sessions_of
+from adapters.metrics import average, level_metrics, ndcg_any, question_metrics, recall_all, recall_any, sessions_of
 
 
 def test_session_ranking_dedupes_by_first_occurrence():

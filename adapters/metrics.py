@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from memoria.defaults import DEFAULT_K_VALUES
+from adapters.defaults import K_VALUES, METRIC_NAMES
 
-METRIC_NAMES = ("recall_any", "recall_all", "ndcg_any")
+__all__ = ["METRIC_NAMES", "average", "level_metrics", "question_metrics", "sessions_of"]
 
 
 def dedupe(ranking: Iterable[str]) -> list[str]:
@@ -49,7 +49,7 @@ def ndcg_any(ranking: Sequence[str], gold: set[str], k: int, profile: str = "mem
     return dcg / ideal
 
 
-def level_metrics(ranking: Sequence[str], gold: Iterable[str], k_values=DEFAULT_K_VALUES, profile="memoria") -> dict:
+def level_metrics(ranking: Sequence[str], gold: Iterable[str], k_values=K_VALUES, profile="memoria") -> dict:
     """`{"recall_any@k": ..., "recall_all@k": ..., "ndcg_any@k": ...}` for every k."""
     gold = set(gold)
     ranking = dedupe(ranking)
@@ -66,7 +66,7 @@ def question_metrics(
     session_of: dict[str, str],
     gold_sessions: Iterable[str],
     gold_turns: Iterable[str],
-    k_values=DEFAULT_K_VALUES,
+    k_values=K_VALUES,
     profile: str = "memoria",
 ) -> dict:
     """Session and turn metrics of one question; turn metrics are None without turn gold."""

@@ -1,4 +1,9 @@
-"""Benchmarks of the product itself; each writes JSON under results/bench/ and returns a table."""
+"""Benchmarks of the product itself; each writes JSON under results/bench/ and returns a table.
+
+Whatever a bench evaluates goes through the same paths as a user's run (the
+`memfarm` command, or the local executor and the reducer), so each of its
+results files has a manifest beside it.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import json
 import platform
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from coordinator.analyze import percentile
@@ -73,7 +79,7 @@ def run_engine_bench(turns: int, store_turns: int, queries: int, output: str | P
         times = []
         for q in questions:
             t0 = time.perf_counter()
-            store.recall(q, mode=mode, limit=defaults.DEFAULT_TOP_K)
+            store.recall(q, mode=mode, limit=defaults.DEFAULT_RECALL_LIMIT)
             times.append((time.perf_counter() - t0) * 1000)
         latency[mode] = {"p50_ms": round(statistics.median(times), 3), "p95_ms": round(percentile(times, 0.95), 3)}
 
@@ -208,7 +214,7 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
 
     from adapters.longmemeval import extract_questions
     from adapters.longmemeval_synth import write
-    from coordinator.cluster import _memfarm, free_port, start_redis
+    from coordinator.cluster import free_port, start_redis, start_worker, wait_ready
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -218,25 +224,22 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
     port, password = free_port(), secrets.token_urlsafe(12)
     redis_proc = start_redis(workdir / "redis", port, password, workdir / "redis.log")
     broker = f"redis://:{password}@127.0.0.1:{port}/0"
-    env = dict(os.environ, MEMFARM_BROKER=broker)
     base = ["run", "longmemeval", "--dataset", str(data), "--questions", str(companion)]
     running: list = []
 
     def start_workers(count: int, threads: int, tag: str) -> None:
+        logs = []
         for number in range(count):
             log = workdir / f"{tag}{number}.log"
             log.write_text("")
-            running.append((_memfarm(["worker", "--broker", broker, "--cache-dir", str(workdir / f"cache_{tag}{number}"),
-                                      "--torch-threads", str(threads), "--name", f"{tag}{number}@%h"], log, env), log))
-        deadline = time.time() + 120
-        while not all("ready." in log.read_text(errors="replace") for _, log in running):
-            if time.time() > deadline:
-                raise RuntimeError(f"workers not ready; see {workdir}")
-            time.sleep(0.2)
+            running.append(start_worker(broker, f"{tag}{number}", workdir / f"cache_{tag}{number}", log,
+                                        torch_threads=threads))
+            logs.append(log)
+        wait_ready(logs)
         time.sleep(1.0)  # pool processes load the model right after ready
 
     def stop_workers() -> None:
-        for proc, _ in running:
+        for proc in running:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)
         running.clear()
@@ -288,41 +291,52 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
         f"wrote {path}"])
 
 
+def _quality_row(spec, workdir: Path, label: str) -> tuple[dict, dict]:
+    """Run `spec` here through the reducer; write its results file and manifest under `workdir`."""
+    from coordinator.local import run_local
+    from coordinator.reducer import write_results
+
+    results, manifest = run_local(spec)
+    name = "".join(c if c.isalnum() else "-" for c in label).strip("-")
+    write_results(results, manifest, workdir / f"{spec.benchmark}_{name}.json")
+    return results, manifest
+
+
+def _metric(summary: dict, level: str, name: str) -> float:
+    return round((summary.get(level) or {}).get(name, float("nan")), 4)
+
+
 def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: float, workdir: str | Path, output) -> str:
     """fusion, full, and full without each source, on LoCoMo and a generated LongMemEval-S file."""
-    from adapters.locomo import LoCoMo
-    from adapters.longmemeval import LongMemEval, extract_questions
+    from adapters.longmemeval import extract_questions
     from adapters.longmemeval_synth import write
-    from adapters.systems.memoria_system import MemoriaSystem
+    from coordinator.spec import RunSpec
     from memoria.defaults import MODE_SOURCES
-    from workers.cache import ItemCache
-    from workers.item import evaluate_item
-    from workers.metrics import average
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    lme = workdir / "ablation_lme.json"
+    lme, lme_q = workdir / "ablation_lme.json", workdir / "ablation_lme_q.json"
     if not lme.exists():
         write(lme, longmemeval_questions, seed=101, scale=scale)
-        extract_questions(lme, workdir / "ablation_lme_q.json")
-    datasets = {"locomo": lambda: LoCoMo(locomo).iter_items(),
-                "longmemeval": lambda: LongMemEval(lme, workdir / "ablation_lme_q.json").iter_items()}
+        extract_questions(lme, lme_q)
+    datasets = {"locomo": RunSpec("locomo", dataset=str(locomo), cache_dir=str(workdir / "cache_locomo")),
+                "longmemeval": RunSpec("longmemeval", dataset=str(lme), questions=str(lme_q),
+                                       cache_dir=str(workdir / "cache_longmemeval"))}
     configs = [("fusion", "fusion", {}), ("full", "full", {})]
     configs += [(f"full - {source}", "full", {"without": (source,)}) for source in MODE_SOURCES["full"]]
     configs += [("full, no MMR", "full", {"mmr_lambda": 1.0})]
     table = {}
-    for dataset, items in datasets.items():
-        cache = ItemCache(workdir / f"cache_{dataset}")
+    for dataset, base in datasets.items():
         table[dataset] = {}
-        for label, mode, options in configs:
-            system = MemoriaSystem(mode=mode, **options)
-            records = [r for item in items() for r in evaluate_item(item, system, cache=cache)["records"]]
-            summary = average(r for r in records if r.get("metrics"))
+        for label, mode, extra in configs:
+            spec = replace(base, retrieval_mode=mode, extra_settings=extra)
+            results, _ = _quality_row(spec, workdir, label)
+            summary = results["metrics"]["all"]
             table[dataset][label] = {
                 "evaluable": summary["evaluable"]["session"],
-                "session_recall_any@5": round(summary["session"]["recall_any@5"], 4),
-                "turn_recall_any@10": round(summary["turn"].get("recall_any@10", float("nan")), 4),
-                "session_ndcg_any@10": round(summary["session"]["ndcg_any@10"], 4),
+                "session_recall_any@5": _metric(summary, "session", "recall_any@5"),
+                "turn_recall_any@10": _metric(summary, "turn", "recall_any@10"),
+                "session_ndcg_any@10": _metric(summary, "session", "ndcg_any@10"),
             }
     path = write_bench("ablation", {"locomo": str(locomo), "longmemeval": {"questions": longmemeval_questions,
                                                                           "scale": scale, "seed": 101},
@@ -338,35 +352,32 @@ def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: fl
     return "\n".join(lines)
 
 
-def run_systems_bench(locomo: str | Path, output) -> str:
+def run_systems_bench(locomo: str | Path, output, workdir: str | Path = "cache/bench_systems") -> str:
     """Systems side by side on one LoCoMo file: same docs, same top_k, same scorer."""
-    from adapters.locomo import LoCoMo
-    from adapters.systems import SystemUnavailable, describe, make_system
-    from workers.item import evaluate_item
-    from workers.metrics import average
+    from adapters.errors import SystemUnavailable
+    from coordinator.spec import RunSpec
 
-    configs = [("memoria fusion", "memoria", {"mode": "fusion"}), ("memoria full", "memoria", {"mode": "full"}),
-               ("adamem full", "adamem", {"ablation": "full"}),
-               ("adamem semantic_only", "adamem", {"ablation": "semantic_only"}), ("mem0", "mem0", {})]
+    workdir = Path(workdir)
+    configs = [("memoria fusion", {"system": "memoria", "retrieval_mode": "fusion"}),
+               ("memoria full", {"system": "memoria", "retrieval_mode": "full"}),
+               ("adamem full", {"system": "adamem", "ablation": "full"}),
+               ("adamem semantic_only", {"system": "adamem", "ablation": "semantic_only"}),
+               ("mem0", {"system": "mem0"})]
     rows, skipped = {}, {}
-    for label, name, options in configs:
+    for label, options in configs:
         try:
-            system = make_system(name, **options)
+            results, manifest = _quality_row(RunSpec("locomo", dataset=str(locomo), **options), workdir, label)
         except SystemUnavailable as exc:
             skipped[label] = str(exc)
             continue
-        records, build_ms, docs = [], 0.0, 0
-        for item in LoCoMo(locomo).iter_items():
-            outcome = evaluate_item(item, system, cache=None)
-            records += outcome["records"]
-            build_ms += outcome["timings"]["build_or_restore_ms"]
-            docs += outcome["stats"]["docs"]
-        summary = average(r for r in records if r.get("metrics"))
-        runtimes = [r["runtime_ms"] for r in records if r.get("status") == "ok"]
+        summary = results["metrics"]["all"]
+        build_ms = sum(item["timings"].get("build_or_restore_ms", 0.0) for item in manifest["items"])
+        docs = sum(item["stats"].get("docs", 0) for item in manifest["items"])
+        runtimes = [r["runtime_ms"] for r in results["records"] if r.get("status") == "ok"]
         rows[label] = {
-            "config": describe(system),
+            "config": results["settings_system"],
             "evaluable": summary["evaluable"]["session"],
-            **{f"{level}_recall_any@{k}": round(summary[level][f"recall_any@{k}"], 4)
+            **{f"{level}_recall_any@{k}": _metric(summary, level, f"recall_any@{k}")
                for level in ("session", "turn") for k in (5, 10)},
             "ingest_turns_per_s": round(docs / (build_ms / 1000), 1),
             "recall_p50_ms": round(statistics.median(runtimes), 2),

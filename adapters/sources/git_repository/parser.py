@@ -7,7 +7,7 @@ import logging
 import subprocess
 from pathlib import Path, PurePosixPath
 
-from adapters.sources.github.models import DirectoryInfo, FileInfo, RepositoryInfo, SkippedFile, SymbolInfo
+from adapters.sources.git_repository.models import DirectoryInfo, FileInfo, RepositoryInfo, SkippedFile, SymbolInfo
 
 logger = logging.getLogger(__name__)
 

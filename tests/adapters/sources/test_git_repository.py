@@ -3,7 +3,7 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from adapters.sources.github import GitRepositoryAdapter
+from adapters.sources.git_repository import GitRepositoryAdapter
 from coordinator.cli import main
 
 

@@ -1,0 +1,28 @@
+"""Named defaults of the harness (what is measured and how), in one place.
+
+The engine's own numbers live in `memoria.defaults`; a manifest snapshots both.
+"""
+
+#: How many candidates every system under test is asked for.
+DEFAULT_TOP_K = 50
+
+#: Cut-offs at which every metric is reported.
+K_VALUES = (1, 3, 5, 10, 30, 50)
+
+#: The levels every question is scored at, and the metric names at each.
+LEVELS = ("session", "turn")
+METRIC_NAMES = ("recall_any", "recall_all", "ndcg_any")
+
+#: Scoring profiles for turn-level gold: `memoria` (the Adapters seed's rule) and
+#: `longmemeval` (has_answer turns and the DCG variant of the LongMemEval repository).
+SCORING_PROFILES = ("memoria", "longmemeval")
+DEFAULT_SCORING_PROFILE = "memoria"
+
+#: What `--optimize` maximises unless told otherwise: LEVEL:METRIC@K.
+DEFAULT_OBJECTIVE = "session:ndcg_any@10"
+
+#: Farm: attempts per item before it is a final failure.
+DEFAULT_MAX_ATTEMPTS = 3
+
+#: Bumped whenever the layout of a cached item changes; entries of another version are rebuilt.
+CACHE_FORMAT_VERSION = 3

@@ -1,0 +1,66 @@
+"""What each benchmark is, as data: one registry that the CLI, the analyzer and the adapters read.
+
+How a benchmark's items become docs and questions is its adapter module; the
+registry says where that module is, and everything a reader or a manifest
+needs to know about the benchmark without opening the file.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapters.defaults import DEFAULT_SCORING_PROFILE
+from adapters.errors import MemfarmError
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark as data: its key, title, source file, item unit, how it is scored and rendered."""
+
+    name: str
+    title: str
+    source: str
+    item_unit: str
+    #: `ids`: scored at session and turn level from ranked ids; `substrings`: judged by expected /
+    #: forbidden substrings of the retrieved text (AdaMem episodes).
+    scoring: str
+    adapter: str
+    needs_dataset: bool = True
+    group_key: str | None = "question_type"
+    rendering: str = "turn content as-is"
+
+    def open(self, dataset: str | Path | None, questions: str | Path | None = None,
+             profile: str = DEFAULT_SCORING_PROFILE):
+        """The dataset adapter: it streams items and knows its gold rules."""
+        module_name, _, class_name = self.adapter.partition(":")
+        factory = getattr(importlib.import_module(module_name), class_name)
+        if self.name == "longmemeval":
+            return factory(dataset, companion=questions, profile=profile)
+        if self.scoring == "substrings":
+            return factory(dataset)
+        return factory(dataset, profile=profile)
+
+
+BENCHMARKS = {b.name: b for b in (
+    Benchmark("longmemeval", "LongMemEval-S", "longmemeval_s_cleaned.json (xiaowu0162/LongMemEval)", "question",
+              "ids", "adapters.longmemeval:LongMemEval"),
+    Benchmark("locomo", "LoCoMo", "locomo10.json (snap-research/LoCoMo)", "conversation", "ids",
+              "adapters.locomo:LoCoMo",
+              rendering="'{speaker}: {text}' plus ' [shares a photo: {caption}]' where the turn shares an image"),
+    Benchmark("adamem-jsonl", "AdaMem JSONL", "AdaMem episodes, one JSON object per line", "episode", "substrings",
+              "adapters.adamem_jsonl:EpisodeFile", group_key=None, rendering="observation content as-is"),
+    Benchmark("adamem-synthetic", "AdaMem synthetic suite", "four built-in episodes, one per failure mode",
+              "episode", "substrings", "adapters.adamem_jsonl:SyntheticSuite", needs_dataset=False, group_key=None,
+              rendering="observation content as-is"),
+)}
+#: Benchmarks scored from ranked ids (the ones the farm, the cache and `memfarm score` serve).
+RANKED_BENCHMARKS = tuple(name for name, b in BENCHMARKS.items() if b.scoring == "ids")
+
+
+def benchmark(name: str) -> Benchmark:
+    try:
+        return BENCHMARKS[name]
+    except KeyError:
+        raise MemfarmError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}") from None

@@ -1,0 +1,3 @@
+from adapters.sources.git_repository.adapter import GitRepositoryAdapter
+
+__all__ = ["GitRepositoryAdapter"]

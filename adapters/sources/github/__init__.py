@@ -1,3 +1,0 @@
-from adapters.sources.github.adapter import GitRepositoryAdapter
-
-__all__ = ["GitRepositoryAdapter"]

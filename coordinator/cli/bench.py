@@ -1,0 +1,85 @@
+"""`memfarm bench ...`: speed, memory and quality benchmarks of the product; each writes JSON under results/bench/."""
+
+from __future__ import annotations
+
+import click
+
+from coordinator.cli import main
+
+@main.group()
+def bench():
+    """Speed and memory benchmarks; each writes JSON under results/bench/."""
+
+
+@bench.command("engine")
+@click.option("--turns", type=click.IntRange(10), default=5000, show_default=True)
+@click.option("--store-turns", type=click.IntRange(10), default=500, show_default=True)
+@click.option("--queries", type=click.IntRange(1), default=100, show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/engine.json", show_default=True)
+def bench_engine(turns, store_turns, queries, output):
+    """Engine insert throughput next to bare encode, and recall latency per mode."""
+    from coordinator.benches import run_engine_bench
+
+    report = run_engine_bench(turns=turns, store_turns=store_turns, queries=queries, output=output)
+    click.echo(report)
+
+
+@bench.command("longmemeval")
+@click.option("--questions", type=click.IntRange(1), default=50, show_default=True)
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=1.0, show_default=True)
+@click.option("--rss-questions", type=click.IntRange(10), default=500, show_default=True,
+              help="Size of the large file whose peak RSS is compared with a small one's.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_longmemeval", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/longmemeval.json", show_default=True)
+def bench_longmemeval(questions, scale, rss_questions, workdir, output):
+    """Cold vs warm seconds per question, cache hits and peak RSS on generated files."""
+    from coordinator.benches import run_longmemeval_bench
+
+    click.echo(run_longmemeval_bench(questions, scale, rss_questions, workdir, output))
+
+
+@bench.command("locomo")
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_locomo", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/locomo.json", show_default=True)
+def bench_locomo(dataset, workdir, output):
+    """dense, bm25, raw and fusion on one LoCoMo file, side by side."""
+    from coordinator.benches import run_locomo_bench
+
+    click.echo(run_locomo_bench(dataset, workdir, output))
+
+
+@bench.command("farm")
+@click.option("--questions", type=click.IntRange(2), default=20, show_default=True)
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.1, show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_farm", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/farm.json", show_default=True)
+def bench_farm(questions, scale, workdir, output):
+    """Farm vs local (warm and cold), 2 workers vs 1, broker overhead; starts its own redis and workers."""
+    from coordinator.benches import run_farm_bench
+
+    click.echo(run_farm_bench(questions, scale, workdir, output))
+
+
+@bench.command("ablation")
+@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--questions", type=click.IntRange(1), default=30, show_default=True,
+              help="Questions of the generated LongMemEval-S file.")
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.3, show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_ablation", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/ablation.json", show_default=True)
+def bench_ablation(locomo, questions, scale, workdir, output):
+    """fusion vs full vs full without each source (and without MMR), on LoCoMo and generated LongMemEval-S."""
+    from coordinator.benches import run_ablation_bench
+
+    click.echo(run_ablation_bench(locomo, questions, scale, workdir, output))
+
+
+@bench.command("systems")
+@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/systems.json", show_default=True)
+def bench_systems(locomo, output):
+    """memoria (fusion, full), adamem (full, semantic-only) and mem0 on one LoCoMo file."""
+    from coordinator.benches import run_systems_bench
+
+    click.echo(run_systems_bench(locomo, output))

@@ -1,0 +1,59 @@
+"""Data commands: generate LongMemEval-S-shaped files, extract the companion file, convert LoCoMo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from coordinator.cli import main
+
+
+@main.group()
+def synth():
+    """Generate benchmark-shaped files."""
+
+
+@synth.command("longmemeval")
+@click.option("--questions", type=click.IntRange(1), default=50, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=1.0, show_default=True,
+              help="Share of the ~48 sessions per haystack (1.0 = full scale).")
+@click.option("--output", type=click.Path(dir_okay=False), required=True)
+def synth_longmemeval(questions, seed, scale, output):
+    """A LongMemEval-S-shaped file: schema, type mix, abstentions and quirks of the real one."""
+    from adapters.longmemeval_synth import write
+
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    count = write(output, questions, seed=seed, scale=scale)
+    click.echo(f"wrote {count} questions to {output}")
+
+
+@main.command("extract-questions")
+@click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--output", type=click.Path(dir_okay=False), required=True)
+def extract_questions(input_path, output):
+    """Write the companion questions file (expected = first turn of the first answer session)."""
+    from adapters.longmemeval import extract_questions as extract
+
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    click.echo(f"wrote {extract(input_path, output)} questions to {output}")
+
+
+@main.group()
+def convert():
+    """Convert datasets between formats."""
+
+
+@convert.command("locomo")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.argument("target", type=click.Path(dir_okay=False))
+@click.option("--expected", type=click.Choice(["evidence", "answer", "both"]), default="evidence", show_default=True)
+@click.option("--top-k", type=click.IntRange(1), default=10, show_default=True)
+def convert_locomo_command(source, target, expected, top_k):
+    """LoCoMo (locomo10.json) to AdaMem JSONL episodes."""
+    from adapters.adamem_jsonl import convert_locomo, write_episodes
+
+    episodes = convert_locomo(source, expected=expected, top_k=top_k)
+    count = write_episodes(episodes, target)
+    click.echo(f"wrote {count} episodes ({sum(len(e['queries']) for e in episodes)} queries) to {target}")

@@ -1,0 +1,198 @@
+"""The farm's commands: watch and steer runs (status, requeue, resume, reduce) and run its processes
+(worker, flower, cluster up/down)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from adapters.errors import MemfarmError
+from coordinator.cli import broker_option, main, pass_cli
+
+
+def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
+    """Follow a run with a progress bar until it is complete, then write its results file and manifest."""
+    from coordinator.farm import reduce_farm_run, watch
+
+    ledger, app = cli.connect(broker)
+    total = ledger.meta(run_id).get("item_count", 0)
+    with click.progressbar(length=total, label=f"run {run_id}", show_eta=True, show_pos=True, file=sys.stderr) as bar:
+        seen = {"n": 0}
+
+        def update(state):
+            bar.update(state["finished"] - seen["n"])
+            seen["n"] = state["finished"]
+
+        state = watch(ledger, app, run_id, on_progress=update)
+    if state["final_failures"]:
+        click.echo(f"{state['final_failures']} items failed for good; see the manifest's farm block", err=True)
+    results, manifest = reduce_farm_run(ledger, run_id)
+    return cli.write_results(results, manifest, output)
+
+
+@main.command()
+@click.argument("run_id")
+@broker_option()
+@click.option("--watch", "follow", is_flag=True, help="Refresh until the run is complete.")
+@click.option("--interval", type=float, default=2.0, show_default=True)
+@pass_cli
+def status(cli, run_id, broker, follow, interval):
+    """Progress of a farm run: done, running, failed, per-worker counts and ETA."""
+    from coordinator.farm import progress
+
+    ledger, _ = cli.connect(broker)
+    while True:
+        state = progress(ledger, run_id)
+        eta = f"{state['eta_seconds']:.0f}s" if state["eta_seconds"] is not None else "?"
+        width = 30
+        filled = int(width * state["finished"] / state["total"]) if state["total"] else 0
+        click.echo(f"[{'#' * filled}{'.' * (width - filled)}] {state['finished']}/{state['total']}  "
+                   f"done {state['done']}  running {state['running']}  queued {state['queued']}  "
+                   f"failed {state['failed']} ({state['final_failures']} final)  ETA {eta}")
+        for worker, count in sorted(state["workers"].items()):
+            click.echo(f"  {worker}: {count} items")
+        if not follow or state["complete"]:
+            return
+        time.sleep(interval)
+
+
+@main.command("requeue")
+@click.argument("run_id")
+@broker_option()
+@click.option("--failed", is_flag=True, help="Every failed item, attempts reset.")
+@click.option("--stale", is_flag=True, help="Items started longer ago than --stale-after.")
+@click.option("--stale-after", type=float, default=None, help="Seconds (default: task time limit + 60).")
+@pass_cli
+def requeue_command(cli, run_id, broker, failed, stale, stale_after):
+    """Put failed or stale items of a run back on the queue."""
+    from coordinator.farm import requeue
+
+    if not failed and not stale:
+        raise click.UsageError("say what to requeue: --failed and/or --stale")
+    ledger, app = cli.connect(broker)
+    chosen = requeue(ledger, app, run_id, failed=failed, stale=stale, stale_after=stale_after)
+    click.echo(f"requeued {len(chosen)} items" + (f": {', '.join(chosen[:20])}" if chosen else ""))
+
+
+@main.command("resume")
+@click.argument("run_id")
+@broker_option()
+@click.option("--output", type=click.Path(dir_okay=False), default=None)
+@pass_cli
+def resume_command(cli, run_id, broker, output):
+    """Finish a run whose coordinator died: enqueue what is not done, watch, reduce."""
+    from coordinator.farm import resume
+
+    ledger, app = cli.connect(broker)
+    chosen = resume(ledger, app, run_id)
+    click.echo(f"re-enqueued {len(chosen)} items not done", err=True)
+    watch_and_reduce(cli, broker, run_id, output)
+
+
+@main.command("reduce")
+@click.argument("run_id")
+@broker_option()
+@click.option("--output", type=click.Path(dir_okay=False), default=None)
+@pass_cli
+def reduce_command(cli, run_id, broker, output):
+    """Write the results file and manifest of a farm run from its ledger."""
+    from coordinator.farm import reduce_farm_run
+
+    ledger, _ = cli.connect(broker)
+    results, manifest = reduce_farm_run(ledger, run_id)
+    cli.write_results(results, manifest, output)
+
+
+@main.command()
+@broker_option()
+@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default="cache/worker",
+              show_default=True)
+@click.option("--concurrency", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--torch-threads", type=click.IntRange(1), default=1, show_default=True,
+              help="Torch threads per worker process.")
+@click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,
+              help="Shorten the embedder's window (tokens); it changes the embedding signature.")
+@click.option("--name", default=None, help="Worker name (default: memfarm-<pid>@host).")
+@click.option("--loglevel", default="INFO", show_default=True)
+def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, name, loglevel):
+    """A Celery worker for farm runs (sane defaults for a small machine)."""
+    from coordinator.ledger import connect
+
+    os.environ["MEMFARM_BROKER"] = broker
+    os.environ["MEMFARM_CACHE_DIR"] = str(Path(cache_dir).resolve())
+    os.environ["MEMFARM_TORCH_THREADS"] = str(torch_threads)
+    if max_seq_length:
+        os.environ["MEMFARM_MAX_SEQ_LENGTH"] = str(max_seq_length)
+    os.environ.setdefault("OMP_NUM_THREADS", str(torch_threads))
+    connect(broker)  # one clear line for a wrong password or a missing server
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    from workers.app import make_app
+
+    app = make_app(broker)
+    import workers.tasks  # noqa: F401  (registers the task)
+
+    app.worker_main([
+        "worker", "--loglevel", loglevel, "--concurrency", str(concurrency), "--pool", "prefork",
+        "--hostname", name or f"memfarm-{os.getpid()}@%h", "--task-events", "--without-gossip", "--without-mingle",
+    ])
+
+
+@main.command()
+@broker_option()
+@click.option("--address", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=5555, show_default=True)
+@click.option("--no-auth", is_flag=True, help="Run without basic auth (only on a trusted machine).")
+def flower(broker, address, port, no_auth):
+    """Flower on localhost with basic auth from MEMFARM_FLOWER_USER / MEMFARM_FLOWER_PASSWORD."""
+    user, password = os.environ.get("MEMFARM_FLOWER_USER"), os.environ.get("MEMFARM_FLOWER_PASSWORD")
+    env = dict(os.environ, MEMFARM_BROKER=broker)
+    if not no_auth:
+        if not user or not password:
+            raise MemfarmError("Flower needs MEMFARM_FLOWER_USER and MEMFARM_FLOWER_PASSWORD (or --no-auth)")
+        env["FLOWER_BASIC_AUTH"] = f"{user}:{password}"
+    else:
+        env.pop("FLOWER_BASIC_AUTH", None)
+        env["FLOWER_UNAUTHENTICATED_API"] = "true"
+    argv = [sys.executable, "-m", "celery", "-A", "workers.app", "--broker", broker, "flower",
+            f"--address={address}", f"--port={port}"]
+    os.execve(sys.executable, argv, env)
+
+
+@main.group()
+def cluster():
+    """A one-machine farm without Docker: redis-server, workers and Flower as child processes."""
+
+
+@cluster.command("up")
+@click.option("--workers", "count", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+@click.option("--redis-port", type=int, default=None, help="Default: a free port.")
+@click.option("--flower-port", type=int, default=5555, show_default=True)
+@click.option("--no-flower", is_flag=True)
+@click.option("--cache-dir", type=click.Path(file_okay=False), default="cache/worker", show_default=True)
+def cluster_up(count, state_dir, redis_port, flower_port, no_flower, cache_dir):
+    """Start redis-server (with a password), N workers and Flower; prints the broker URL."""
+    from coordinator.cluster import up
+
+    state = up(Path(state_dir), workers=count, redis_port=redis_port, flower_port=None if no_flower else flower_port,
+               cache_dir=cache_dir)
+    click.echo(f"broker: {state['broker']}")
+    click.echo(f"export MEMFARM_BROKER='{state['broker']}'")
+    if state.get("flower"):
+        click.echo(f"flower: http://127.0.0.1:{state['flower']['port']} (user {state['flower']['user']}, "
+                   f"password in {state_dir}/cluster.json)")
+    click.echo(f"logs: {state_dir}/logs")
+
+
+@cluster.command("down")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+def cluster_down(state_dir):
+    """Stop every process `cluster up` started, by PID."""
+    from coordinator.cluster import down
+
+    stopped = down(Path(state_dir))
+    click.echo(f"stopped {len(stopped)} processes")

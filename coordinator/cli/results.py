@@ -1,0 +1,118 @@
+"""Reading results: `analyze` result files, `score` anyone's rankings, export a run's own `rankings`."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from adapters.defaults import DEFAULT_SCORING_PROFILE, K_VALUES, SCORING_PROFILES
+from adapters.registry import RANKED_BENCHMARKS
+from coordinator.cli import main, pass_cli
+
+
+@main.command()
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--compare", "do_compare", is_flag=True, help="One row per file: session R@1/3/5/10 and NDCG@10.")
+@click.option("--force", is_flag=True, help="Compare files of different benchmarks or profiles anyway.")
+@click.option("--explain", type=click.IntRange(1), default=None, help="The N worst questions, explained.")
+@click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Companion questions file for --explain.")
+@click.option("--all", "all_files", is_flag=True, help="Summarise every results JSON in --results-dir as JSON.")
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None, help="Write PNG charts here.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None, help="Write one HTML report.")
+@click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
+def analyze(files, do_compare, force, explain, questions, all_files, results_dir, plot_dir, html_file, as_json):
+    """Read result files (and nothing else) and report on them."""
+    from coordinator import analyze as analysis
+
+    if all_files:
+        click.echo(json.dumps(analysis.summarize_directory(results_dir), indent=1))
+        return
+    if not files:
+        raise click.UsageError("name at least one results file (or use --all)")
+    loaded = [analysis.load_results(f) for f in files]
+    if do_compare:
+        rows = analysis.compare(loaded, force=force)
+        click.echo(json.dumps(rows, indent=1) if as_json else analysis.render_compare(rows))
+    elif explain:
+        companion = None
+        if questions:
+            from adapters.longmemeval import load_companion
+
+            companion = load_companion(questions)
+        for results in loaded:
+            report = analysis.explain(results, explain, companion)
+            click.echo(json.dumps(report, indent=1) if as_json else analysis.render_explain(report))
+    else:
+        for results in loaded:
+            report = analysis.analyze(results)
+            click.echo(json.dumps(report, indent=1, default=str) if as_json else analysis.render_analysis(report))
+    if plot_dir or html_file:
+        from coordinator import plots
+
+        if plot_dir:
+            for path in plots.write_plots(loaded, plot_dir):
+                click.echo(f"chart: {path}", err=True)
+        if html_file:
+            Path(html_file).parent.mkdir(parents=True, exist_ok=True)
+            Path(html_file).write_text(plots.html_report(loaded), encoding="utf-8")
+            click.echo(f"report: {html_file}", err=True)
+
+
+@main.command()
+@click.option("--benchmark", type=click.Choice(RANKED_BENCHMARKS), default="longmemeval", show_default=True)
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--rankings", type=click.Path(exists=True, dir_okay=False), required=True,
+              help='JSON lines: {"question_id": ..., "ranked": [ids, best first]}.')
+@click.option("--level", type=click.Choice(["session", "turn"]), default="session", show_default=True)
+@click.option("--scoring-profile", type=click.Choice(SCORING_PROFILES), default=DEFAULT_SCORING_PROFILE,
+              show_default=True)
+@click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Companion questions file (LongMemEval turn gold).")
+@click.option("--output", type=click.Path(dir_okay=False), default=None)
+@pass_cli
+def score(cli, benchmark, dataset, rankings, level, scoring_profile, questions, output):
+    """Score a rankings file from any system with the metric code of the runs."""
+    from adapters.files import file_sha256
+    from coordinator.reducer import reduce_run
+    from coordinator.score import score_rankings
+    from coordinator.spec import RunSpec
+
+    started = time.perf_counter()
+    spec = RunSpec(benchmark=benchmark, dataset=dataset, questions=questions, scoring_profile=scoring_profile,
+                   system="rankings", output=output, command=cli.command)
+    adapter = spec.open_dataset()
+    adapter.scan()
+    outcomes, report = score_rankings(adapter, rankings, level, scoring_profile, K_VALUES)
+    for problem in report["problems"]:
+        click.echo(f"warning: {problem}", err=True)
+    if report["missing"]:
+        click.echo(f"warning: {len(report['missing'])} questions have no ranking and score 0 "
+                   f"(first: {', '.join(report['missing'][:5])})", err=True)
+    context = spec.context(
+        system_config={"name": "rankings", "retrieval_mode": f"score-{level}", "rankings": str(Path(rankings).resolve()),
+                       "rankings_sha256": file_sha256(rankings)},
+        embedding_signature=None)
+    context.update(top_k=None, rendering=None, elapsed_seconds=time.perf_counter() - started)
+    results, manifest = reduce_run(outcomes, context)
+    manifest["rankings"] = report
+    cli.write_results(results, manifest, output)
+
+
+@main.command()
+@click.argument("results_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--level", type=click.Choice(["session", "turn"]), default="session", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), required=True)
+def rankings(results_file, level, output):
+    """Export a run's own rankings as JSON lines, the input of `memfarm score` (to check a number anywhere)."""
+    from coordinator.analyze import load_results
+    from coordinator.score import export_rankings
+
+    lines = export_rankings(load_results(results_file), level)
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    click.echo(f"wrote {len(lines)} rankings to {output}")

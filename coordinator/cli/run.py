@@ -1,0 +1,178 @@
+"""`memfarm run` and `memfarm submit`: one RunSpec, evaluated here or staged on the farm."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from adapters.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K, SCORING_PROFILES
+from adapters.registry import BENCHMARKS
+from coordinator.cli import broker_option, main
+from memoria import defaults as engine
+
+
+def run_options(command):
+    """Options shared by `run` and `submit`: what to evaluate and how (they become a RunSpec)."""
+    options = [
+        click.argument("benchmark", type=click.Choice(list(BENCHMARKS))),
+        click.option("--dataset", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="The dataset file (not for adamem-synthetic)."),
+        click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="Companion questions file (LongMemEval) for turn-level gold."),
+        click.option("--retrieval-mode", type=click.Choice(sorted(engine.MODE_SOURCES)),
+                     default=engine.DEFAULT_MODE, show_default=True, help="Memoria's sources (system memoria only)."),
+        click.option("--system", default=None,
+                     help="memoria (default), adamem (default for adamem-*), mem0, or path/to/file.py:ClassName."),
+        click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N items."),
+        click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default=None,
+                     help="Per-item cache (local runs; farm workers use their own --cache-dir)."),
+        click.option("--rebuild-cache", is_flag=True, help="Ignore cached items and rebuild them."),
+        click.option("--output", type=click.Path(dir_okay=False), default=None),
+        click.option("--scoring-profile", type=click.Choice(SCORING_PROFILES),
+                     default=DEFAULT_SCORING_PROFILE, show_default=True),
+        click.option("--batch-size", type=click.IntRange(1), default=engine.DEFAULT_BATCH_SIZE, show_default=True,
+                     help="Texts per call to the embedding model."),
+        click.option("--extraction-threads", type=click.IntRange(1), default=engine.DEFAULT_MAX_WORKERS,
+                     show_default=True, help="Threads that extract entities and attributes at insert time."),
+        click.option("--top-k", type=click.IntRange(1), default=DEFAULT_TOP_K, show_default=True),
+        click.option("--max-attempts", type=click.IntRange(1), default=DEFAULT_MAX_ATTEMPTS, show_default=True,
+                     help="Farm: attempts per item before it is a final failure."),
+        click.option("--run-id", default=None, help="Farm: name the run (default: time + random)."),
+        click.option("--weights", "weights_file", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="Ranking weights (JSON) for --retrieval-mode full."),
+        click.option("--ablation", default=None,
+                     help="AdaMem configuration (system adamem; 'all' runs each, the default for adamem-*)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def spec_from(ctx: click.Context, command: str, params: dict, farm: bool):
+    """The RunSpec of a `run` / `submit` command line, checked; warnings printed once."""
+    from coordinator.spec import from_options
+
+    explicit = {name for name in params
+                if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)}
+    spec = from_options(params.pop("benchmark"), params, command=command, explicit=explicit)
+    for warning in spec.check(farm=farm):
+        click.echo(f"warning: {warning}", err=True)
+    return spec
+
+
+@main.command()
+@run_options
+@broker_option(required=False)
+@click.option("--optimize", is_flag=True, help="After the run, tune the full-mode weights on its records.")
+@click.option("--step-size", type=click.FloatRange(min=0, min_open=True), default=0.02, show_default=True)
+@click.option("--objective", default=DEFAULT_OBJECTIVE, show_default=True, help="LEVEL:METRIC@K to maximise.")
+@click.option("--dry-run-weights", is_flag=True, help="With --optimize: print the proposed weights, write nothing.")
+@click.option("--save-weights", type=click.Path(dir_okay=False), default=None,
+              help="With --optimize: where to write the weights (default: beside the results file).")
+@click.pass_context
+def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weights, **params):
+    """Run BENCHMARK and write the results file and manifest.
+
+    Without --broker (or MEMFARM_BROKER) every item runs here, no server needed.
+    With it, items are staged in Redis and run by `memfarm worker` processes.
+    """
+    cli = ctx.obj
+    spec = spec_from(ctx, cli.command, params, farm=bool(broker))
+    if optimize and spec.retrieval_mode != "full":
+        raise click.UsageError("--optimize tunes the ranking weights of --retrieval-mode full")
+    for one in spec.ablations():
+        if broker:
+            from coordinator.cli.farm import watch_and_reduce
+
+            run_id = _submit(cli, broker, one)
+            results_path = watch_and_reduce(cli, broker, run_id, one.output)
+        else:
+            results_path = _run_local(cli, one)
+        if optimize:
+            _optimize(results_path, step_size, objective, dry_run_weights, save_weights)
+
+
+def _run_local(cli, spec) -> Path:
+    from coordinator.local import run_local
+
+    misses, bar = [], None
+
+    def start(total, system):
+        nonlocal bar
+        click.echo(f"{spec.benchmark}: {total} items ({system.name}, "
+                   f"{getattr(system, 'config', {}).get('retrieval_mode', spec.retrieval_mode)})", err=True)
+        bar = click.progressbar(length=total, label="items", show_eta=True, show_pos=True, file=sys.stderr,
+                                item_show_func=lambda o: o["item_id"][:16] if o else "")
+        bar.__enter__()
+
+    def advance(outcome):
+        cache = outcome.get("cache")
+        if spec.cache_dir and cache and not cache["hit"] and cache["reason"] != "no cache":
+            misses.append(f"{outcome['item_id']}: {cache['reason']}")
+        bar.update(1, outcome)
+
+    try:
+        results, manifest = run_local(spec, on_start=start, on_item=advance)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    if manifest["cache"]["dir"]:
+        click.echo(f"cache: {manifest['cache']['hits']} hits, {manifest['cache']['misses']} rebuilt", err=True)
+        for line in misses[:20]:
+            click.echo(f"  rebuilt {line}", err=True)
+    return cli.write_results(results, manifest, spec.output)
+
+
+def _submit(cli, broker: str, spec) -> str:
+    from coordinator.farm import submit as stage_and_enqueue
+
+    ledger, app = cli.connect(broker)
+    bar = None
+
+    def start(total):
+        nonlocal bar
+        bar = click.progressbar(length=total, label="staging", file=sys.stderr)
+        bar.__enter__()
+
+    try:
+        run_id, staged = stage_and_enqueue(ledger, app, spec, broker, on_start=start, on_item=lambda _: bar.update(1))
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    click.echo(f"run id: {run_id}", err=True)
+    click.echo(f"enqueued {len(staged)} items of run {run_id}", err=True)
+    return run_id
+
+
+def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run: bool, save_to) -> None:
+    from coordinator.optimize import optimise
+
+    results = json.loads(Path(results_path).read_text(encoding="utf-8"))
+    weights = results["settings_system"]["ranking"]["weights"]
+    report = optimise(results["records"], weights, step=step_size, objective_name=objective_name)
+    click.echo(f"optimise {report['objective']} over {report['questions']} questions: "
+               f"{report['before']:.4f} -> {report['after']:.4f}")
+    for name in report["weights"]:
+        before, after = report["weights_before"][name], report["weights"][name]
+        click.echo(f"  {name:<16} {before:>7.3f} -> {after:>7.3f}" + ("  *" if before != after else ""))
+    if dry_run:
+        click.echo("dry run: weights not written")
+        return
+    target = Path(save_to) if save_to else Path(str(results_path)[:-5] + ".weights.json")
+    target.write_text(json.dumps({"weights": report["weights"], "optimisation": report}, indent=1), encoding="utf-8")
+    click.echo(f"weights: {target} (use with --weights)")
+
+
+@main.command()
+@run_options
+@broker_option()
+@click.pass_context
+def submit(ctx, broker, **params):
+    """Stage BENCHMARK's items in Redis and enqueue one task per item; prints the run id."""
+    spec = spec_from(ctx, ctx.obj.command, params, farm=True)
+    for one in spec.ablations():
+        click.echo(_submit(ctx.obj, broker, one))
+

@@ -1,0 +1,82 @@
+"""RunSpec: one spec from the options, and no option silently ignored."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from adapters.errors import MemfarmError
+from coordinator.cli import main
+from coordinator.spec import RunSpec
+from tests.helpers import write_dataset
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.parametrize("spec, message", [
+    (RunSpec("longmemeval", dataset="d.json", max_attempts=5, explicit=frozenset({"max_attempts"})), "farm setting"),
+    (RunSpec("longmemeval", dataset="d.json", run_id="x", explicit=frozenset({"run_id"})), "farm setting"),
+    (RunSpec("longmemeval", dataset="d.json", system="adamem", retrieval_mode="full",
+             explicit=frozenset({"retrieval_mode"})), "no retrieval modes"),
+    (RunSpec("longmemeval", dataset="d.json", ablation="full", explicit=frozenset({"ablation"})), "not a setting of memoria"),
+    (RunSpec("locomo", dataset="d.json", questions="q.json", explicit=frozenset({"questions"})), "companion file"),
+    (RunSpec("adamem-jsonl", dataset="d.jsonl", system="memoria", explicit=frozenset({"system"})), "must be adamem"),
+    (RunSpec("adamem-synthetic", dataset="d.json", explicit=frozenset({"dataset"})), "built in"),
+    (RunSpec("longmemeval", dataset="d.json", system="x.py:Mine", batch_size=8, explicit=frozenset({"batch_size"})),
+     "built with no arguments"),
+    (RunSpec("longmemeval"), "--dataset is required"),
+])
+def test_settings_that_would_be_ignored_are_refused(spec, message):
+    with pytest.raises(MemfarmError, match=message):
+        spec.check(farm=False)
+
+
+def test_defaults_given_by_nobody_are_not_refused_and_warnings_say_what_is_unused():
+    assert RunSpec("longmemeval", dataset="d.json", questions="q.json").check(farm=False) == []
+    warnings = RunSpec("longmemeval", dataset="d.json", questions="q.json", cache_dir="c",
+                       explicit=frozenset({"cache_dir"})).check(farm=True)
+    assert warnings == ["--cache-dir is not used by a farm run: each worker caches in its own --cache-dir"]
+    assert "cannot snapshot" in RunSpec("locomo", dataset="d.json", system="adamem", cache_dir="c").check(farm=False)[0]
+
+
+def test_the_settings_a_system_is_built_with():
+    spec = RunSpec("longmemeval", dataset="d.json", retrieval_mode="dense", batch_size=8, extraction_threads=2)
+    assert spec.system_settings() == {"mode": "dense", "batch_size": 8, "max_workers": 2}
+    assert RunSpec("locomo", dataset="d", system="adamem", ablation="semantic_only").system_settings() == {
+        "ablation": "semantic_only"}
+    assert [s.ablation for s in RunSpec("adamem-synthetic").ablations()][-1] == "full"
+    assert RunSpec("adamem-synthetic", ablation="full").ablations()[0].ablation == "full"
+
+
+def test_a_cli_refusal_is_one_line_and_exit_2(tmp_path):
+    data = write_dataset(tmp_path / "d.json", questions=2, seed=1, scale=0.05)
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--run-id", "mine"])
+    assert result.exit_code == 2 and "--run-id is a farm setting" in result.output
+
+
+def test_submit_reads_the_embedding_signature_without_loading_the_model(tmp_path):
+    """A staged run's metadata carries the real model's signature, yet the coordinator never imports torch."""
+    from tests.farm_support import RedisServer
+
+    data = write_dataset(tmp_path / "d.json", questions=2, seed=1, scale=0.05)
+    server = RedisServer(tmp_path)
+    try:
+        code = ("import sys, json; from click.testing import CliRunner; from coordinator.cli import main;"
+                "r = CliRunner().invoke(main, ['submit', 'longmemeval', '--dataset', sys.argv[1], '--broker', sys.argv[2],"
+                " '--run-id', 'sig']); print(json.dumps([r.exit_code, 'torch' in sys.modules,"
+                " 'sentence_transformers' in sys.modules]))")
+        proc = subprocess.run([sys.executable, "-c", code, str(data), server.url], cwd=REPO, capture_output=True,
+                              text=True, timeout=120, env=dict(os.environ, PYTHONPATH=REPO))
+        assert json.loads(proc.stdout.strip().splitlines()[-1]) == [0, False, False], proc.stderr
+        from coordinator.ledger import RunLedger, connect
+
+        meta = RunLedger(connect(server.url)).meta("sig")
+    finally:
+        server.stop()
+    from memoria.embedder import Embedder
+
+    assert meta["embedding_signature"] == Embedder.shared().signature
+    assert meta["system_settings"]["mode"] == "fusion"
