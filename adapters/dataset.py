@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from adapters.contracts import Item
@@ -17,6 +18,17 @@ class BadField(Exception):
     def __init__(self, message: str, field: str):
         super().__init__(message)
         self.field = field
+
+
+@contextmanager
+def reading(where: str, field: str):
+    """Any unexpected error while reading `field` becomes a BadField naming the item and the field."""
+    try:
+        yield
+    except BadField:
+        raise
+    except Exception as exc:
+        raise BadField(f"{where}: field {field!r} is malformed ({type(exc).__name__}: {exc})", field) from exc
 
 
 class StreamedDataset:
@@ -53,6 +65,10 @@ class StreamedDataset:
                 return
             item_id = self.item_id(raw, index)
             try:
-                yield self.build(raw, item_id)
+                item = self.build(raw, item_id)
             except BadField as bad:
-                yield {"item_id": item_id, "benchmark": self.benchmark.name, "error": str(bad), "field": bad.field}
+                item = {"item_id": item_id, "benchmark": self.benchmark.name, "error": str(bad), "field": bad.field}
+            except Exception as exc:  # one malformed item never sinks a run: it becomes a recorded failure
+                item = {"item_id": item_id, "benchmark": self.benchmark.name, "field": None,
+                        "error": f"{self.benchmark.item_unit} {item_id}: cannot be read ({type(exc).__name__}: {exc})"}
+            yield item

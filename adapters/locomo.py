@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
-from adapters.dataset import BadField, StreamedDataset
+from adapters.dataset import BadField, StreamedDataset, reading
 from adapters.registry import BENCHMARKS
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -78,9 +78,11 @@ class LoCoMo(StreamedDataset):
             raise BadField(f"conversation {cid}: missing or malformed field 'conversation'", "conversation")
         if not isinstance(qa, list):
             raise BadField(f"conversation {cid}: missing or malformed field 'qa'", "qa")
-        turns, stats = self._turns(cid, conversation)
+        with reading(f"conversation {cid}", "conversation"):
+            turns, stats = self._turns(cid, conversation)
         known = {t["turn_id"] for t in turns}
-        questions = [self._question(cid, i, q, known) for i, q in enumerate(qa)]
+        with reading(f"conversation {cid}", "qa"):
+            questions = [self._question(cid, i, q, known) for i, q in enumerate(qa)]
         stats["dropped_evidence_ids"] = sum(len(q["details"]["dropped_evidence"]) for q in questions)
         stats["excluded_questions"] = sum(1 for q in questions if q.get("excluded"))
         return {"item_id": cid, "benchmark": "locomo", "turns": turns, "questions": questions, "stats": stats}

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
-from adapters.dataset import BadField, StreamedDataset
+from adapters.dataset import BadField, StreamedDataset, reading
 from adapters.errors import DatasetError
 from adapters.jsonstream import iter_array
 from adapters.registry import BENCHMARKS
@@ -109,10 +109,15 @@ class LongMemEval(StreamedDataset):
         ids, sessions = raw["haystack_session_ids"], raw["haystack_sessions"]
         if not isinstance(ids, list) or not isinstance(sessions, list) or len(ids) != len(sessions):
             raise BadField(f"question {qid}: haystack_session_ids and haystack_sessions differ in length", "haystack_sessions")
-        dates = raw.get("haystack_dates") or [""] * len(ids)
-        answer_ids = [str(s) for s in raw["answer_session_ids"]]
-        turns, stats = self._turns(qid, ids, sessions, dates)
-        question = self._question(raw, qid, answer_ids, turns)
+        where = f"question {qid}"
+        with reading(where, "haystack_dates"):
+            dates = list(raw.get("haystack_dates") or [""] * len(ids))
+        with reading(where, "answer_session_ids"):
+            answer_ids = [str(s) for s in raw["answer_session_ids"]]
+        with reading(where, "haystack_sessions"):
+            turns, stats = self._turns(qid, ids, sessions, dates)
+        with reading(where, "question"):
+            question = self._question(raw, qid, answer_ids, turns)
         return {"item_id": qid, "benchmark": "longmemeval", "turns": turns, "questions": [question], "stats": stats}
 
     def _turns(self, qid, ids, sessions, dates) -> tuple[list[Turn], dict]:

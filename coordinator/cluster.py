@@ -34,7 +34,7 @@ def start_redis(directory: Path, port: int, password: str | None, log: Path) -> 
         raise MemfarmError("redis-server not found on PATH (apt-get install redis-server)")
     directory.mkdir(parents=True, exist_ok=True)
     args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--appendonly", "yes",
-            "--maxmemory-policy", "noeviction", "--save", ""]
+            "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", "--save", ""]
     if password:
         args += ["--requirepass", password]
     proc = subprocess.Popen(args, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)

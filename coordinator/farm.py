@@ -2,34 +2,48 @@
 
 Messages carry only (run id, item id); the ledger holds everything else.
 Nothing here waits on Celery results: the ledger is the source of truth.
+The watch loop never hangs: an attempt whose lease lapsed (its process died
+or lost the network) or that ran past the hard limit is declared lost and
+queued again under the attempt cap, and a queued item whose message vanished
+(a broker restart) is enqueued again.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 import secrets
 import time
 from collections import Counter, defaultdict
 
+import redis
+
 from adapters.errors import ResultsError
 from adapters.records import failure_outcome
-from coordinator.ledger import ItemState, RunLedger, redact
+from coordinator.ledger import DEFAULT_RUN_TTL_SECONDS, ItemState, RunLedger, check_run_id, redact
 from coordinator.reducer import reduce_run
 from coordinator.spec import RunSpec
-from workers.app import DEFAULT_TASK_TIME_LIMIT, QUEUE, TASK_NAME
+from workers.app import QUEUE, TASK_NAME, task_time_limit
+from workers.ledger import DEFAULT_LOST_GRACE_SECONDS, stale_after
 from workers.version import CODE_VERSION
 
+logger = logging.getLogger(__name__)
+
 DONE, FAILED, FAILED_FINAL = ItemState.DONE.value, ItemState.FAILED.value, ItemState.FAILED_FINAL.value
+STARTED, QUEUED = ItemState.STARTED.value, ItemState.QUEUED.value
+#: A queued item whose message is nowhere to be seen for this long is enqueued again.
+ORPHAN_AFTER_SECONDS = 20.0
 
 
 def new_run_id() -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
-def enqueue(app, run_id: str, item_ids) -> int:
+def enqueue(app, run_id: str, item_ids, ledger: RunLedger | None = None) -> int:
     count = 0
     for item_id in item_ids:
         app.send_task(TASK_NAME, args=[run_id, item_id], queue=QUEUE)
+        if ledger is not None:
+            ledger.r.hset(ledger._key(run_id, "info", item_id), "enqueued_at", time.time())
         count += 1
     return count
 
@@ -42,7 +56,8 @@ def run_meta(spec: RunSpec, system, *, broker: str) -> dict:
         "broker": redact(broker),
         "code_version": CODE_VERSION,
         "max_attempts": spec.max_attempts,
-        "task_time_limit": int(os.environ.get("MEMFARM_TASK_TIME_LIMIT", DEFAULT_TASK_TIME_LIMIT)),
+        "task_time_limit": task_time_limit(),
+        "lost_grace_seconds": DEFAULT_LOST_GRACE_SECONDS,
         "system": spec.system_name,
         "system_settings": spec.system_settings(),
         "retrieval_mode": context["system_config"].get("retrieval_mode"),
@@ -58,27 +73,35 @@ def run_meta(spec: RunSpec, system, *, broker: str) -> dict:
 
 def submit(ledger: RunLedger, app, spec: RunSpec, broker: str, on_start=None, on_item=None) -> tuple[str, list[str]]:
     """Stage the spec's items (the dataset streamed once) and enqueue one task per item."""
+    run_id = check_run_id(spec.run_id or new_run_id())
     adapter = spec.open_dataset()
     total = len(adapter.scan())
+    expected = min(total, spec.limit) if spec.limit else total
     if on_start:
-        on_start(min(total, spec.limit) if spec.limit else total)
+        on_start(expected)
     system = spec.make_system()  # the signature is read from the packaged config: no model is loaded
-    run_id = spec.run_id or new_run_id()
-    staged = stage_run(ledger, run_id, adapter, run_meta(spec, system, broker=broker), spec.limit, on_item)
-    enqueue(app, run_id, staged)
+    meta = run_meta(spec, system, broker=broker)
+    meta.update(item_count=expected, staging_done=False, arguments=spec.arguments())
+    ledger.create_run(run_id, meta)
+    staged = stage_run(ledger, app, run_id, adapter, spec.limit, on_item)
     return run_id, staged
 
 
-def stage_run(ledger: RunLedger, run_id: str, adapter, meta: dict, limit: int | None, on_item=None) -> list[str]:
-    """Stream the dataset once; each item goes to Redis compressed, in order."""
-    ledger.create_run(run_id, meta)
+def stage_run(ledger: RunLedger, app, run_id: str, adapter, limit: int | None, on_item=None) -> list[str]:
+    """Stream the dataset once; each item goes to Redis compressed, in order, and is enqueued at once.
+
+    The expected item count is in the run's metadata before the first item is
+    staged; `staging_done` is set after the last, so a run whose staging was
+    cut off is never taken for complete. Items staged before are skipped.
+    """
     staged = []
     for item in adapter.iter_items(limit=limit):
-        ledger.stage(run_id, item)
-        staged.append(item["item_id"])
+        if ledger.stage(run_id, item):
+            enqueue(app, run_id, [item["item_id"]], ledger)
+            staged.append(item["item_id"])
         if on_item:
             on_item(item["item_id"])
-    ledger.update_meta(run_id, item_count=len(staged), staged_at=time.time())
+    ledger.update_meta(run_id, staging_done=True, staged_at=time.time())
     return staged
 
 
@@ -91,16 +114,18 @@ def progress(ledger: RunLedger, run_id: str, per_worker: bool = True) -> dict:
     for item_id, state in states.items():
         if per_worker and state == DONE:
             workers[ledger.info(run_id, item_id).get("worker", "?")] += 1
-    total = meta.get("item_count", len(states))
+    staging_done = meta.get("staging_done", True)
+    total = len(states) if staging_done else max(meta.get("item_count", 0), len(states))
     final = counts.get(FAILED_FINAL, 0)
     finished = counts.get(DONE, 0) + final
     elapsed = time.time() - meta["created"]
     eta = (elapsed / finished) * (total - finished) if finished else None
     return {
         "run_id": run_id, "total": total, "done": counts.get(DONE, 0),
-        "running": counts.get(ItemState.STARTED.value, 0), "queued": counts.get(ItemState.QUEUED.value, 0),
+        "running": counts.get(STARTED, 0), "queued": counts.get(QUEUED, 0),
         "failed": counts.get(FAILED, 0) + final, "final_failures": final, "finished": finished,
-        "workers": dict(workers), "eta_seconds": eta, "complete": total > 0 and finished >= total,
+        "workers": dict(workers), "eta_seconds": eta, "staging_done": staging_done,
+        "complete": staging_done and total > 0 and finished >= total,
     }
 
 
@@ -110,11 +135,53 @@ def retry_failed(ledger: RunLedger, app, run_id: str) -> list[str]:
     attempts = ledger.attempts(run_id)
     retried = []
     for item_id, state in ledger.states(run_id).items():
-        if state == FAILED and attempts.get(item_id, 0) < meta["max_attempts"]:
-            ledger.requeue(run_id, item_id)
+        if state == FAILED and attempts.get(item_id, 0) < meta["max_attempts"] and ledger.requeue(run_id, item_id):
             retried.append(item_id)
-    enqueue(app, run_id, retried)
+    enqueue(app, run_id, retried, ledger)
     return retried
+
+
+def recover_lost(ledger: RunLedger, app, run_id: str) -> dict[str, str]:
+    """Declare lost every started attempt whose lease lapsed or that ran past the hard limit (plus grace);
+    each is queued again under the attempt cap, or failed for good at it. Returns {item: verdict}."""
+    meta = ledger.meta(run_id)
+    attempts = ledger.attempts(run_id)
+    limit = stale_after(meta)
+    verdicts = {}
+    for item_id, state in ledger.states(run_id).items():
+        if state != STARTED:
+            continue
+        started = float(ledger.info(run_id, item_id).get("started_at") or 0)
+        expired = not ledger.has_lease(run_id, item_id)
+        if not expired and time.time() - started < limit:
+            continue
+        why = ("its lease lapsed (the process died or lost the network)" if expired
+               else f"it ran longer than the hard limit plus grace ({limit:.0f}s)")
+        verdict = ledger.declare_lost(run_id, item_id, attempts.get(item_id, 0), max_attempts=meta["max_attempts"],
+                                      stale_after=limit, reason=f"attempt {attempts.get(item_id, 0)} lost: {why}")
+        if verdict != "skip":
+            verdicts[item_id] = verdict
+            logger.warning("run %s: item %s %s (%s)", run_id, item_id, verdict, why)
+    enqueue(app, run_id, [i for i, v in verdicts.items() if v == "requeued"], ledger)
+    return verdicts
+
+
+def heal_orphans(ledger: RunLedger, app, run_id: str, older_than: float = ORPHAN_AFTER_SECONDS) -> list[str]:
+    """Enqueue again queued items whose message is neither waiting nor delivered (lost with a broker
+    restart, or never sent because the coordinator died). A duplicate message is harmless: `begin` lets
+    only one attempt start."""
+    waiting = ledger.waiting_messages(run_id)
+    now = time.time()
+    orphans = []
+    for item_id, state in ledger.states(run_id).items():
+        if state != QUEUED or item_id in waiting:
+            continue
+        info = ledger.info(run_id, item_id)
+        sent = float(info.get("enqueued_at") or 0)
+        if now - max(sent, float(info.get("queued_at") or 0)) > older_than:
+            orphans.append(item_id)
+    enqueue(app, run_id, orphans, ledger)
+    return orphans
 
 
 def requeue(ledger: RunLedger, app, run_id: str, failed: bool = False, stale: bool = False,
@@ -126,31 +193,30 @@ def requeue(ledger: RunLedger, app, run_id: str, failed: bool = False, stale: bo
     now = time.time()
     for item_id, state in ledger.states(run_id).items():
         if failed and state in (FAILED, FAILED_FINAL):
-            ledger.requeue(run_id, item_id, reset_attempts=True)
-            chosen.append(item_id)
-        elif stale and state == ItemState.STARTED.value:
-            started = float(ledger.info(run_id, item_id).get("started_at", now))
-            if now - started > stale_after:
-                ledger.requeue(run_id, item_id)
+            if ledger.requeue(run_id, item_id, from_states=(FAILED, FAILED_FINAL), reset_attempts=True):
                 chosen.append(item_id)
-    enqueue(app, run_id, chosen)
+        elif stale and state == STARTED:
+            started = float(ledger.info(run_id, item_id).get("started_at", now))
+            if now - started > stale_after and ledger.requeue(run_id, item_id, from_states=(STARTED,)):
+                chosen.append(item_id)
+    enqueue(app, run_id, chosen, ledger)
     return chosen
 
 
 def resume(ledger: RunLedger, app, run_id: str) -> list[str]:
-    """After the coordinator died: enqueue again what is not done (done items never rerun)."""
-    attempts = ledger.attempts(run_id)
+    """After the coordinator died: finish staging if it was cut off, then enqueue only what is neither
+    done, nor waiting in the queue, nor running within its limit. Done items never rerun."""
     meta = ledger.meta(run_id)
     chosen = []
-    for item_id, state in ledger.states(run_id).items():
-        if state in (DONE, FAILED_FINAL):
-            continue
-        if state == FAILED and attempts.get(item_id, 0) >= meta["max_attempts"]:
-            continue
-        if state == FAILED:
-            ledger.requeue(run_id, item_id)
-        chosen.append(item_id)
-    enqueue(app, run_id, chosen)
+    if not meta.get("staging_done", True):
+        spec = RunSpec(**{**meta["arguments"], "explicit": frozenset()})
+        if spec.dataset_sha256() != meta["dataset_sha256"]:
+            raise ResultsError(f"run {run_id}: its dataset {spec.dataset} changed since staging began; "
+                               "cannot finish staging")
+        chosen += stage_run(ledger, app, run_id, spec.open_dataset(), spec.limit)
+    chosen += retry_failed(ledger, app, run_id)
+    chosen += [i for i, v in recover_lost(ledger, app, run_id).items() if v == "requeued"]
+    chosen += heal_orphans(ledger, app, run_id, older_than=0.0)
     return chosen
 
 
@@ -162,16 +228,25 @@ def watch(ledger: RunLedger, app, run_id: str, on_progress=None, poll_seconds: f
     timeout only bounds how long it waits when nothing happens.
     """
     started = time.time()
+    last_heal = started
     while True:
-        retry_failed(ledger, app, run_id)
-        state = progress(ledger, run_id, per_worker=False)
-        if on_progress:
-            on_progress(state)
-        if state["complete"]:
-            return state
+        try:
+            retry_failed(ledger, app, run_id)
+            recover_lost(ledger, app, run_id)
+            if time.time() - last_heal > ORPHAN_AFTER_SECONDS:
+                heal_orphans(ledger, app, run_id)
+                last_heal = time.time()
+            state = progress(ledger, run_id, per_worker=False)
+            if on_progress:
+                on_progress(state)
+            if state["complete"]:
+                return state
+            ledger.wait_event(run_id, timeout=poll_seconds)
+        except redis.exceptions.ConnectionError as exc:  # a restarting broker: wait for it, bounded below
+            logger.warning("run %s: redis unreachable (%s); retrying", run_id, exc)
+            time.sleep(min(5.0, poll_seconds * 2))
         if timeout is not None and time.time() - started > timeout:
-            raise TimeoutError(f"run {run_id} not complete after {timeout}s: {state}")
-        ledger.wait_event(run_id, timeout=poll_seconds)
+            raise TimeoutError(f"run {run_id} not complete after {timeout}s")
 
 
 def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
@@ -203,11 +278,41 @@ def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
             per_worker[worker]["items"] += 1
             per_worker[worker]["questions"] += len(outcome["records"])
             per_worker[worker]["run_ms"] += timing["run_ms"] or 0.0
+    lost = {i: int(ledger.info(run_id, i).get("lost") or 0) for i in ledger.order(run_id)}
     context = dict(meta["context"])
     context.update(
         elapsed_seconds=time.time() - meta["created"],
         farm={"run_id": run_id, "broker": meta["broker"], "code_version": meta["code_version"],
               "max_attempts": meta["max_attempts"], "workers": dict(per_worker), "attempts": attempts,
-              "failures": failures, "items": timings},
+              "failures": failures, "items": timings,
+              "lost_attempts": {i: n for i, n in lost.items() if n}},
     )
     return reduce_run(outcomes, context)
+
+
+def run_ttl_seconds() -> int:
+    import os
+
+    return int(os.environ.get("MEMFARM_RUN_TTL_SECONDS", DEFAULT_RUN_TTL_SECONDS))
+
+
+def expire_reduced(ledger: RunLedger, run_id: str) -> int:
+    """After a run is reduced its keys expire (MEMFARM_RUN_TTL_SECONDS, a few days by default)."""
+    seconds = run_ttl_seconds()
+    ledger.update_meta(run_id, reduced_at=time.time(), expires_in=seconds)
+    return ledger.expire(run_id, seconds)
+
+
+def run_summaries(ledger: RunLedger) -> list[dict]:
+    """Every run in this redis: its state, counts and age (for `memfarm runs`)."""
+    rows = []
+    for run_id in ledger.runs():
+        meta = ledger.meta(run_id)
+        state = progress(ledger, run_id, per_worker=False)
+        phase = ("reduced" if meta.get("reduced_at") else "complete" if state["complete"]
+                 else "staging" if not state["staging_done"] else "running")
+        rows.append({"run_id": run_id, "state": phase, "benchmark": meta["context"]["benchmark"],
+                     "system": meta["system"], "total": state["total"], "done": state["done"],
+                     "running": state["running"], "queued": state["queued"], "failed": state["failed"],
+                     "age_seconds": time.time() - meta["created"], "ttl_seconds": ledger.r.ttl(ledger._key(run_id, "meta"))})
+    return rows

@@ -1,31 +1,75 @@
-"""The coordinator's half of the ledger: create and stage runs, read their state, requeue, wait.
+"""The coordinator's half of the ledger: create and stage runs, read their state, requeue, wait, forget.
 
 Built on the worker's half (`workers.ledger.Ledger`), which holds the key
-layout and the transitions a worker makes.
+layout and the transitions a worker makes. Every transition here is atomic
+too: run creation is `SET NX`, and requeueing an item or declaring an attempt
+lost are Lua scripts that check the state (and attempt) they start from.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import time
-import zlib
 
 from adapters.errors import MemfarmError
-from workers.ledger import ItemState, Ledger, connect, redact
+from workers.app import QUEUE
+from workers.ledger import FINISHED_STATES, ItemState, Ledger, check_run_id, connect, pack, redact, unpack
 
-__all__ = ["ItemState", "RunLedger", "connect", "redact"]
+__all__ = ["FINISHED_STATES", "ItemState", "RunLedger", "check_run_id", "connect", "redact"]
 
 RUNS_KEY = "memfarm:runs"
+#: How long a reduced run's keys stay in Redis (MEMFARM_RUN_TTL_SECONDS overrides).
+DEFAULT_RUN_TTL_SECONDS = 3 * 24 * 3600
+
+# KEYS: state, info, attempts. ARGV: item, now, reset_attempts, allowed states...
+_REQUEUE = """
+local state = redis.call('HGET', KEYS[1], ARGV[1])
+local allowed = false
+for i = 4, #ARGV do if state == ARGV[i] then allowed = true end end
+if not allowed then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], 'queued')
+redis.call('HSET', KEYS[2], 'queued_at', ARGV[2], 'error', '')
+if ARGV[3] == '1' then redis.call('HDEL', KEYS[3], ARGV[1]) end
+return 1
+"""
+
+# KEYS: state, attempts, info, lease, events. ARGV: item, attempt, now, reason, max_attempts, stale_after.
+# An attempt is lost when it is still `started` under the same attempt number and either its lease lapsed
+# or it ran past the hard limit. Lost: queued again under the cap, a final failure at it.
+_LOST = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'started' then return 'skip' end
+if tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= tonumber(ARGV[2]) then return 'skip' end
+local started = tonumber(redis.call('HGET', KEYS[3], 'started_at') or '0')
+if redis.call('EXISTS', KEYS[4]) == 1 and tonumber(ARGV[3]) - started < tonumber(ARGV[6]) then return 'skip' end
+redis.call('DEL', KEYS[4])
+redis.call('HINCRBY', KEYS[3], 'lost', 1)
+redis.call('RPUSH', KEYS[5], ARGV[1])
+if tonumber(ARGV[2]) >= tonumber(ARGV[5]) then
+  redis.call('HSET', KEYS[1], ARGV[1], 'failed_final')
+  redis.call('HSET', KEYS[3], 'finished_at', ARGV[3], 'error', ARGV[4])
+  return 'final'
+end
+redis.call('HSET', KEYS[1], ARGV[1], 'queued')
+redis.call('HSET', KEYS[3], 'queued_at', ARGV[3], 'error', ARGV[4])
+return 'requeued'
+"""
 
 
 class RunLedger(Ledger):
     """A run's whole ledger as the coordinator sees it."""
 
+    def __init__(self, client, **options):
+        super().__init__(client, **options)
+        self._requeue = client.register_script(_REQUEUE)
+        self._lost = client.register_script(_LOST)
+
+    # -- runs -----------------------------------------------------------------
     def create_run(self, run_id: str, meta: dict) -> None:
-        if self.r.exists(self._key(run_id, "meta")):
+        """Create the run's metadata, atomically refusing an id that exists."""
+        if not self.r.set(self._key(check_run_id(run_id), "meta"), json.dumps(meta), nx=True):
             raise MemfarmError(f"run {run_id} already exists")
-        self.r.set(self._key(run_id, "meta"), json.dumps(meta))
-        self.r.zadd(RUNS_KEY, {run_id: time.time()})
+        self.r.zadd(RUNS_KEY, {run_id: meta.get("created", time.time())})
 
     def update_meta(self, run_id: str, **changes) -> None:
         meta = self.meta(run_id)
@@ -33,17 +77,45 @@ class RunLedger(Ledger):
         self.r.set(self._key(run_id, "meta"), json.dumps(meta))
 
     def runs(self) -> list[str]:
-        return [r.decode() for r in self.r.zrange(RUNS_KEY, 0, -1)]
+        """Runs whose metadata is still here, oldest first (ids of expired runs are pruned)."""
+        ids = [r.decode() for r in self.r.zrange(RUNS_KEY, 0, -1)]
+        gone = [i for i in ids if not self.r.exists(self._key(i, "meta"))]
+        if gone:
+            self.r.zrem(RUNS_KEY, *gone)
+        return [i for i in ids if i not in gone]
 
-    def stage(self, run_id: str, item: dict) -> None:
-        item_id = item["item_id"]
-        payload = zlib.compress(json.dumps(item, ensure_ascii=False).encode(), 6)
+    def run_keys(self, run_id: str) -> list[bytes]:
+        return list(self.r.scan_iter(match=self._key(check_run_id(run_id), "*"), count=500))
+
+    def forget(self, run_id: str) -> int:
+        """Remove every key of the run (and its entry in the run index); returns how many keys went."""
+        keys = self.run_keys(run_id)
+        for start in range(0, len(keys), 500):
+            self.r.delete(*keys[start:start + 500])
+        self.r.zrem(RUNS_KEY, run_id)
+        return len(keys)
+
+    def expire(self, run_id: str, seconds: int) -> int:
+        """Let every key of the run expire after `seconds`; returns how many keys got the expiry."""
+        keys = self.run_keys(run_id)
         pipe = self.r.pipeline()
-        pipe.set(self._key(run_id, "item", item_id), payload)
+        for key in keys:
+            pipe.expire(key, seconds)
+        pipe.execute()
+        return len(keys)
+
+    # -- staging --------------------------------------------------------------
+    def stage(self, run_id: str, item: dict) -> bool:
+        """Stage one item, once: an id already staged is left as it is (a resumed staging skips it)."""
+        item_id = item["item_id"]
+        if not self.r.hsetnx(self._key(run_id, "state"), item_id, ItemState.QUEUED.value):
+            return False
+        pipe = self.r.pipeline()
+        pipe.set(self._key(run_id, "item", item_id), pack(item))
         pipe.rpush(self._key(run_id, "order"), item_id)
-        pipe.hset(self._key(run_id, "state"), item_id, ItemState.QUEUED.value)
         pipe.hset(self._key(run_id, "info", item_id), mapping={"queued_at": time.time()})
         pipe.execute()
+        return True
 
     def order(self, run_id: str) -> list[str]:
         return [i.decode() for i in self.r.lrange(self._key(run_id, "order"), 0, -1)]
@@ -53,6 +125,25 @@ class RunLedger(Ledger):
 
     def attempts(self, run_id: str) -> dict[str, int]:
         return {k.decode(): int(v) for k, v in self.r.hgetall(self._key(run_id, "attempts")).items()}
+
+    def has_lease(self, run_id: str, item_id: str) -> bool:
+        return bool(self.r.exists(self._key(run_id, "lease", item_id)))
+
+    # -- transitions ----------------------------------------------------------------
+    def requeue(self, run_id: str, item_id: str, from_states=(ItemState.FAILED.value,),
+                reset_attempts: bool = False) -> bool:
+        """Queue the item again, only if it is in one of `from_states`; True if it was."""
+        keys = [self._key(run_id, "state"), self._key(run_id, "info", item_id), self._key(run_id, "attempts")]
+        return bool(self._requeue(keys=keys, args=[item_id, time.time(), "1" if reset_attempts else "0",
+                                                    *from_states]))
+
+    def declare_lost(self, run_id: str, item_id: str, attempt: int, *, reason: str, max_attempts: int,
+                     stale_after: float) -> str:
+        """`requeued`, `final` (the cap is reached) or `skip` (the attempt is alive or already over)."""
+        k = self._item_keys(run_id, item_id)
+        verdict = self._lost(keys=[k["state"], k["attempts"], k["info"], k["lease"], k["events"]],
+                             args=[item_id, attempt, time.time(), reason, max_attempts, stale_after])
+        return verdict.decode() if isinstance(verdict, bytes) else verdict
 
     def wait_event(self, run_id: str, timeout: float) -> int:
         """Block until an item finishes or fails (or `timeout` passes); returns how many did."""
@@ -65,17 +156,27 @@ class RunLedger(Ledger):
         pipe.delete(key)
         return 1 + len(pipe.execute()[0])
 
-    def requeue(self, run_id: str, item_id: str, reset_attempts: bool = False) -> None:
-        pipe = self.r.pipeline()
-        pipe.hset(self._key(run_id, "state"), item_id, ItemState.QUEUED.value)
-        pipe.hset(self._key(run_id, "info", item_id), mapping={"queued_at": time.time()})
-        if reset_attempts:
-            pipe.hdel(self._key(run_id, "attempts"), item_id)
-        pipe.execute()
-
     def outcome(self, run_id: str, item_id: str) -> dict | None:
         raw = self.r.get(self._key(run_id, "outcome", item_id))
-        return json.loads(raw) if raw else None
+        return unpack(raw) if raw else None
 
     def record_count(self, run_id: str) -> int:
         return sum(1 for _ in self.r.scan_iter(self._key(run_id, "outcome", "*")))
+
+    # -- the broker's own view ----------------------------------------------------
+    def waiting_messages(self, run_id: str) -> set[str]:
+        """Item ids of this run with a task message waiting in the queue or delivered and not yet acknowledged."""
+        found = set()
+        raw = list(self.r.lrange(QUEUE, 0, -1)) + [json.loads(v)[0] for v in self.r.hvals("unacked")]
+        for message in raw:
+            try:
+                message = json.loads(message) if isinstance(message, (bytes, str)) else message
+                body = message["body"]
+                if message.get("properties", {}).get("body_encoding") == "base64":
+                    body = base64.b64decode(body)
+                args = json.loads(body)[0]
+            except (ValueError, KeyError, TypeError, IndexError):
+                continue
+            if len(args) >= 2 and args[0] == run_id:
+                found.add(args[1])
+        return found

@@ -14,9 +14,12 @@ PASSWORD = "s3cret-test-pass"
 
 
 class RedisServer:
+    """A real redis-server on a free port, append-only file on, in the test's own folder."""
+
     def __init__(self, tmp: Path, password: str | None = PASSWORD):
         self.port = free_port()
         self.password = password
+        self.tmp = tmp
         self.proc = start_redis(tmp / "redis", self.port, password, tmp / "redis.log")
         auth = f":{password}@" if password else ""
         self.url = f"redis://{auth}127.0.0.1:{self.port}/0"
@@ -24,6 +27,12 @@ class RedisServer:
     def stop(self):
         self.proc.kill()
         self.proc.wait(timeout=10)
+
+    def restart(self, down_seconds: float = 1.0):
+        """SIGKILL it, wait, start it again on the same port and data folder (it replays its AOF)."""
+        self.stop()
+        time.sleep(down_seconds)
+        self.proc = start_redis(self.tmp / "redis", self.port, self.password, self.tmp / "redis.log")
 
 
 class Worker:

@@ -3,8 +3,9 @@
 Configuration comes from the environment so that `celery -A workers.app`
 (Flower) and `memfarm worker` agree:
 MEMFARM_BROKER (redis URL), MEMFARM_TASK_TIME_LIMIT (hard limit, seconds),
-MEMFARM_VISIBILITY_TIMEOUT (must exceed the hard limit), and
-MEMFARM_MAX_MEMORY_PER_CHILD (KiB before a pool process is replaced).
+MEMFARM_VISIBILITY_TIMEOUT (must exceed the hard limit),
+MEMFARM_MAX_MEMORY_PER_CHILD (KiB before a pool process is replaced) and
+MEMFARM_LEASE_SECONDS (how long an attempt's lease lives without a heartbeat).
 """
 
 from __future__ import annotations
@@ -26,9 +27,19 @@ def broker_url() -> str:
     return os.environ.get("MEMFARM_BROKER", DEFAULT_BROKER)
 
 
+def task_time_limit() -> int:
+    return int(os.environ.get("MEMFARM_TASK_TIME_LIMIT", DEFAULT_TASK_TIME_LIMIT))
+
+
+def lease_seconds() -> int:
+    from workers.ledger import DEFAULT_LEASE_SECONDS
+
+    return int(os.environ.get("MEMFARM_LEASE_SECONDS", DEFAULT_LEASE_SECONDS))
+
+
 def make_app(broker: str | None = None) -> Celery:
     broker = broker or broker_url()
-    hard_limit = int(os.environ.get("MEMFARM_TASK_TIME_LIMIT", DEFAULT_TASK_TIME_LIMIT))
+    hard_limit = task_time_limit()
     visibility = int(os.environ.get("MEMFARM_VISIBILITY_TIMEOUT", hard_limit + 600))
     if visibility <= hard_limit:
         raise MemfarmError(f"visibility timeout ({visibility}s) must exceed the hard time limit ({hard_limit}s), "
@@ -52,6 +63,9 @@ def make_app(broker: str | None = None) -> Celery:
         worker_max_memory_per_child=int(os.environ.get("MEMFARM_MAX_MEMORY_PER_CHILD", DEFAULT_MAX_MEMORY_PER_CHILD_KIB)),
         task_default_queue=QUEUE,
         worker_hijack_root_logger=False,
+        # A replacement pool process imports nothing heavy (the model loads on its first item), but on a
+        # loaded machine even a fork can be slow: give it a minute before calling it dead.
+        worker_proc_alive_timeout=60,
     )
     return app
 

@@ -1,23 +1,40 @@
 """The worker's half of the ledger: per-run state in Redis, the single source of truth of a farm run.
 
 Keys live under `memfarm:{run_id}:`. An item is staged once, compressed, by
-the coordinator; a worker loads it, marks its attempt begun, and ends it
+the coordinator; a worker begins an attempt, holds a lease on it while it
+works (a key with a time to live, refreshed by a heartbeat), and ends it
 done (its outcome under one key, so a task that runs twice still leaves one
-set of records) or failed. The coordinator's half (staging, requeue, resume,
-watch, reduce) is `coordinator.ledger.RunLedger`, built on this class.
+set of records) or failed. Every transition is one Lua script, so it is
+atomic, and each is tied to the attempt that made it: a late finish or
+failure of an attempt that was given up on changes nothing, and `done` is
+never overwritten. The coordinator's half (staging, requeue, resume, watch,
+reduce) is `coordinator.ledger.RunLedger`, built on this class.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import logging
+import re
+import threading
 import time
 import zlib
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 
 from adapters.errors import MemfarmError
+
+logger = logging.getLogger(__name__)
+
+#: Run ids are key parts and file names: letters, digits, dot, dash, underscore; bounded.
+RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+#: How long a lease lives without a heartbeat, and how often a working attempt renews it.
+DEFAULT_LEASE_SECONDS = 30
+HEARTBEAT_FRACTION = 5
+#: A started attempt older than the hard time limit plus this is lost, whatever its lease says.
+DEFAULT_LOST_GRACE_SECONDS = 60
 
 
 class ItemState(str, enum.Enum):
@@ -34,14 +51,26 @@ class ItemState(str, enum.Enum):
 FINISHED_STATES = (ItemState.DONE.value, ItemState.FAILED_FINAL.value)
 
 
+def check_run_id(run_id: str) -> str:
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+        raise MemfarmError(f"run id {run_id!r} is not valid: use 1 to 64 letters, digits, '.', '-' or '_'")
+    return run_id
+
+
+def stale_after(meta: dict) -> float:
+    """Seconds after which a started attempt of this run counts as lost even if its lease is renewed."""
+    return meta["task_time_limit"] + meta.get("lost_grace_seconds", DEFAULT_LOST_GRACE_SECONDS)
+
+
 def redact(url: str) -> str:
-    """The URL without its password, for logs and manifests."""
+    """The URL without its password (in the user part or a `password=` parameter), for logs and manifests."""
     parts = urlsplit(url)
+    netloc = parts.netloc
     if parts.password:
-        host = parts.hostname + (f":{parts.port}" if parts.port else "")
-        user = parts.username or ""
-        return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
-    return url
+        host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+        netloc = f"{parts.username or ''}:***@{host}"
+    query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(parts.query)], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def connect(url: str) -> redis.Redis:
@@ -62,18 +91,101 @@ def connect(url: str) -> redis.Redis:
     return client
 
 
+# KEYS: state, attempts, info, lease. ARGV: item, worker, now, lease_seconds, stale_after, max_attempts.
+# Begins an attempt from `queued`, or from `started` when that start is stale (its lease expired or it
+# ran past the hard limit). Returns {verdict, attempt}.
+_BEGIN = """
+local state = redis.call('HGET', KEYS[1], ARGV[1])
+if not state then return {'unknown', 0} end
+if state == 'done' or state == 'failed_final' then return {'finished', 0} end
+if state == 'started' then
+  local started = tonumber(redis.call('HGET', KEYS[3], 'started_at') or '0')
+  if redis.call('EXISTS', KEYS[4]) == 1 and tonumber(ARGV[3]) - started < tonumber(ARGV[5]) then
+    return {'busy', 0}
+  end
+elseif state ~= 'queued' then
+  return {'not_queued', 0}
+end
+local attempt = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+if attempt > tonumber(ARGV[6]) then
+  redis.call('HSET', KEYS[1], ARGV[1], 'failed_final')
+  redis.call('HSET', KEYS[3], 'finished_at', ARGV[3], 'error',
+             'gave up after ' .. (attempt - 1) .. ' attempts: the process running it was lost each time')
+  redis.call('DEL', KEYS[4])
+  return {'cap', attempt}
+end
+redis.call('HSET', KEYS[1], ARGV[1], 'started')
+redis.call('HSET', KEYS[3], 'worker', ARGV[2], 'started_at', ARGV[3], 'error', '')
+redis.call('SET', KEYS[4], attempt, 'EX', ARGV[4])
+return {'begun', attempt}
+"""
+
+# KEYS: state, attempts, lease. ARGV: item, attempt, lease_seconds. Renews the lease of the current attempt.
+_HEARTBEAT = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'started' then return 0 end
+if tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= tonumber(ARGV[2]) then return 0 end
+redis.call('SET', KEYS[3], ARGV[2], 'EX', ARGV[3])
+return 1
+"""
+
+# KEYS: state, attempts, info, lease, outcome, events. ARGV: item, attempt, now, outcome.
+_FINISH = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'started' then return 0 end
+if tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= tonumber(ARGV[2]) then return 0 end
+redis.call('SET', KEYS[5], ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[1], 'done')
+redis.call('HSET', KEYS[3], 'finished_at', ARGV[3], 'error', '')
+redis.call('DEL', KEYS[4])
+redis.call('RPUSH', KEYS[6], ARGV[1])
+return 1
+"""
+
+# KEYS: state, attempts, info, lease, events. ARGV: item, attempt, now, error, final ('1' or '0').
+_FAIL = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'started' then return 0 end
+if tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= tonumber(ARGV[2]) then return 0 end
+if ARGV[5] == '1' then
+  redis.call('HSET', KEYS[1], ARGV[1], 'failed_final')
+else
+  redis.call('HSET', KEYS[1], ARGV[1], 'failed')
+end
+redis.call('HSET', KEYS[3], 'finished_at', ARGV[3], 'error', ARGV[4])
+redis.call('DEL', KEYS[4])
+redis.call('RPUSH', KEYS[5], ARGV[1])
+return 1
+"""
+
+
+def pack(value) -> bytes:
+    return zlib.compress(json.dumps(value, ensure_ascii=False).encode(), 6)
+
+
+def unpack(payload: bytes):
+    return json.loads(zlib.decompress(payload))
+
+
 class Ledger:
     """What a worker reads and writes: a run's settings, its staged items and their lifecycle."""
 
-    def __init__(self, client: redis.Redis):
+    def __init__(self, client: redis.Redis, lease_seconds: int = DEFAULT_LEASE_SECONDS):
         self.r = client
+        self.lease_seconds = lease_seconds
+        self._begin = client.register_script(_BEGIN)
+        self._heartbeat = client.register_script(_HEARTBEAT)
+        self._finish = client.register_script(_FINISH)
+        self._fail = client.register_script(_FAIL)
 
     @staticmethod
     def _key(run_id: str, *parts: str) -> str:
         return ":".join(("memfarm", run_id, *parts))
 
+    def _item_keys(self, run_id: str, item_id: str) -> dict[str, str]:
+        return {"state": self._key(run_id, "state"), "attempts": self._key(run_id, "attempts"),
+                "info": self._key(run_id, "info", item_id), "lease": self._key(run_id, "lease", item_id),
+                "outcome": self._key(run_id, "outcome", item_id), "events": self._key(run_id, "events")}
+
     def meta(self, run_id: str) -> dict:
-        raw = self.r.get(self._key(run_id, "meta"))
+        raw = self.r.get(self._key(check_run_id(run_id), "meta"))
         if raw is None:
             raise MemfarmError(f"no run {run_id!r} in this redis")
         return json.loads(raw)
@@ -82,7 +194,7 @@ class Ledger:
         payload = self.r.get(self._key(run_id, "item", item_id))
         if payload is None:
             raise MemfarmError(f"run {run_id}: item {item_id} was never staged")
-        return json.loads(zlib.decompress(payload))
+        return unpack(payload)
 
     def state(self, run_id: str, item_id: str) -> str | None:
         value = self.r.hget(self._key(run_id, "state"), item_id)
@@ -91,28 +203,65 @@ class Ledger:
     def info(self, run_id: str, item_id: str) -> dict:
         return {k.decode(): v.decode() for k, v in self.r.hgetall(self._key(run_id, "info", item_id)).items()}
 
-    def begin(self, run_id: str, item_id: str, worker: str) -> int:
-        """Mark an attempt as started; returns its number (1 for the first)."""
-        pipe = self.r.pipeline()
-        pipe.hincrby(self._key(run_id, "attempts"), item_id, 1)
-        pipe.hset(self._key(run_id, "state"), item_id, ItemState.STARTED.value)
-        pipe.hset(self._key(run_id, "info", item_id), mapping={"worker": worker, "started_at": time.time()})
-        return int(pipe.execute()[0])
+    # -- transitions ----------------------------------------------------------------
+    def begin(self, run_id: str, item_id: str, worker: str, *, stale_after: float, max_attempts: int) -> tuple[str, int]:
+        """(verdict, attempt): `begun` with the attempt's number, or why not: `unknown` (never staged),
+        `finished`, `busy` (a live attempt holds it), `not_queued` (failed, waiting for the coordinator),
+        `cap` (this would be one attempt too many: now a final failure)."""
+        k = self._item_keys(run_id, item_id)
+        verdict, attempt = self._begin(keys=[k["state"], k["attempts"], k["info"], k["lease"]],
+                                       args=[item_id, worker, time.time(), self.lease_seconds, stale_after,
+                                             max_attempts])
+        verdict = verdict.decode() if isinstance(verdict, bytes) else verdict
+        if verdict == "unknown":
+            logger.warning("run %s: a message for item %r, which was never staged, ignored", run_id, item_id)
+        return verdict, int(attempt)
 
-    def finish(self, run_id: str, item_id: str, outcome: dict) -> None:
-        """Store the outcome under its one key and mark the item done (idempotent)."""
-        pipe = self.r.pipeline()
-        pipe.set(self._key(run_id, "outcome", item_id), json.dumps(outcome, ensure_ascii=False))
-        pipe.hset(self._key(run_id, "state"), item_id, ItemState.DONE.value)
-        pipe.hset(self._key(run_id, "info", item_id), mapping={"finished_at": time.time(), "error": ""})
-        pipe.rpush(self._key(run_id, "events"), item_id)
-        pipe.execute()
+    def heartbeat(self, run_id: str, item_id: str, attempt: int) -> bool:
+        k = self._item_keys(run_id, item_id)
+        return bool(self._heartbeat(keys=[k["state"], k["attempts"], k["lease"]],
+                                    args=[item_id, attempt, self.lease_seconds]))
 
-    def fail(self, run_id: str, item_id: str, error: str, final: bool = False) -> None:
-        """Mark the item failed: `failed` is retried by the coordinator, `failed_final` is not."""
-        state = ItemState.FAILED_FINAL if final else ItemState.FAILED
-        pipe = self.r.pipeline()
-        pipe.hset(self._key(run_id, "state"), item_id, state.value)
-        pipe.hset(self._key(run_id, "info", item_id), mapping={"finished_at": time.time(), "error": error[:4000]})
-        pipe.rpush(self._key(run_id, "events"), item_id)
-        pipe.execute()
+    def finish(self, run_id: str, item_id: str, attempt: int, outcome: dict) -> bool:
+        """Store the outcome (compressed) and mark the item done, if `attempt` is still the current one."""
+        k = self._item_keys(run_id, item_id)
+        return bool(self._finish(keys=[k["state"], k["attempts"], k["info"], k["lease"], k["outcome"], k["events"]],
+                                 args=[item_id, attempt, time.time(), pack(outcome)]))
+
+    def fail(self, run_id: str, item_id: str, attempt: int, error: str, final: bool = False) -> bool:
+        """Mark the current attempt failed: `failed` is retried by the coordinator, `failed_final` is not."""
+        k = self._item_keys(run_id, item_id)
+        return bool(self._fail(keys=[k["state"], k["attempts"], k["info"], k["lease"], k["events"]],
+                               args=[item_id, attempt, time.time(), error[:4000], "1" if final else "0"]))
+
+    def hold(self, run_id: str, item_id: str, attempt: int) -> "Lease":
+        """A heartbeat that keeps this attempt's lease alive while the `with` block runs."""
+        return Lease(self, run_id, item_id, attempt)
+
+
+class Lease:
+    """Renews an attempt's lease from a background thread; a process that dies stops renewing it."""
+
+    def __init__(self, ledger: Ledger, run_id: str, item_id: str, attempt: int):
+        self.ledger, self.run_id, self.item_id, self.attempt = ledger, run_id, item_id, attempt
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{item_id}", daemon=True)
+
+    def _beat(self) -> None:
+        interval = max(0.5, self.ledger.lease_seconds / HEARTBEAT_FRACTION)
+        while not self._stop.wait(interval):
+            try:
+                if not self.ledger.heartbeat(self.run_id, self.item_id, self.attempt):
+                    logger.warning("item %s attempt %d is no longer current; its result will not count",
+                                   self.item_id, self.attempt)
+                    return
+            except redis.exceptions.RedisError as exc:  # cut off: the lease lapses, the coordinator takes over
+                logger.warning("lease heartbeat for %s failed: %s", self.item_id, exc)
+
+    def __enter__(self) -> "Lease":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

@@ -9,10 +9,11 @@ import traceback
 
 from celery.signals import worker_process_init
 
-from workers.app import TASK_NAME, app, broker_url
+from workers.app import TASK_NAME, app, broker_url, lease_seconds
 from workers.cache import ItemCache
 from workers.item import evaluate_item
-from workers.ledger import ItemState, Ledger, connect
+from adapters.errors import MemfarmError
+from workers.ledger import Ledger, connect, stale_after
 from workers.version import CODE_VERSION
 
 logger = logging.getLogger(__name__)
@@ -28,19 +29,17 @@ def max_seq_length() -> int | None:
 
 @worker_process_init.connect
 def _init_process(**_):
-    """Pool processes: the torch thread count asked for, and the model loaded before the first item."""
+    """Pool processes: the torch thread count asked for. The model loads on the first item, not here:
+    a replacement process must come up within Celery's process-up timeout, whatever the load."""
     import torch
 
     torch.set_num_threads(int(os.environ.get("MEMFARM_TORCH_THREADS", "1")))
-    from memoria.embedder import Embedder
-
-    Embedder.shared(max_seq_length())
 
 
 def _ledger() -> Ledger:
     global _LEDGER
     if _LEDGER is None:
-        _LEDGER = Ledger(connect(broker_url()))
+        _LEDGER = Ledger(connect(broker_url()), lease_seconds=lease_seconds())
     return _LEDGER
 
 
@@ -71,32 +70,36 @@ def evaluate_item_task(self, run_id: str, item_id: str) -> str:
 
 
 def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
-    meta = ledger.meta(run_id)
-    if ledger.state(run_id, item_id) == ItemState.DONE.value:
-        return "already done"
-    attempt = ledger.begin(run_id, item_id, worker)
-    if attempt > meta["max_attempts"]:
-        ledger.fail(run_id, item_id, f"gave up after {attempt - 1} attempts: the process running it was lost "
-                    "each time", final=True)
-        return "attempt cap"
+    """Begin an attempt, evaluate, finish or fail it; returns what happened, in one word or two."""
     try:
-        system = _system(meta)
-        refusal = incompatibility(meta, system)
-        if refusal:
-            ledger.fail(run_id, item_id, f"refused by {worker}: {refusal}", final=True)
-            return "refused"
-        item = ledger.load_item(run_id, item_id)
-        cache_dir = os.environ.get("MEMFARM_CACHE_DIR")
-        outcome = evaluate_item(
-            item, system, top_k=meta["top_k"], k_values=tuple(meta["k_values"]), profile=meta["scoring_profile"],
-            cache=ItemCache(cache_dir, rebuild=meta.get("rebuild_cache", False)) if cache_dir else None,
-            dataset_sha256=meta["dataset_sha256"], worker=worker, attempt=attempt,
-        )
-        outcome.update(run_id=run_id, embedding_signature=system.embedding_signature, code_version=CODE_VERSION)
-        ledger.finish(run_id, item_id, outcome)
-        return "done"
-    except Exception as exc:
-        logger.exception("item %s of run %s failed", item_id, run_id)
-        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
-        ledger.fail(run_id, item_id, error, final=attempt >= meta["max_attempts"])
-        return "failed"
+        meta = ledger.meta(run_id)
+    except MemfarmError:
+        logger.warning("message for run %r, which is not in this redis (forgotten?), ignored", run_id)
+        return "unknown run"
+    verdict, attempt = ledger.begin(run_id, item_id, f"{worker}/{os.getpid()}", stale_after=stale_after(meta),
+                                    max_attempts=meta["max_attempts"])
+    if verdict == "finished":
+        return "already done"
+    if verdict != "begun":
+        return verdict.replace("_", " ")
+    with ledger.hold(run_id, item_id, attempt):
+        try:
+            system = _system(meta)
+            refusal = incompatibility(meta, system)
+            if refusal:
+                ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)
+                return "refused"
+            item = ledger.load_item(run_id, item_id)
+            cache_dir = os.environ.get("MEMFARM_CACHE_DIR")
+            outcome = evaluate_item(
+                item, system, top_k=meta["top_k"], k_values=tuple(meta["k_values"]), profile=meta["scoring_profile"],
+                cache=ItemCache(cache_dir, rebuild=meta.get("rebuild_cache", False)) if cache_dir else None,
+                dataset_sha256=meta["dataset_sha256"], worker=worker, attempt=attempt,
+            )
+            outcome.update(run_id=run_id, embedding_signature=system.embedding_signature, code_version=CODE_VERSION)
+            return "done" if ledger.finish(run_id, item_id, attempt, outcome) else "superseded"
+        except Exception as exc:
+            logger.exception("item %s of run %s failed", item_id, run_id)
+            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+            ledger.fail(run_id, item_id, attempt, error, final=attempt >= meta["max_attempts"])
+            return "failed"

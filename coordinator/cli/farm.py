@@ -16,7 +16,7 @@ from coordinator.cli import broker_option, main, pass_cli
 
 def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
     """Follow a run with a progress bar until it is complete, then write its results file and manifest."""
-    from coordinator.farm import reduce_farm_run, watch
+    from coordinator.farm import watch
 
     ledger, app = cli.connect(broker)
     total = ledger.meta(run_id).get("item_count", 0)
@@ -30,8 +30,17 @@ def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
         state = watch(ledger, app, run_id, on_progress=update)
     if state["final_failures"]:
         click.echo(f"{state['final_failures']} items failed for good; see the manifest's farm block", err=True)
+    return reduce_and_write(cli, ledger, run_id, output)
+
+
+def reduce_and_write(cli, ledger, run_id: str, output) -> Path:
+    """Write the run's results file and manifest, then let its keys expire."""
+    from coordinator.farm import expire_reduced, reduce_farm_run
+
     results, manifest = reduce_farm_run(ledger, run_id)
-    return cli.write_results(results, manifest, output)
+    path = cli.write_results(results, manifest, output)
+    expire_reduced(ledger, run_id)
+    return path
 
 
 @main.command()
@@ -42,10 +51,12 @@ def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
 @pass_cli
 def status(cli, run_id, broker, follow, interval):
     """Progress of a farm run: done, running, failed, per-worker counts and ETA."""
-    from coordinator.farm import progress
+    from coordinator.farm import progress, recover_lost
 
-    ledger, _ = cli.connect(broker)
+    ledger, app = cli.connect(broker)
     while True:
+        for item_id, verdict in recover_lost(ledger, app, run_id).items():
+            click.echo(f"item {item_id}: attempt lost, {'queued again' if verdict == 'requeued' else 'failed for good'}")
         state = progress(ledger, run_id)
         eta = f"{state['eta_seconds']:.0f}s" if state["eta_seconds"] is not None else "?"
         width = 30
@@ -100,11 +111,46 @@ def resume_command(cli, run_id, broker, output):
 @pass_cli
 def reduce_command(cli, run_id, broker, output):
     """Write the results file and manifest of a farm run from its ledger."""
-    from coordinator.farm import reduce_farm_run
+    ledger, _ = cli.connect(broker)
+    reduce_and_write(cli, ledger, run_id, output)
+
+
+@main.command("runs")
+@broker_option()
+@pass_cli
+def runs_command(cli, broker):
+    """Every run in this redis: state, counts and age."""
+    from coordinator.farm import run_summaries
 
     ledger, _ = cli.connect(broker)
-    results, manifest = reduce_farm_run(ledger, run_id)
-    cli.write_results(results, manifest, output)
+    rows = run_summaries(ledger)
+    if not rows:
+        click.echo("no runs")
+        return
+    click.echo(f"{'run':<28} {'state':<9} {'benchmark':<12} {'system':<10} {'done':>9} {'running':>8} "
+               f"{'queued':>7} {'failed':>7} {'age':>8} {'expires in':>11}")
+    for r in rows:
+        expires = f"{r['ttl_seconds'] / 3600:.1f} h" if r["ttl_seconds"] and r["ttl_seconds"] > 0 else "never"
+        click.echo(f"{r['run_id']:<28} {r['state']:<9} {r['benchmark']:<12} {r['system'][:10]:<10} "
+                   f"{r['done']:>4}/{r['total']:<4} {r['running']:>8} {r['queued']:>7} {r['failed']:>7} "
+                   f"{r['age_seconds'] / 3600:>6.1f} h {expires:>11}")
+
+
+@main.command("forget")
+@click.argument("run_id")
+@broker_option()
+@click.option("--force", is_flag=True, help="Forget a run that is still staging or running.")
+@pass_cli
+def forget_command(cli, run_id, broker, force):
+    """Remove every key of RUN_ID from redis (refuses a run still in progress without --force)."""
+    from coordinator.farm import progress
+
+    ledger, _ = cli.connect(broker)
+    state = progress(ledger, run_id, per_worker=False)
+    if not state["complete"] and not force:
+        raise MemfarmError(f"run {run_id} is still in progress ({state['finished']}/{state['total']} finished); "
+                           "use --force to forget it anyway")
+    click.echo(f"forgot run {run_id}: {ledger.forget(run_id)} keys removed")
 
 
 @main.command()

@@ -193,8 +193,10 @@ def test_the_same_item_twice_leaves_one_record(redis_server, data, monkeypatch):
     item_id = ledger.order(run_id)[0]
     assert process_item(ledger, run_id, item_id, "inline") == "done"
     assert process_item(ledger, run_id, item_id, "inline") == "already done"
-    ledger.requeue(run_id, item_id)  # as if a duplicate message slipped past the done check
-    assert process_item(ledger, run_id, item_id, "inline") == "done"
+    assert not ledger.requeue(run_id, item_id), "a done item is never queued again"
+    assert process_item(ledger, run_id, item_id, "inline") == "already done"
+    assert process_item(ledger, run_id, "never-staged", "inline") == "unknown"
+    assert process_item(ledger, "no-such-run", item_id, "inline") == "unknown run"
     assert ledger.record_count(run_id) == 1
     assert len(ledger.outcome(run_id, item_id)["records"]) == 1
 
@@ -310,3 +312,94 @@ def test_full_mode_with_weights_runs_the_same_on_the_farm(redis_server, workers,
     assert used == {"semantic": 0.7, "token": 0.2, "phrase": 0.1}
     first = farm_results["records"][0]["candidates"][0]["diagnostics"]["ranking"]
     assert first["contributions"]["semantic"] == pytest.approx(0.7 * first["signals"]["semantic"])
+
+
+def _inflated(path, target, index, copies):
+    """The dataset with question `index`'s haystack repeated `copies` times under new session ids."""
+    data = json.loads(path.read_text())
+    question = data[index]
+    ids, sessions, dates = [], [], []
+    for copy in range(copies):
+        for sid, session, date in zip(question["haystack_session_ids"], question["haystack_sessions"],
+                                      question.get("haystack_dates") or [""] * len(question["haystack_sessions"])):
+            ids.append(sid if copy == 0 else f"copy{copy}_{sid}")
+            sessions.append(session)
+            dates.append(date)
+    question.update(haystack_session_ids=ids, haystack_sessions=sessions, haystack_dates=dates)
+    target.write_text(json.dumps(data))
+    return target
+
+
+def test_an_item_over_the_time_limit_fails_for_good_and_the_run_ends(redis_server, workers, data, tmp_path,
+                                                                     monkeypatch):
+    limits = {"MEMFARM_TASK_TIME_LIMIT": "25", "MEMFARM_VISIBILITY_TIMEOUT": "30"}
+    for key, value in limits.items():
+        monkeypatch.setenv(key, value)
+    slow = _inflated(data["small"], tmp_path / "slow.json", 1, 40)
+    workers(redis_server.url, "w1", **limits).wait_ready()
+    ledger = RunLedger(connect(redis_server.url))
+    run_id = _submit(redis_server.url, slow, "--limit", "3", "--max-attempts", "2")
+    state = watch(ledger, make_app(redis_server.url), run_id, timeout=300)
+    slow_id = ledger.order(run_id)[1]
+    assert state["complete"] and state["done"] == 2 and state["final_failures"] == 1
+    assert ledger.state(run_id, slow_id) == "failed_final" and ledger.attempts(run_id)[slow_id] == 2
+    assert "TimeLimit" in ledger.info(run_id, slow_id)["error"] or "lost" in ledger.info(run_id, slow_id)["error"]
+
+
+def test_pool_processes_replaced_by_the_memory_cap_keep_working(redis_server, workers, data):
+    """A cap far below the model's footprint replaces the pool process after every item."""
+    workers(redis_server.url, "capped", MEMFARM_MAX_MEMORY_PER_CHILD=100_000).wait_ready()
+    ledger = RunLedger(connect(redis_server.url))
+    run_id = _submit(redis_server.url, data["small"], "--limit", "4")
+    state = watch(ledger, make_app(redis_server.url), run_id, timeout=300)
+    assert state["done"] == 4
+    processes = {ledger.info(run_id, i)["worker"] for i in ledger.order(run_id)}
+    assert len(processes) >= 3, f"expected a new pool process per item, saw {processes}"
+
+
+def test_a_data_error_the_adapter_does_not_anticipate_fails_one_record(redis_server, workers, data, tmp_path):
+    raw = json.loads(data["small"].read_text())[:5]
+    raw[2]["answer_session_ids"] = 5
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(raw))
+    local = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(bad), "--output", str(tmp_path / "l.json")])
+    assert local.exit_code == 0, local.output
+    workers(redis_server.url, "w1").wait_ready()
+    farm = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(bad), "--broker", redis_server.url,
+                                     "--output", str(tmp_path / "f.json")])
+    assert farm.exit_code == 0, farm.output
+    for name in ("l.json", "f.json"):
+        results = json.loads((tmp_path / name).read_text())
+        assert [r["status"] for r in results["records"]] == ["ok", "ok", "failed", "ok", "ok"]
+        failed = results["records"][2]
+        assert failed["question_id"] == raw[2]["question_id"] and failed["field"] == "answer_session_ids"
+
+
+def test_redis_killed_and_restarted_mid_run_loses_nothing(redis_server, workers, data):
+    workers(redis_server.url, "w1").wait_ready()
+    ledger = RunLedger(connect(redis_server.url))
+    run_id = _submit(redis_server.url, data["small"], "--limit", "6")
+    wait_for(lambda: sum(s == "done" for s in ledger.states(run_id).values()) >= 2, what="two items done")
+    redis_server.restart(down_seconds=2)
+    state = watch(RunLedger(connect(redis_server.url)), make_app(redis_server.url), run_id, timeout=300)
+    assert state["done"] == 6
+    results, _ = reduce_farm_run(ledger, run_id)
+    assert len(results["records"]) == 6 and all(r["status"] == "ok" for r in results["records"])
+
+
+def test_runs_lists_forget_removes_and_reduce_sets_the_expiry(redis_server, workers, data, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMFARM_RUN_TTL_SECONDS", "600")
+    workers(redis_server.url, "w1").wait_ready()
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data["small"]), "--limit", "2",
+                                       "--broker", redis_server.url, "--run-id", "kept", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    ledger = RunLedger(connect(redis_server.url))
+    assert all(0 < ledger.r.ttl(k) <= 600 for k in ledger.run_keys("kept"))
+    _submit(redis_server.url, data["small"], "--limit", "2", "--run-id", "busy")
+    listing = CliRunner().invoke(main, ["runs", "--broker", redis_server.url])
+    assert listing.exit_code == 0 and "kept" in listing.output and "reduced" in listing.output, listing.output
+    refused = CliRunner().invoke(main, ["forget", "busy", "--broker", redis_server.url])
+    assert refused.exit_code == 2 and "still in progress" in refused.output
+    forced = CliRunner().invoke(main, ["forget", "busy", "--force", "--broker", redis_server.url])
+    assert forced.exit_code == 0 and ledger.run_keys("busy") == [] and ledger.run_keys("kept")

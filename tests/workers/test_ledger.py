@@ -1,0 +1,213 @@
+"""Every ledger transition against a real redis-server: atomic, tied to its attempt, races provoked."""
+
+import threading
+import time
+
+import pytest
+
+from adapters.errors import MemfarmError
+from coordinator.farm import progress
+from coordinator.ledger import RunLedger, check_run_id, connect, redact
+from tests.farm_support import RedisServer
+
+pytestmark = pytest.mark.server
+
+STALE = 3600.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    server = RedisServer(tmp_path_factory.mktemp("ledger"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def ledger(server):
+    ledger = RunLedger(connect(server.url), lease_seconds=30)
+    ledger.r.flushdb()
+    return ledger
+
+
+def _run(ledger, run_id="r1", items=("a", "b"), max_attempts=3):
+    ledger.create_run(run_id, {"created": time.time(), "max_attempts": max_attempts, "task_time_limit": 60,
+                               "staging_done": False, "item_count": len(items)})
+    for item_id in items:
+        ledger.stage(run_id, {"item_id": item_id, "turns": [], "questions": []})
+    ledger.update_meta(run_id, staging_done=True)
+    return run_id
+
+
+def _begin(ledger, item="a", run="r1", worker="w", max_attempts=3, stale_after=STALE):
+    return ledger.begin(run, item, worker, stale_after=stale_after, max_attempts=max_attempts)
+
+
+def test_begin_only_from_queued_and_never_for_an_unknown_item(ledger):
+    _run(ledger)
+    assert _begin(ledger) == ("begun", 1)
+    assert _begin(ledger) == ("busy", 0), "a live attempt holds the item"
+    assert _begin(ledger, item="never-staged") == ("unknown", 0)
+    assert ledger.state("r1", "never-staged") is None, "an unknown id must not create a state"
+    assert progress(ledger, "r1")["total"] == 2
+
+
+def test_a_stale_start_is_begun_again_under_a_new_attempt(ledger):
+    _run(ledger)
+    _begin(ledger)
+    ledger.r.delete(ledger._key("r1", "lease", "a"))  # the process holding it died: no more heartbeats
+    assert _begin(ledger) == ("begun", 2)
+    assert _begin(ledger, item="b") == ("begun", 1)
+    assert _begin(ledger, item="b", stale_after=0.0) == ("begun", 2), "past the hard limit counts as stale"
+
+
+def test_one_attempt_too_many_is_a_final_failure(ledger):
+    _run(ledger, max_attempts=1)
+    _begin(ledger, max_attempts=1)
+    ledger.r.delete(ledger._key("r1", "lease", "a"))
+    assert _begin(ledger, max_attempts=1) == ("cap", 2)
+    assert ledger.state("r1", "a") == "failed_final"
+    assert "gave up after 1 attempts" in ledger.info("r1", "a")["error"]
+
+
+def test_finish_and_fail_count_only_for_the_current_attempt(ledger):
+    _run(ledger)
+    _begin(ledger)
+    ledger.r.delete(ledger._key("r1", "lease", "a"))
+    _begin(ledger)  # attempt 2 now holds it
+    assert not ledger.finish("r1", "a", 1, {"records": ["late"]}), "a late finish of attempt 1 must not count"
+    assert not ledger.fail("r1", "a", 1, "late failure")
+    assert ledger.state("r1", "a") == "started" and ledger.outcome("r1", "a") is None
+    assert ledger.finish("r1", "a", 2, {"records": ["ok"]})
+    assert ledger.outcome("r1", "a") == {"records": ["ok"]}
+    assert not ledger.fail("r1", "a", 2, "too late", final=True), "done is never overwritten"
+    assert ledger.state("r1", "a") == "done"
+    assert _begin(ledger) == ("finished", 0)
+
+
+def test_fail_is_retryable_or_final(ledger):
+    _run(ledger)
+    _begin(ledger)
+    assert ledger.fail("r1", "a", 1, "boom")
+    assert ledger.state("r1", "a") == "failed"
+    assert _begin(ledger) == ("not_queued", 0), "only the coordinator requeues a failed item"
+    assert ledger.requeue("r1", "a") and _begin(ledger) == ("begun", 2)
+    assert ledger.fail("r1", "a", 2, "boom again", final=True)
+    assert ledger.state("r1", "a") == "failed_final"
+    assert not ledger.requeue("r1", "a"), "a final failure is requeued only when asked for by name"
+    assert ledger.requeue("r1", "a", from_states=("failed", "failed_final"), reset_attempts=True)
+    assert ledger.attempts("r1").get("a") is None and ledger.state("r1", "a") == "queued"
+
+
+def test_a_lost_attempt_is_queued_again_then_final_at_the_cap(ledger):
+    _run(ledger, max_attempts=2)
+    _begin(ledger, max_attempts=2)
+    assert ledger.declare_lost("r1", "a", 1, reason="x", max_attempts=2, stale_after=STALE) == "skip", "lease alive"
+    ledger.r.delete(ledger._key("r1", "lease", "a"))
+    assert ledger.declare_lost("r1", "a", 1, reason="lost 1", max_attempts=2, stale_after=STALE) == "requeued"
+    assert ledger.declare_lost("r1", "a", 1, reason="again", max_attempts=2, stale_after=STALE) == "skip"
+    assert _begin(ledger, max_attempts=2) == ("begun", 2)
+    assert ledger.declare_lost("r1", "a", 2, reason="over the limit", max_attempts=2, stale_after=0.0) == "final"
+    assert ledger.state("r1", "a") == "failed_final" and ledger.info("r1", "a")["error"] == "over the limit"
+    assert ledger.info("r1", "a")["lost"] == "2"
+
+
+def test_racing_begins_start_one_attempt(ledger):
+    _run(ledger, items=("a",))
+    verdicts = []
+    threads = [threading.Thread(target=lambda: verdicts.append(_begin(ledger)[0])) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(verdicts) == ["begun"] + ["busy"] * 15
+    assert ledger.attempts("r1")["a"] == 1
+
+
+def test_racing_finish_and_fail_leave_one_consistent_end(ledger):
+    for round_ in range(20):
+        ledger.r.flushdb()
+        _run(ledger, items=("a",))
+        _begin(ledger)
+        barrier = threading.Barrier(2)
+        results = {}
+
+        def finish():
+            barrier.wait()
+            results["finish"] = ledger.finish("r1", "a", 1, {"records": [round_]})
+
+        def fail():
+            barrier.wait()
+            results["fail"] = ledger.fail("r1", "a", 1, "crash")
+
+        threads = [threading.Thread(target=finish), threading.Thread(target=fail)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results["finish"] != results["fail"], "exactly one transition wins"
+        state = ledger.state("r1", "a")
+        assert (state == "done") == results["finish"]
+        assert (ledger.outcome("r1", "a") is not None) == (state == "done")
+
+
+def test_run_creation_is_atomic_and_ids_are_checked(ledger):
+    outcomes = []
+
+    def create():
+        try:
+            ledger.create_run("same", {"created": time.time()})
+            outcomes.append("created")
+        except MemfarmError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=create) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["created"] + ["refused"] * 7
+    for bad in ("", "a:b", "x*", "a b", "r" * 65, "../up"):
+        with pytest.raises(MemfarmError, match="not valid"):
+            check_run_id(bad)
+    assert check_run_id("2026-11-30_run.1") == "2026-11-30_run.1"
+
+
+def test_complete_only_when_staging_is_done(ledger):
+    ledger.create_run("half", {"created": time.time(), "max_attempts": 3, "task_time_limit": 60,
+                               "staging_done": False, "item_count": 3})
+    ledger.stage("half", {"item_id": "a"})
+    _begin(ledger, run="half")
+    ledger.finish("half", "a", 1, {"records": []})
+    state = progress(ledger, "half")
+    assert state["total"] == 3 and not state["complete"], "one of three staged: not complete"
+    assert not ledger.stage("half", {"item_id": "a"}), "staging again skips what is staged"
+    ledger.update_meta("half", staging_done=True)
+    assert progress(ledger, "half")["complete"]
+
+
+def test_forget_removes_every_key_of_the_run_and_nothing_else(ledger):
+    _run(ledger, "keep", items=("a",))
+    _run(ledger, "gone", items=("a", "b"))
+    _run(ledger, "gone2", items=("a",))  # shares a prefix with the run forgotten
+    ledger.r.set("unrelated", "1")
+    _begin(ledger, run="gone")
+    ledger.finish("gone", "a", 1, {"records": []})
+    before = {k for k in ledger.r.keys("*") if not k.startswith(b"memfarm:gone:")}
+    assert ledger.forget("gone") > 5
+    assert ledger.r.keys("memfarm:gone:*") == []
+    assert set(ledger.r.keys("*")) == before
+    assert ledger.runs() == ["keep", "gone2"]
+
+
+def test_expiry_reaches_every_key_of_the_run(ledger):
+    _run(ledger, "old", items=("a",))
+    _run(ledger, "new", items=("a",))
+    assert ledger.expire("old", 120) == len(ledger.run_keys("old"))
+    assert all(0 < ledger.r.ttl(k) <= 120 for k in ledger.run_keys("old"))
+    assert all(ledger.r.ttl(k) == -1 for k in ledger.run_keys("new"))
+
+
+def test_redact_hides_every_form_of_password():
+    assert redact("redis://:pw@h:1/0") == "redis://:***@h:1/0"
+    assert "pw" not in redact("redis://u:pw@h:1/0?password=pw2")
+    assert redact("redis://h:1/0?password=pw2&db=1") == "redis://h:1/0?password=***&db=1"
