@@ -8,7 +8,6 @@ system only ever sees rendered turns.
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
@@ -16,8 +15,6 @@ from adapters.dataset import BadField, StreamedDataset, reading
 from adapters.errors import DatasetError
 from adapters.jsonstream import iter_array
 from adapters.registry import BENCHMARKS
-
-logger = logging.getLogger(__name__)
 
 REQUIRED_FIELDS = ("question", "haystack_session_ids", "haystack_sessions", "answer_session_ids")
 
@@ -92,7 +89,6 @@ class LongMemEval(StreamedDataset):
         super().__init__(path)
         self.profile = profile
         self.companion = load_companion(companion)
-        self._warned = False
 
     def item_id(self, raw, index: int) -> str:
         return question_id(raw, index)
@@ -161,9 +157,6 @@ class LongMemEval(StreamedDataset):
         elif expected.strip():
             gold_turns = [t["turn_id"] for t in in_answer if expected in t["text"]]
         else:
-            if self.companion is None and not self._warned:
-                logger.warning("no questions file: turn gold falls back to the first turn of each answer session")
-                self._warned = True
             gold_turns = [t["turn_id"] for t in in_answer if t["first_of_session"]]
         if not companion:
             expected = str(raw.get("answer", ""))

@@ -55,7 +55,7 @@ BENCHMARKS = {b.name: b for b in (
               "episode", "substrings", "adapters.adamem_jsonl:SyntheticSuite", needs_dataset=False, group_key=None,
               rendering="observation content as-is"),
 )}
-#: Benchmarks scored from ranked ids (the ones the farm, the cache and `memfarm score` serve).
+#: Benchmarks scored from ranked ids (the ones the per-item cache and `memfarm score` serve).
 RANKED_BENCHMARKS = tuple(name for name, b in BENCHMARKS.items() if b.scoring == "ids")
 
 

@@ -42,6 +42,8 @@ class RunSpec:
     run_id: str | None = None
     weights_file: str | None = None
     ablation: str | None = None
+    #: The embedder's window in tokens (None: the model's own); it changes the embedding signature.
+    max_seq_length: int | None = None
     command: str = ""
     #: Option names the user gave explicitly (the others are defaults).
     explicit: frozenset = frozenset()
@@ -88,7 +90,8 @@ class RunSpec:
                 refuse("retrieval_mode", f"means nothing to {system.name}; it has no retrieval modes"
                        + (" (use --ablation)" if "ablation" in system.settings else ""))
             for option, setting in (("ablation", "ablation"), ("weights_file", "weights"),
-                                    ("batch_size", "batch_size"), ("extraction_threads", "max_workers")):
+                                    ("batch_size", "batch_size"), ("extraction_threads", "max_workers"),
+                                    ("max_seq_length", "max_seq_length")):
                 if setting not in system.settings:
                     refuse(option, f"is not a setting of {system.name}")
         if self.weights_file and self.retrieval_mode not in engine.RANKED_MODES:
@@ -96,6 +99,8 @@ class RunSpec:
         if not farm:
             for option in ("max_attempts", "run_id"):
                 refuse(option, "is a farm setting: give --broker (or MEMFARM_BROKER) to run on the farm")
+            if not self.cache_dir:
+                refuse("rebuild_cache", "needs --cache-dir (or MEMFARM_CACHE_DIR): there is no cache to rebuild")
         warnings = []
         if farm and "cache_dir" in given:
             warnings.append("--cache-dir is not used by a farm run: each worker caches in its own --cache-dir")
@@ -113,12 +118,20 @@ class RunSpec:
         wants_all = self.ablation == "all" or (self.ablation is None and self.info.scoring == "substrings")
         if self.system_name != "adamem" or not wants_all:
             return [self]
-        return [replace(self, ablation=name) for name in ABLATIONS]
+
+        def output(name):  # one results file per ablation, never one overwriting another
+            if not self.output:
+                return None
+            path = Path(self.output)
+            return str(path.with_name(f"{path.stem}.{name}{path.suffix or '.json'}"))
+
+        return [replace(self, ablation=name, output=output(name),
+                        run_id=f"{self.run_id}.{name}" if self.run_id else None) for name in ABLATIONS]
 
     def system_settings(self) -> dict:
         """The settings the system is built with (also what a farm worker rebuilds it from)."""
         settings = {"mode": self.retrieval_mode, "batch_size": self.batch_size, "max_workers": self.extraction_threads,
-                    "ablation": self.ablation, **self.extra_settings}
+                    "ablation": self.ablation, "max_seq_length": self.max_seq_length, **self.extra_settings}
         if self.weights_file:
             from coordinator.optimize import load_weights
 
@@ -176,4 +189,8 @@ def from_options(benchmark_name: str, params: dict, *, command: str, explicit) -
     """A spec from click's parameters (names as the options spell them)."""
     names = set(RunSpec.__dataclass_fields__) - {"benchmark", "command", "explicit", "extra_settings"}
     values = {k: v for k, v in params.items() if k in names}
+    system = values.get("system") or ""
+    if ".py:" in system:  # a user's file: the same file wherever the spec is read (farm workers, resume)
+        path, _, name = system.rpartition(":")
+        values["system"] = f"{Path(path).resolve()}:{name}"
     return RunSpec(benchmark=benchmark_name, command=command, explicit=frozenset(explicit), **values)

@@ -22,7 +22,7 @@ _LEDGER: Ledger | None = None
 
 
 def max_seq_length() -> int | None:
-    """This worker's embedder window (MEMFARM_MAX_SEQ_LENGTH), None for the model's own."""
+    """This worker's own embedder window (MEMFARM_MAX_SEQ_LENGTH); None to take the run's."""
     value = os.environ.get("MEMFARM_MAX_SEQ_LENGTH")
     return int(value) if value else None
 
@@ -44,8 +44,13 @@ def _ledger() -> Ledger:
 
 
 def _system(meta: dict):
-    """The run's system, built once per process and setting from the run's metadata."""
-    settings = dict(meta["system_settings"], max_seq_length=max_seq_length())
+    """The run's system, built once per process and setting from the run's metadata.
+
+    A worker started with its own embedder window uses it, whatever the run says: the
+    signature check then refuses the run's items rather than mixing vectors."""
+    settings = dict(meta["system_settings"])
+    if max_seq_length() is not None:
+        settings["max_seq_length"] = max_seq_length()
     key = (meta["system"], json.dumps(settings, sort_keys=True))
     if key not in _SYSTEMS:
         from adapters.systems import make_system
@@ -96,7 +101,8 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
                 cache=ItemCache(cache_dir, rebuild=meta.get("rebuild_cache", False)) if cache_dir else None,
                 dataset_sha256=meta["dataset_sha256"], worker=worker, attempt=attempt,
             )
-            outcome.update(run_id=run_id, embedding_signature=system.embedding_signature, code_version=CODE_VERSION)
+            outcome.update(run_id=run_id, embedding_signature=getattr(system, "embedding_signature", None),
+                           code_version=CODE_VERSION)
             return "done" if ledger.finish(run_id, item_id, attempt, outcome) else "superseded"
         except Exception as exc:
             logger.exception("item %s of run %s failed", item_id, run_id)

@@ -55,6 +55,8 @@ class MemoriaSystem:
             "ranking": ({"enabled": True, "mmr": self.memory.mmr_lambda < 1.0, **self.memory.ranking_settings}
                         if self.mode in defaults.RANKED_MODES else {"enabled": False, "mmr": False}),
             "batch_size": self.batch_size,
+            "extraction_threads": self.max_workers,
+            "embedding_signature": self.embedding_signature,
             "vector_store": type(self.memory.vectors.index).__name__ + "(IndexFlatIP)",
             **self.memory.settings,
         }

@@ -67,7 +67,7 @@ class _Cli(click.Group):
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.pass_context
 def main(ctx, verbose):
-    """Benchmark farm for agent-memory retrieval (LongMemEval-S, LoCoMo)."""
+    """Benchmark farm for agent-memory retrieval (LongMemEval-S, LoCoMo, AdaMem episodes)."""
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     ctx.obj = CliContext("memfarm " + " ".join(shlex.quote(a) for a in sys.argv[1:]))

@@ -83,3 +83,18 @@ def bench_systems(locomo, output):
     from coordinator.benches import run_systems_bench
 
     click.echo(run_systems_bench(locomo, output))
+
+
+@bench.command("fleet")
+@click.option("--questions", type=click.IntRange(4), default=12, show_default=True)
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.05, show_default=True)
+@click.option("--workers", type=click.IntRange(3), default=3, show_default=True)
+@click.option("--time-limit", type=click.IntRange(10), default=40, show_default=True,
+              help="Hard time limit per item on the fleet, seconds.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_fleet", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/fleet.json", show_default=True)
+def bench_fleet(questions, scale, workers, time_limit, workdir, output):
+    """A fault campaign on simulated machines (namespaces, cgroups; needs root): a faulty run next to a clean one."""
+    from coordinator.benches import run_fleet_bench
+
+    click.echo(run_fleet_bench(questions, scale, workdir, output, workers=workers, time_limit=time_limit))

@@ -10,7 +10,7 @@ import click
 
 from adapters.defaults import DEFAULT_SCORING_PROFILE, K_VALUES, SCORING_PROFILES
 from adapters.registry import RANKED_BENCHMARKS
-from coordinator.cli import main, pass_cli
+from coordinator.cli import main
 
 
 @main.command()
@@ -74,14 +74,17 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
 @click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Companion questions file (LongMemEval turn gold).")
 @click.option("--output", type=click.Path(dir_okay=False), default=None)
-@pass_cli
-def score(cli, benchmark, dataset, rankings, level, scoring_profile, questions, output):
+@click.pass_context
+def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, output):
     """Score a rankings file from any system with the metric code of the runs."""
     from adapters.files import file_sha256
     from coordinator.reducer import reduce_run
     from coordinator.score import score_rankings
     from coordinator.spec import RunSpec
 
+    cli = ctx.obj
+    if questions and benchmark != "longmemeval":
+        raise click.UsageError(f"--questions is the LongMemEval companion file; it means nothing for {benchmark}")
     started = time.perf_counter()
     spec = RunSpec(benchmark=benchmark, dataset=dataset, questions=questions, scoring_profile=scoring_profile,
                    system="rankings", output=output, command=cli.command)
@@ -97,7 +100,8 @@ def score(cli, benchmark, dataset, rankings, level, scoring_profile, questions, 
         system_config={"name": "rankings", "retrieval_mode": f"score-{level}", "rankings": str(Path(rankings).resolve()),
                        "rankings_sha256": file_sha256(rankings)},
         embedding_signature=None)
-    context.update(top_k=None, rendering=None, elapsed_seconds=time.perf_counter() - started)
+    context.update(top_k=None, rendering=None, arguments=dict(ctx.params),
+                   elapsed_seconds=time.perf_counter() - started)
     results, manifest = reduce_run(outcomes, context)
     manifest["rankings"] = report
     cli.write_results(results, manifest, output)

@@ -45,6 +45,8 @@ def run_options(command):
                      help="Ranking weights (JSON) for --retrieval-mode full."),
         click.option("--ablation", default=None,
                      help="AdaMem configuration (system adamem; 'all' runs each, the default for adamem-*)."),
+        click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,
+                     help="Shorten the embedder's window (tokens); it changes the embedding signature."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -80,6 +82,10 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
     With it, items are staged in Redis and run by `memfarm worker` processes.
     """
     cli = ctx.obj
+    tuning = [name for name in ("step_size", "objective", "dry_run_weights", "save_weights")
+              if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
+    if tuning and not optimize:
+        raise click.UsageError(f"--{tuning[0].replace('_', '-')} only means something with --optimize")
     spec = spec_from(ctx, cli.command, params, farm=bool(broker))
     if optimize and spec.retrieval_mode != "full":
         raise click.UsageError("--optimize tunes the ranking weights of --retrieval-mode full")

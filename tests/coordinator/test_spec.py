@@ -28,6 +28,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
     (RunSpec("longmemeval", dataset="d.json", system="x.py:Mine", batch_size=8, explicit=frozenset({"batch_size"})),
      "built with no arguments"),
     (RunSpec("longmemeval"), "--dataset is required"),
+    (RunSpec("longmemeval", dataset="d.json", rebuild_cache=True, explicit=frozenset({"rebuild_cache"})),
+     "needs --cache-dir"),
+    (RunSpec("longmemeval", dataset="d.json", system="mem0", max_seq_length=64,
+             explicit=frozenset({"max_seq_length"})), "not a setting of mem0"),
 ])
 def test_settings_that_would_be_ignored_are_refused(spec, message):
     with pytest.raises(MemfarmError, match=message):
@@ -49,12 +53,21 @@ def test_the_settings_a_system_is_built_with():
         "ablation": "semantic_only"}
     assert [s.ablation for s in RunSpec("adamem-synthetic").ablations()][-1] == "full"
     assert RunSpec("adamem-synthetic", ablation="full").ablations()[0].ablation == "full"
+    each = RunSpec("adamem-synthetic", output="out/x.json", run_id="r").ablations()
+    assert len({s.output for s in each}) == len({s.run_id for s in each}) == len(each) == 7
+    assert each[-1].output == "out/x.full.json" and each[-1].run_id == "r.full"
+    assert RunSpec("longmemeval", dataset="d", max_seq_length=64).system_settings()["max_seq_length"] == 64
 
 
 def test_a_cli_refusal_is_one_line_and_exit_2(tmp_path):
     data = write_dataset(tmp_path / "d.json", questions=2, seed=1, scale=0.05)
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--run-id", "mine"])
     assert result.exit_code == 2 and "--run-id is a farm setting" in result.output
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--step-size", "0.5"])
+    assert result.exit_code == 2 and "only means something with --optimize" in result.output
+    result = CliRunner().invoke(main, ["score", "--benchmark", "locomo", "--dataset", str(data), "--rankings",
+                                       str(data), "--questions", str(data)])
+    assert result.exit_code == 2 and "companion file" in result.output
 
 
 def test_submit_reads_the_embedding_signature_without_loading_the_model(tmp_path):
