@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+from adapters.redaction import redact
+
 
 def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
     """SHA-256 of a file's bytes, read in chunks."""
@@ -23,12 +25,14 @@ def content_hash(value) -> str:
 
 
 def write_json(path: str | Path, data, indent: int | None = 1) -> Path:
-    """Write JSON next to `path` under a name of this process, then rename: readers never see half a file."""
+    """Write JSON next to `path` under a name of this process, then rename: readers never see half a file.
+
+    Every password inside a URL is redacted on the way: no file this program writes holds one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=indent), encoding="utf-8")
+        tmp.write_text(redact(json.dumps(data, ensure_ascii=False, indent=indent)), encoding="utf-8")
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -33,10 +33,10 @@ def start_redis(directory: Path, port: int, password: str | None, log: Path) -> 
     if binary is None:
         raise MemfarmError("redis-server not found on PATH (apt-get install redis-server)")
     directory.mkdir(parents=True, exist_ok=True)
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--appendonly", "yes",
-            "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", "--save", ""]
-    if password:
-        args += ["--requirepass", password]
+    config = directory / "redis.conf"  # the password in a file made 0600, never on a command line
+    write_private(config, f"requirepass {password}\n" if password else "")
+    args = [binary, str(config), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
+            "--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", "--save", ""]
     proc = subprocess.Popen(args, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 10
     while time.time() < deadline:
@@ -51,6 +51,16 @@ def start_redis(directory: Path, port: int, password: str | None, log: Path) -> 
     raise MemfarmError(f"redis-server did not answer on port {port}; see {log}")
 
 
+def write_private(path: Path, text: str) -> Path:
+    """Create (or replace) a file readable by its owner only, from its first byte."""
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return path
+
+
 def memfarm_process(args: list[str], log: Path, env: dict) -> subprocess.Popen:
     """`memfarm ARGS` as a child in its own session (so its whole group can be stopped), output to `log`."""
     return subprocess.Popen([sys.executable, "-m", "coordinator.cli", *args], stdout=open(log, "ab"),
@@ -59,8 +69,9 @@ def memfarm_process(args: list[str], log: Path, env: dict) -> subprocess.Popen:
 
 def start_worker(broker: str, name: str, cache_dir: str | Path, log: Path, env: dict | None = None,
                  torch_threads: int | None = None) -> subprocess.Popen:
-    """One `memfarm worker` process named `name@host`, caching under `cache_dir`."""
-    args = ["worker", "--broker", broker, "--cache-dir", str(cache_dir), "--name", f"{name}@%h"]
+    """One `memfarm worker` process named `name@host`, caching under `cache_dir`; the broker URL (and its
+    password) goes through the environment, not the command line."""
+    args = ["worker", "--cache-dir", str(cache_dir), "--name", f"{name}@%h"]
     if torch_threads:
         args += ["--torch-threads", str(torch_threads)]
     return memfarm_process(args, log, dict(env or os.environ, MEMFARM_BROKER=broker))
@@ -94,11 +105,10 @@ def up(state_dir: Path, workers: int, redis_port: int | None, flower_port: int |
         user = os.environ.get("MEMFARM_FLOWER_USER", "memfarm")
         flower_password = os.environ.get("MEMFARM_FLOWER_PASSWORD") or secrets.token_urlsafe(12)
         flower_env = dict(env, MEMFARM_FLOWER_USER=user, MEMFARM_FLOWER_PASSWORD=flower_password)
-        proc = memfarm_process(["flower", "--broker", broker, "--port", str(flower_port)], logs / "flower.log", flower_env)
+        proc = memfarm_process(["flower", "--port", str(flower_port)], logs / "flower.log", flower_env)
         state["pids"]["flower"] = proc.pid
         state["flower"] = {"port": flower_port, "user": user, "password": flower_password}
-    state_file.write_text(json.dumps(state, indent=1))
-    os.chmod(state_file, 0o600)
+    write_private(state_file, json.dumps(state, indent=1))
     return state
 
 

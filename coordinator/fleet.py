@@ -163,9 +163,9 @@ class Fleet:
     def start_redis(self) -> None:
         data = self.workdir / "redis"
         data.mkdir(parents=True, exist_ok=True)
-        config = self.workdir / "redis.conf"  # the password in a 0600 file, not on a command line
-        config.write_text(f"requirepass {self.password}\n")
-        config.chmod(0o600)
+        from coordinator.cluster import write_private
+
+        config = write_private(self.workdir / "redis.conf", f"requirepass {self.password}\n")
         self.redis_proc = subprocess.Popen(
             ["ip", "netns", "exec", self.hub, shutil.which("redis-server"), str(config), "--bind", "0.0.0.0",
              "--port", "6379", "--dir", str(data), "--appendonly", "yes", "--appendfsync", "everysec",

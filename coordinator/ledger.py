@@ -67,14 +67,14 @@ class RunLedger(Ledger):
     # -- runs -----------------------------------------------------------------
     def create_run(self, run_id: str, meta: dict) -> None:
         """Create the run's metadata, atomically refusing an id that exists."""
-        if not self.r.set(self._key(check_run_id(run_id), "meta"), json.dumps(meta), nx=True):
+        if not self.r.set(self._key(check_run_id(run_id), "meta"), redact(json.dumps(meta)), nx=True):
             raise MemfarmError(f"run {run_id} already exists")
         self.r.zadd(RUNS_KEY, {run_id: meta.get("created", time.time())})
 
     def update_meta(self, run_id: str, **changes) -> None:
         meta = self.meta(run_id)
         meta.update(changes)
-        self.r.set(self._key(run_id, "meta"), json.dumps(meta))
+        self.r.set(self._key(run_id, "meta"), redact(json.dumps(meta)))
 
     def runs(self) -> list[str]:
         """Runs whose metadata is still here, oldest first (ids of expired runs are pruned)."""

@@ -173,4 +173,9 @@ def default_output(results: dict) -> Path:
     """results/{benchmark}_{system}_{mode}_{timestamp}.json, every part safe as a file name."""
     parts = [results["benchmark_key"], results.get("system") or "system", results.get("retrieval_mode") or "mode"]
     stem = "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", str(p)).strip("-") for p in parts)
-    return Path("results") / f"{stem}_{time.strftime('%Y%m%d-%H%M%S')}.json"
+    stem = f"{stem}_{time.strftime('%Y%m%d-%H%M%S')}"
+    path, number = Path("results") / f"{stem}.json", 1
+    while path.exists():  # two runs in one second never overwrite each other
+        number += 1
+        path = Path("results") / f"{stem}-{number}.json"
+    return path

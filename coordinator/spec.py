@@ -185,12 +185,19 @@ class RunSpec:
                             cache_dir=self.cache_dir if cache_used else None)
 
 
+def resolved_system(name: str) -> str:
+    """A user's `file.py:Class` with the file's absolute path (the same file wherever the name is read:
+    farm workers, their allow-lists, resume); any other name as it is."""
+    if ".py:" not in name:
+        return name
+    path, _, class_name = name.rpartition(":")
+    return f"{Path(path).resolve()}:{class_name}"
+
+
 def from_options(benchmark_name: str, params: dict, *, command: str, explicit) -> RunSpec:
     """A spec from click's parameters (names as the options spell them)."""
     names = set(RunSpec.__dataclass_fields__) - {"benchmark", "command", "explicit", "extra_settings"}
     values = {k: v for k, v in params.items() if k in names}
-    system = values.get("system") or ""
-    if ".py:" in system:  # a user's file: the same file wherever the spec is read (farm workers, resume)
-        path, _, name = system.rpartition(":")
-        values["system"] = f"{Path(path).resolve()}:{name}"
+    if values.get("system"):
+        values["system"] = resolved_system(values["system"])
     return RunSpec(benchmark=benchmark_name, command=command, explicit=frozenset(explicit), **values)

@@ -38,12 +38,12 @@ class RedisServer:
 class Worker:
     """A real `memfarm worker` in its own process group."""
 
-    def __init__(self, broker: str, tmp: Path, name: str, **env):
+    def __init__(self, broker: str, tmp: Path, name: str, *extra: str, **env):
         self.log = tmp / f"{name}.log"
-        full_env = dict(os.environ, PYTHONPATH=str(REPO), **{k: str(v) for k, v in env.items()})
+        full_env = dict(os.environ, PYTHONPATH=str(REPO), MEMFARM_BROKER=broker, **{k: str(v) for k, v in env.items()})
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "coordinator.cli", "worker", "--broker", broker, "--cache-dir", str(tmp / f"cache_{name}"),
-             "--name", f"{name}@%h", "--loglevel", "INFO"],
+            [sys.executable, "-m", "coordinator.cli", "worker", "--cache-dir", str(tmp / f"cache_{name}"),
+             "--name", f"{name}@%h", "--loglevel", "INFO", *extra],
             cwd=REPO, env=full_env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
         )
         self.name = name

@@ -21,7 +21,9 @@ def test_compose_has_the_expected_services(compose):
     services = compose["services"]
     assert set(services) == {"redis", "worker", "flower", "coordinator"}
     redis_command = services["redis"]["command"]
-    assert "--requirepass" in redis_command and "noeviction" in redis_command and "--appendonly yes" in redis_command
+    assert "requirepass" in redis_command and "--requirepass" not in redis_command, "the password stays off argv"
+    assert "noeviction" in redis_command and "--appendonly yes" in redis_command
+    assert "--appendfsync everysec" in redis_command and "--dir /data" in redis_command
     assert services["flower"]["ports"] == ["127.0.0.1:5555:5555"]
     assert "MEMFARM_FLOWER_PASSWORD" in services["flower"]["environment"]
     assert services["worker"]["mem_limit"] and "/cache" in services["worker"]["volumes"][0]

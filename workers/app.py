@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import after_setup_logger, after_setup_task_logger
 
 from adapters.errors import MemfarmError
 
@@ -68,6 +69,16 @@ def make_app(broker: str | None = None) -> Celery:
         worker_proc_alive_timeout=60,
     )
     return app
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _redact_logs(logger=None, **_):
+    """Worker logs pass the same redaction as every file: no broker password in a log line."""
+    from adapters.redaction import RedactingFilter
+
+    for handler in (logger.handlers if logger else []):
+        handler.addFilter(RedactingFilter())
 
 
 app = make_app()

@@ -20,11 +20,12 @@ import re
 import threading
 import time
 import zlib
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 
 from adapters.errors import MemfarmError
+from adapters.redaction import redact
 
 logger = logging.getLogger(__name__)
 
@@ -60,17 +61,6 @@ def check_run_id(run_id: str) -> str:
 def stale_after(meta: dict) -> float:
     """Seconds after which a started attempt of this run counts as lost even if its lease is renewed."""
     return meta["task_time_limit"] + meta.get("lost_grace_seconds", DEFAULT_LOST_GRACE_SECONDS)
-
-
-def redact(url: str) -> str:
-    """The URL without its password (in the user part or a `password=` parameter), for logs and manifests."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password:
-        host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
-        netloc = f"{parts.username or ''}:***@{host}"
-    query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(parts.query)], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def connect(url: str) -> redis.Redis:

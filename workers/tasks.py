@@ -59,10 +59,26 @@ def _system(meta: dict):
     return _SYSTEMS[key]
 
 
+def allowed_systems() -> set[str]:
+    """The systems this worker may run: the built-in ones and those named at its start (--allow-system)."""
+    from adapters.systems import SYSTEMS
+
+    named = json.loads(os.environ.get("MEMFARM_ALLOWED_SYSTEMS") or "[]")
+    return set(SYSTEMS) | {str(n) for n in named}
+
+
+def refusal_before_import(meta: dict) -> str | None:
+    """Why this worker refuses the run's items without importing anything the run names, or None."""
+    if meta.get("code_version") != CODE_VERSION:
+        return f"code version {CODE_VERSION} of this worker differs from the run's {meta.get('code_version')}"
+    if meta.get("system") not in allowed_systems():
+        return (f"system {meta.get('system')!r} is not allowed on this worker (built in: memoria, adamem, mem0; "
+                "start the worker with --allow-system to allow another)")
+    return None
+
+
 def incompatibility(meta: dict, system) -> str | None:
-    """Why this worker must refuse the run's items, or None."""
-    if meta["code_version"] != CODE_VERSION:
-        return f"code version {CODE_VERSION} of this worker differs from the run's {meta['code_version']}"
+    """Why this worker must refuse the run's items once the system is built, or None."""
     mine = getattr(system, "embedding_signature", None)
     if mine != meta["embedding_signature"]:
         return f"embedding signature of this worker {mine} differs from the run's {meta['embedding_signature']}"
@@ -89,6 +105,10 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
         return verdict.replace("_", " ")
     with ledger.hold(run_id, item_id, attempt):
         try:
+            refusal = refusal_before_import(meta)
+            if refusal:
+                ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)
+                return "refused"
             system = _system(meta)
             refusal = incompatibility(meta, system)
             if refusal:

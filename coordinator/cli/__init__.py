@@ -68,9 +68,13 @@ class _Cli(click.Group):
 @click.pass_context
 def main(ctx, verbose):
     """Benchmark farm for agent-memory retrieval (LongMemEval-S, LoCoMo, AdaMem episodes)."""
+    from adapters.redaction import RedactingFilter, redact
+
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    ctx.obj = CliContext("memfarm " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
+    ctx.obj = CliContext(redact("memfarm " + " ".join(shlex.quote(a) for a in sys.argv[1:])))
 
 
 def broker_option(required: bool = True):

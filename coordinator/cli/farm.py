@@ -162,11 +162,19 @@ def forget_command(cli, run_id, broker, force):
               help="Torch threads per worker process.")
 @click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,
               help="Shorten the embedder's window (tokens); it changes the embedding signature.")
+@click.option("--allow-system", "allowed", multiple=True,
+              help="A system besides the built-in ones that this worker may run (file.py:Class or module:Class); "
+                   "repeatable. Runs naming any other are refused before anything is imported.")
 @click.option("--name", default=None, help="Worker name (default: memfarm-<pid>@host).")
 @click.option("--loglevel", default="INFO", show_default=True)
-def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, name, loglevel):
+def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, allowed, name, loglevel):
     """A Celery worker for farm runs (sane defaults for a small machine)."""
+    import json
+
     from coordinator.ledger import connect
+    from coordinator.spec import resolved_system
+
+    os.environ["MEMFARM_ALLOWED_SYSTEMS"] = json.dumps([resolved_system(a) for a in allowed])
 
     os.environ["MEMFARM_BROKER"] = broker
     os.environ["MEMFARM_CACHE_DIR"] = str(Path(cache_dir).resolve())
@@ -196,6 +204,8 @@ def flower(broker, address, port, no_auth):
     """Flower on localhost with basic auth from MEMFARM_FLOWER_USER / MEMFARM_FLOWER_PASSWORD."""
     user, password = os.environ.get("MEMFARM_FLOWER_USER"), os.environ.get("MEMFARM_FLOWER_PASSWORD")
     env = dict(os.environ, MEMFARM_BROKER=broker)
+    if no_auth and not _loopback(address):
+        raise MemfarmError(f"--no-auth is only allowed on a loopback address, not {address}")
     if not no_auth:
         if not user or not password:
             raise MemfarmError("Flower needs MEMFARM_FLOWER_USER and MEMFARM_FLOWER_PASSWORD (or --no-auth)")
@@ -203,9 +213,20 @@ def flower(broker, address, port, no_auth):
     else:
         env.pop("FLOWER_BASIC_AUTH", None)
         env["FLOWER_UNAUTHENTICATED_API"] = "true"
-    argv = [sys.executable, "-m", "celery", "-A", "workers.app", "--broker", broker, "flower",
-            f"--address={address}", f"--port={port}"]
+    # The broker URL reaches Flower through MEMFARM_BROKER (read by workers.app), never its command line.
+    argv = [sys.executable, "-m", "celery", "-A", "workers.app", "flower", f"--address={address}", f"--port={port}"]
     os.execve(sys.executable, argv, env)
+
+
+def _loopback(address: str) -> bool:
+    import ipaddress
+
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 @main.group()

@@ -1,5 +1,4 @@
 import json
-import logging
 
 import pytest
 
@@ -60,14 +59,21 @@ def test_gold_turns_under_the_longmemeval_profile(tmp_path):
     assert all(t["props"]["role"] == "user" for t in item["turns"])  # user turns only are indexed
 
 
-def test_companion_fallback_warns_once(tmp_path, caplog):
+def test_companion_fallback_warns_once(tmp_path):
+    from click.testing import CliRunner
+
+    from coordinator.cli import main
+
     data = tmp_path / "d.json"
     second = _raw(question_id="cc33dd44")
     data.write_text(json.dumps([_raw(), second]))
-    with caplog.at_level(logging.WARNING):
-        items = list(LongMemEval(data, None, "memoria").iter_items())
+    items = list(LongMemEval(data, None, "memoria").iter_items())
     assert [i["questions"][0]["gold_turns"] for i in items] == [["answer_x1#0"], ["answer_x1#0"]]
-    assert sum("first turn of each answer session" in r.message for r in caplog.records) == 1
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system",
+                                                       "tests.adapters.systems.spy_system:Misbehaving",
+                                                       "--output", str(tmp_path / "r.json")])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("first turn of each answer session") == 1
 
 
 def test_empty_turns_and_repeated_sessions_are_skipped_and_counted(tmp_path):

@@ -1,0 +1,155 @@
+"""Security by default, against real processes: allow-listed code, no password at rest or on a command line."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from coordinator.cli import main
+from coordinator.farm import watch
+from coordinator.ledger import RunLedger, connect
+from tests.farm_support import PASSWORD, REPO, RedisServer, Worker
+from tests.helpers import write_dataset
+from workers.app import make_app
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+FAST = {"MEMFARM_TASK_TIME_LIMIT": "60", "MEMFARM_VISIBILITY_TIMEOUT": "65"}
+
+
+@pytest.fixture()
+def farm(tmp_path, monkeypatch):
+    for key, value in FAST.items():
+        monkeypatch.setenv(key, value)
+    server = RedisServer(tmp_path)
+    started = []
+
+    def worker(name, *extra):
+        w = Worker(server.url, tmp_path, name, *extra, **FAST)
+        started.append(w)
+        return w.wait_ready()
+
+    yield server, worker
+    for w in started:
+        w.stop()
+    server.stop()
+
+
+def test_a_run_naming_code_the_worker_was_not_given_is_refused_before_import(farm, tmp_path):
+    server, worker = farm
+    marker = tmp_path / "evil-ran"
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"open({str(marker)!r}, 'w').write('imported')\nclass Evil:\n    name = 'evil'\n")
+    data = write_dataset(tmp_path / "d.json", questions=2, seed=1, scale=0.04)
+    ledger = RunLedger(connect(server.url))
+    runs = {}
+    for run_id, system in (("evil-file", f"{evil}:Evil"), ("evil-module", "os:getpid")):
+        result = CliRunner().invoke(main, ["submit", "longmemeval", "--dataset", str(data), "--broker", server.url,
+                                           "--run-id", run_id])
+        assert result.exit_code == 0, result.output
+        meta = ledger.meta(run_id)
+        meta["system"] = system  # what anyone with write access to Redis could do
+        ledger.r.set(ledger._key(run_id, "meta"), json.dumps(meta))
+        runs[run_id] = system
+    worker("w1")
+    app = make_app(server.url)
+    for run_id, system in runs.items():
+        state = watch(ledger, app, run_id, timeout=120)
+        assert state["final_failures"] == 2 and state["done"] == 0
+        error = ledger.info(run_id, ledger.order(run_id)[0])["error"]
+        assert "not allowed on this worker" in error and system in error
+    assert not marker.exists(), "the worker imported code it was never allowed to run"
+
+
+def test_an_allowed_user_system_runs_on_the_farm(farm, tmp_path):
+    server, worker = farm
+    spy = REPO / "tests" / "adapters" / "systems" / "spy_system.py"
+    data = write_dataset(tmp_path / "d.json", questions=2, seed=1, scale=0.04)
+    worker("allowing", "--allow-system", f"{spy}:Misbehaving")
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--broker", server.url,
+                                       "--system", f"{spy}:Misbehaving", "--output", str(tmp_path / "r.json")])
+    assert result.exit_code == 0, result.output
+    results = json.loads((tmp_path / "r.json").read_text())
+    assert results["system"] == "misbehaving" and results["failed"] == 0
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _tree(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        path = Path(f"/proc/{current}/task/{current}/children")
+        if path.exists():
+            todo += [int(p) for p in path.read_text().split()]
+    return found
+
+
+def test_no_password_in_any_file_key_log_or_command_line(farm, tmp_path, monkeypatch):
+    server, worker = farm
+    monkeypatch.chdir(tmp_path)
+    data = write_dataset(tmp_path / "d.json", questions=3, seed=4, scale=0.04)
+    w = worker("w1")
+    for _ in range(2):
+        args = ["-v", "run", "longmemeval", "--dataset", str(data), "--broker", server.url]
+        monkeypatch.setattr(sys, "argv", ["memfarm", *args])  # the command line every results file records
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        assert PASSWORD not in result.output
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--output", "results/local.json"])
+    assert result.exit_code == 0, result.output
+    env = dict(os.environ, PYTHONPATH=str(REPO), MEMFARM_BROKER=server.url, MEMFARM_FLOWER_USER="u",
+               MEMFARM_FLOWER_PASSWORD="flower-secret-9")
+    from coordinator.cluster import free_port
+
+    flower = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "flower", "--port", str(free_port())],
+                              cwd=REPO, env=env,
+                              stdout=open(tmp_path / "flower.log", "ab"), stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    coordinator = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "run", "longmemeval", "--dataset",
+                                    str(data), "--output", str(tmp_path / "results" / "sub.json")], cwd=REPO,
+                                   env=dict(os.environ, PYTHONPATH=str(REPO), MEMFARM_BROKER=server.url),
+                                   stdout=open(tmp_path / "coordinator.log", "ab"), stderr=subprocess.STDOUT)
+    try:
+        time.sleep(3)
+        processes = _tree(server.proc.pid) + _tree(w.proc.pid) + _tree(flower.pid) + _tree(coordinator.pid)
+        for pid in processes:
+            command_line = _cmdline(pid)
+            assert PASSWORD not in command_line and "flower-secret-9" not in command_line, command_line
+        assert coordinator.wait(timeout=300) == 0, (tmp_path / "coordinator.log").read_text()
+    finally:
+        os.killpg(flower.pid, signal.SIGKILL)
+        flower.wait()
+        if coordinator.poll() is None:
+            coordinator.kill()
+    files = list((tmp_path / "results").rglob("*.json")) + list(tmp_path.glob("*.log")) + [tmp_path / "redis.log"]
+    assert len([f for f in files if f.suffix == ".json"]) >= 8
+    for path in files:
+        assert PASSWORD not in path.read_text(errors="replace"), path
+    client = connect(server.url)
+    for key in client.scan_iter(count=1000):
+        kind = client.type(key).decode()
+        values = {"string": lambda: [client.get(key)], "hash": lambda: list(client.hgetall(key).values()),
+                  "list": lambda: client.lrange(key, 0, -1), "set": lambda: list(client.smembers(key)),
+                  "zset": lambda: [m for m, _ in client.zrange(key, 0, -1, withscores=True)]}[kind]()
+        blob = b" ".join(v if isinstance(v, bytes) else str(v).encode() for v in values)
+        assert PASSWORD.encode() not in blob, key
+
+
+def test_flower_without_auth_only_on_loopback(monkeypatch):
+    monkeypatch.setenv("MEMFARM_BROKER", "redis://127.0.0.1:1/0")
+    result = CliRunner().invoke(main, ["flower", "--no-auth", "--address", "0.0.0.0"])
+    assert result.exit_code == 2 and "loopback" in result.output
+    result = CliRunner().invoke(main, ["flower", "--no-auth", "--address", "192.168.1.10"])
+    assert result.exit_code == 2
