@@ -27,14 +27,37 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_redis(directory: Path, port: int, password: str | None, log: Path) -> subprocess.Popen:
-    """A real redis-server bound to localhost; returns once it answers."""
+#: The keys a farm touches: its run keys, the queue and Celery's own bookkeeping (bindings, unacked
+#: messages, remote-control replies). Nothing else in the server is readable by a farm user.
+FARM_KEYS = "~memfarm* ~unacked* ~_kombu.* ~*.celery.pidbox*"
+#: What each Redis user may do. The worker cannot flush, reconfigure, list keys or switch databases.
+ACL_RULES = {
+    "coordinator": f"{FARM_KEYS} &* +@all -@dangerous -select",
+    "worker": f"{FARM_KEYS} &* +@all -@dangerous -@admin -select -scan -keys -flushall -flushdb -config",
+    "monitor": f"{FARM_KEYS} &* -@all +@read +@connection +@pubsub +@list +@set +info -keys",
+}
+
+
+def acl_config(passwords: dict[str, str]) -> str:
+    """Redis config lines: the default user off, one user per role with its own password and rules."""
+    lines = ["user default off"]
+    lines += [f"user {role} on >{passwords[role]} {ACL_RULES[role]}" for role in ACL_RULES]
+    return "\n".join(lines) + "\n"
+
+
+def start_redis(directory: Path, port: int, password: str | None, log: Path,
+                users: dict[str, str] | None = None) -> subprocess.Popen:
+    """A real redis-server bound to localhost; returns once it answers.
+
+    `password` protects the default user; `users` ({role: password}) switches the default user off
+    and creates the coordinator / worker / monitor users of `ACL_RULES` instead."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise MemfarmError("redis-server not found on PATH (apt-get install redis-server)")
     directory.mkdir(parents=True, exist_ok=True)
-    config = directory / "redis.conf"  # the password in a file made 0600, never on a command line
-    write_private(config, f"requirepass {password}\n" if password else "")
+    config = directory / "redis.conf"  # passwords in a file made 0600, never on a command line
+    text = acl_config(users) if users else (f"requirepass {password}\n" if password else "")
+    write_private(config, text)
     args = [binary, str(config), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
             "--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", "--save", ""]
     proc = subprocess.Popen(args, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
@@ -93,18 +116,21 @@ def up(state_dir: Path, workers: int, redis_port: int | None, flower_port: int |
     logs = state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     port = redis_port or free_port()
-    password = secrets.token_urlsafe(18)
-    redis_proc = start_redis(state_dir / "redis", port, password, logs / "redis.log")
-    broker = f"redis://:{password}@127.0.0.1:{port}/0"
+    users = {role: secrets.token_urlsafe(18) for role in ACL_RULES}
+    redis_proc = start_redis(state_dir / "redis", port, None, logs / "redis.log", users=users)
+    urls = {role: f"redis://{role}:{users[role]}@127.0.0.1:{port}/0" for role in ACL_RULES}
+    broker = urls["coordinator"]
     env = dict(os.environ, MEMFARM_BROKER=broker)
-    state = {"broker": broker, "pids": {"redis": redis_proc.pid}, "started": time.time()}
+    state = {"broker": broker, "brokers": urls, "pids": {"redis": redis_proc.pid}, "started": time.time()}
     for number in range(1, workers + 1):
-        proc = start_worker(broker, f"worker{number}", f"{cache_dir}/worker{number}", logs / f"worker{number}.log", env)
+        proc = start_worker(urls["worker"], f"worker{number}", f"{cache_dir}/worker{number}",
+                            logs / f"worker{number}.log", env)
         state["pids"][f"worker{number}"] = proc.pid
     if flower_port:
         user = os.environ.get("MEMFARM_FLOWER_USER", "memfarm")
         flower_password = os.environ.get("MEMFARM_FLOWER_PASSWORD") or secrets.token_urlsafe(12)
-        flower_env = dict(env, MEMFARM_FLOWER_USER=user, MEMFARM_FLOWER_PASSWORD=flower_password)
+        flower_env = dict(env, MEMFARM_BROKER=urls["monitor"], MEMFARM_FLOWER_USER=user,
+                          MEMFARM_FLOWER_PASSWORD=flower_password)
         proc = memfarm_process(["flower", "--port", str(flower_port)], logs / "flower.log", flower_env)
         state["pids"]["flower"] = proc.pid
         state["flower"] = {"port": flower_port, "user": user, "password": flower_password}

@@ -153,3 +153,34 @@ def test_flower_without_auth_only_on_loopback(monkeypatch):
     assert result.exit_code == 2 and "loopback" in result.output
     result = CliRunner().invoke(main, ["flower", "--no-auth", "--address", "192.168.1.10"])
     assert result.exit_code == 2
+
+
+def test_cluster_users_have_least_privilege_and_a_farm_run_works_with_them(tmp_path, monkeypatch):
+    import redis
+
+    for key, value in FAST.items():
+        monkeypatch.setenv(key, value)
+    state_dir = tmp_path / "state"
+    result = CliRunner().invoke(main, ["cluster", "up", "--workers", "1", "--no-flower", "--state-dir", str(state_dir),
+                                       "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    try:
+        state = json.loads((state_dir / "cluster.json").read_text())
+        assert set(state["brokers"]) == {"coordinator", "worker", "monitor"}
+        data = write_dataset(tmp_path / "d.json", questions=2, seed=3, scale=0.04)
+        run = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--broker", state["broker"],
+                                        "--output", str(tmp_path / "r.json")])
+        assert run.exit_code == 0, run.output + (state_dir / "logs" / "worker1.log").read_text()[-3000:]
+        worker = redis.Redis.from_url(state["brokers"]["worker"])
+        with pytest.raises(redis.exceptions.NoPermissionError):  # even the coordinator keeps to the farm's keys
+            redis.Redis.from_url(state["broker"]).set("outside:secret", "x")
+        for command in (("FLUSHALL",), ("CONFIG", "GET", "*"), ("KEYS", "*"), ("GET", "outside:secret"),
+                        ("SELECT", "1")):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                worker.execute_command(*command)
+        assert worker.exists(f"memfarm:{json.loads((tmp_path / 'r.manifest.json').read_text())['farm']['run_id']}:meta")
+        port = state["broker"].rsplit(":", 1)[1].split("/")[0]
+        with pytest.raises(redis.exceptions.RedisError):
+            redis.Redis(port=int(port)).ping()  # the default user is off
+    finally:
+        CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(state_dir)])

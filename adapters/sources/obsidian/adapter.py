@@ -1,4 +1,8 @@
-"""ObsidianAdapter: a vault as normalised Memoria records, one per note."""
+"""ObsidianAdapter: a vault as normalised Memoria records, one per note.
+
+The vault is read as untrusted content: nothing outside it is opened and each note that is
+passed over (or ingested without its frontmatter) is listed with its reason in `stats()["skipped"]`.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +11,21 @@ from dataclasses import asdict
 from pathlib import Path
 
 from adapters.sources.obsidian.models import Note
-from adapters.sources.obsidian.parser import ObsidianParser
+from adapters.sources.obsidian.parser import MAX_NOTE_BYTES, ObsidianParser
 from adapters.sources.records import SourceAdapter, validate_record
 
 
 class ObsidianAdapter(SourceAdapter):
     source_name = "obsidian"
 
-    def __init__(self, vault: str | Path):
+    def __init__(self, vault: str | Path, max_note_bytes: int = MAX_NOTE_BYTES):
         vault = Path(vault)
         if not vault.exists():
             raise FileNotFoundError(f"Obsidian vault not found: {vault}")
         if not vault.is_dir():
             raise NotADirectoryError(f"Obsidian vault is not a folder: {vault}")
         self.vault = vault
-        self.parser = ObsidianParser(vault)
+        self.parser = ObsidianParser(vault, max_note_bytes=max_note_bytes)
 
     def iter_notes(self) -> Iterator[dict]:
         """Normalised records, one per readable note, in path order."""
