@@ -45,20 +45,58 @@ def acl_config(passwords: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def make_certificates(directory: Path) -> dict[str, str]:
+    """A private CA, a server certificate for 127.0.0.1 / localhost and a client certificate, made with
+    openssl into `directory` (keys 0600). Returns their paths."""
+    if shutil.which("openssl") is None:
+        raise MemfarmError("--tls needs openssl on PATH (apt-get install openssl)")
+    directory.mkdir(parents=True, exist_ok=True)
+    old_umask = os.umask(0o077)
+    try:
+        def openssl(*args):
+            proc = subprocess.run(["openssl", *args], cwd=directory, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise MemfarmError(f"openssl {args[0]} failed: {proc.stderr.strip()[-300:]}")
+
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "30",
+                "-subj", "/CN=memoria-farm cluster CA")
+        (directory / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        for name, extension in (("server", ["-extfile", "server.ext"]), ("client", [])):
+            openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                    "-subj", f"/CN=memoria-farm {name}")
+            openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                    "-out", f"{name}.crt", "-days", "30", *extension)
+    finally:
+        os.umask(old_umask)
+    return {name: str((directory / name).resolve()) for name in
+            ("ca.crt", "server.crt", "server.key", "client.crt", "client.key")}
+
+
+def tls_environment(certificates: dict[str, str]) -> dict[str, str]:
+    """What a client of a --tls cluster needs in its environment (coordinator, workers, Flower)."""
+    return {"MEMFARM_TLS_CA": certificates["ca.crt"], "MEMFARM_TLS_CERT": certificates["client.crt"],
+            "MEMFARM_TLS_KEY": certificates["client.key"]}
+
+
 def start_redis(directory: Path, port: int, password: str | None, log: Path,
-                users: dict[str, str] | None = None) -> subprocess.Popen:
+                users: dict[str, str] | None = None, tls: dict[str, str] | None = None) -> subprocess.Popen:
     """A real redis-server bound to localhost; returns once it answers.
 
     `password` protects the default user; `users` ({role: password}) switches the default user off
-    and creates the coordinator / worker / monitor users of `ACL_RULES` instead."""
+    and creates the coordinator / worker / monitor users of `ACL_RULES` instead. With `tls` (from
+    `make_certificates`) it speaks TLS only, and asks every client for a certificate of its CA."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise MemfarmError("redis-server not found on PATH (apt-get install redis-server)")
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / "redis.conf"  # passwords in a file made 0600, never on a command line
     text = acl_config(users) if users else (f"requirepass {password}\n" if password else "")
+    if tls:
+        text += (f"port 0\ntls-port {port}\ntls-cert-file {tls['server.crt']}\ntls-key-file {tls['server.key']}\n"
+                 f"tls-ca-cert-file {tls['ca.crt']}\ntls-auth-clients yes\n")
     write_private(config, text)
-    args = [binary, str(config), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
+    listen = [] if tls else ["--port", str(port)]
+    args = [binary, str(config), *listen, "--bind", "127.0.0.1", "--dir", str(directory),
             "--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", "--save", ""]
     proc = subprocess.Popen(args, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 10
@@ -109,7 +147,8 @@ def wait_ready(logs: list[Path], timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
-def up(state_dir: Path, workers: int, redis_port: int | None, flower_port: int | None, cache_dir: str) -> dict:
+def up(state_dir: Path, workers: int, redis_port: int | None, flower_port: int | None, cache_dir: str,
+       tls: bool = False) -> dict:
     state_file = state_dir / "cluster.json"
     if state_file.exists():
         raise MemfarmError(f"a cluster is already up ({state_file}); run `memfarm cluster down` first")
@@ -117,11 +156,15 @@ def up(state_dir: Path, workers: int, redis_port: int | None, flower_port: int |
     logs.mkdir(parents=True, exist_ok=True)
     port = redis_port or free_port()
     users = {role: secrets.token_urlsafe(18) for role in ACL_RULES}
-    redis_proc = start_redis(state_dir / "redis", port, None, logs / "redis.log", users=users)
-    urls = {role: f"redis://{role}:{users[role]}@127.0.0.1:{port}/0" for role in ACL_RULES}
+    certificates = make_certificates(state_dir / "tls") if tls else None
+    redis_proc = start_redis(state_dir / "redis", port, None, logs / "redis.log", users=users, tls=certificates)
+    scheme = "rediss" if tls else "redis"
+    urls = {role: f"{scheme}://{role}:{users[role]}@127.0.0.1:{port}/0" for role in ACL_RULES}
     broker = urls["coordinator"]
-    env = dict(os.environ, MEMFARM_BROKER=broker)
+    env = dict(os.environ, MEMFARM_BROKER=broker, **(tls_environment(certificates) if tls else {}))
     state = {"broker": broker, "brokers": urls, "pids": {"redis": redis_proc.pid}, "started": time.time()}
+    if tls:
+        state["tls"] = tls_environment(certificates)
     for number in range(1, workers + 1):
         proc = start_worker(urls["worker"], f"worker{number}", f"{cache_dir}/worker{number}",
                             logs / f"worker{number}.log", env)

@@ -268,9 +268,10 @@ def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
             outcome = failure_outcome(item, error, item.get("field"), info.get("worker", ""), attempts.get(item_id, 0))
             failures.append({"item_id": item_id, "attempts": attempts.get(item_id, 0), "error": error})
         outcomes.append(outcome)
-        worker = info.get("worker", "")
+        process = info.get("worker", "")
+        worker = process.split("/")[0]  # per machine; the pool process stays in the item's timing
         queued, begun, ended = (float(info[k]) if info.get(k) else None for k in ("queued_at", "started_at", "finished_at"))
-        timing = {"item_id": item_id, "worker": worker, "attempts": attempts.get(item_id, 0), "state": state,
+        timing = {"item_id": item_id, "worker": process, "attempts": attempts.get(item_id, 0), "state": state,
                   "queue_wait_ms": round((begun - queued) * 1000, 1) if begun and queued else None,
                   "run_ms": round((ended - begun) * 1000, 1) if ended and begun else None}
         timings.append(timing)

@@ -46,6 +46,14 @@ def make_app(broker: str | None = None) -> Celery:
         raise MemfarmError(f"visibility timeout ({visibility}s) must exceed the hard time limit ({hard_limit}s), "
                            "or a running item would be handed to a second worker")
     app = Celery("memfarm", broker=broker, include=["workers.tasks"])
+    from workers.ledger import tls_files
+
+    tls = tls_files(broker)
+    if tls:
+        import ssl
+
+        app.conf.broker_use_ssl = {"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_ca_certs": tls["ca"],
+                                   "ssl_certfile": tls.get("cert"), "ssl_keyfile": tls.get("key")}
     app.conf.update(
         task_serializer="json",
         result_serializer="json",

@@ -63,9 +63,30 @@ def stale_after(meta: dict) -> float:
     return meta["task_time_limit"] + meta.get("lost_grace_seconds", DEFAULT_LOST_GRACE_SECONDS)
 
 
+def tls_files(url: str) -> dict[str, str]:
+    """For a `rediss://` URL: the CA, client certificate and key from MEMFARM_TLS_CA / _CERT / _KEY."""
+    if not url.startswith("rediss://"):
+        return {}
+    import os
+
+    files = {name: os.environ.get(f"MEMFARM_TLS_{name.upper()}") for name in ("ca", "cert", "key")}
+    if not files["ca"]:
+        raise MemfarmError("a rediss:// broker needs MEMFARM_TLS_CA (the CA that signed the server's certificate)")
+    return {k: v for k, v in files.items() if v}
+
+
+def redis_tls_options(url: str) -> dict:
+    """redis-py's TLS arguments for `url` (none for plain redis://): the server is always verified."""
+    files = tls_files(url)
+    if not files:
+        return {}
+    return {"ssl_cert_reqs": "required", "ssl_ca_certs": files["ca"], "ssl_certfile": files.get("cert"),
+            "ssl_keyfile": files.get("key")}
+
+
 def connect(url: str) -> redis.Redis:
     """A checked connection; a bad password or an unreachable server is one clear error."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
+    client = redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30, **redis_tls_options(url))
     try:
         client.ping()
     except redis.exceptions.AuthenticationError as exc:

@@ -241,14 +241,17 @@ def cluster():
 @click.option("--flower-port", type=int, default=5555, show_default=True)
 @click.option("--no-flower", is_flag=True)
 @click.option("--cache-dir", type=click.Path(file_okay=False), default="cache/worker", show_default=True)
-def cluster_up(count, state_dir, redis_port, flower_port, no_flower, cache_dir):
-    """Start redis-server (with a password), N workers and Flower; prints the broker URL."""
+@click.option("--tls", is_flag=True, help="Redis speaks TLS only, with a private CA and certificates made here.")
+def cluster_up(count, state_dir, redis_port, flower_port, no_flower, cache_dir, tls):
+    """Start redis-server (users with passwords, optionally TLS), N workers and Flower; prints the broker URL."""
     from coordinator.cluster import up
 
     state = up(Path(state_dir), workers=count, redis_port=redis_port, flower_port=None if no_flower else flower_port,
-               cache_dir=cache_dir)
+               cache_dir=cache_dir, tls=tls)
     click.echo(f"broker: {state['broker']}")
     click.echo(f"export MEMFARM_BROKER='{state['broker']}'")
+    for name, path in state.get("tls", {}).items():
+        click.echo(f"export {name}='{path}'")
     if state.get("flower"):
         click.echo(f"flower: http://127.0.0.1:{state['flower']['port']} (user {state['flower']['user']}, "
                    f"password in {state_dir}/cluster.json)")

@@ -184,3 +184,35 @@ def test_cluster_users_have_least_privilege_and_a_farm_run_works_with_them(tmp_p
             redis.Redis(port=int(port)).ping()  # the default user is off
     finally:
         CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(state_dir)])
+
+
+def test_a_tls_cluster_refuses_plain_clients_and_runs_over_rediss(tmp_path, monkeypatch):
+    import redis
+
+    for key, value in FAST.items():
+        monkeypatch.setenv(key, value)
+    state_dir = tmp_path / "state"
+    result = CliRunner().invoke(main, ["cluster", "up", "--tls", "--workers", "1", "--no-flower", "--state-dir",
+                                       str(state_dir), "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    try:
+        state = json.loads((state_dir / "cluster.json").read_text())
+        assert state["broker"].startswith("rediss://")
+        for name, path in state["tls"].items():
+            monkeypatch.setenv(name, path)
+        plain = state["brokers"]["coordinator"].replace("rediss://", "redis://")
+        with pytest.raises(redis.exceptions.ConnectionError):
+            redis.Redis.from_url(plain, socket_connect_timeout=3, socket_timeout=3).ping()
+        monkeypatch.delenv("MEMFARM_TLS_CERT")  # no client certificate: the server refuses the handshake too
+        with pytest.raises(Exception):
+            connect(state["broker"])
+        monkeypatch.setenv("MEMFARM_TLS_CERT", state["tls"]["MEMFARM_TLS_CERT"])
+        data = write_dataset(tmp_path / "d.json", questions=2, seed=3, scale=0.04)
+        run = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--broker", state["broker"],
+                                        "--output", str(tmp_path / "r.json")])
+        assert run.exit_code == 0, run.output + (state_dir / "logs" / "worker1.log").read_text()[-3000:]
+        manifest = json.loads((tmp_path / "r.manifest.json").read_text())
+        assert manifest["farm"]["broker"].startswith("rediss://coordinator:***@")
+        assert sum(w["items"] for w in manifest["farm"]["workers"].values()) == 2
+    finally:
+        CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(state_dir)])
