@@ -21,15 +21,22 @@ def test_compose_has_the_expected_services(compose):
     services = compose["services"]
     assert set(services) == {"redis", "worker", "flower", "coordinator"}
     redis_command = services["redis"]["command"]
-    assert "requirepass" in redis_command and "--requirepass" not in redis_command, "the password stays off argv"
+    assert "--requirepass" not in redis_command, "the password stays off argv"
+    from coordinator.cluster import ACL_RULES
+
+    assert "user default off" in redis_command
+    for role, rule in ACL_RULES.items():  # the same users and rules as `memfarm cluster up`
+        assert f"user {role} on >$${role.upper()}_PASSWORD {rule}" in redis_command
+    assert services["worker"]["environment"]["MEMFARM_BROKER"].startswith("redis://worker:")
+    assert services["flower"]["environment"]["MEMFARM_BROKER"].startswith("redis://monitor:")
     assert "noeviction" in redis_command and "--appendonly yes" in redis_command
     assert "--appendfsync everysec" in redis_command and "--dir /data" in redis_command
     assert services["flower"]["ports"] == ["127.0.0.1:5555:5555"]
     assert "MEMFARM_FLOWER_PASSWORD" in services["flower"]["environment"]
     assert services["worker"]["mem_limit"] and "/cache" in services["worker"]["volumes"][0]
     assert services["coordinator"]["restart"] == "no"
-    assert "password" not in (REPO / "docker-compose.yml").read_text().lower().replace("redis_password", "").replace(
-        "flower_password", ""), "no literal secret in the compose file"
+    text = re.sub(r"[a-z_]*_password", "", (REPO / "docker-compose.yml").read_text().lower())
+    assert "password" not in text and ">$$" in redis_command, "no literal secret in the compose file"
 
 
 def test_every_memfarm_command_in_compose_exists(compose):
