@@ -395,6 +395,8 @@ class Campaign:
         return self._record(fault)
 
     def data_fault(self, name: str, item_id: str) -> Fault:
+        """A fault carried by the item itself; no other fault picks this item, so each row has its own."""
+        self._hit.add(item_id)
         fault = Fault(name, at_seconds=0.0, machine="any", items=[item_id], injected=True)
         return self._record(fault)
 
