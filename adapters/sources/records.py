@@ -35,6 +35,18 @@ def load_records(records: Iterable[dict], insert: Callable[[str, dict], object])
     return count
 
 
+def existing_folder(path, what: str):
+    """`path` as a Path if it is an existing folder; FileNotFoundError / NotADirectoryError naming `what` else."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{what} not found: {path}")
+    if not path.is_dir():
+        raise NotADirectoryError(f"{what} is not a folder: {path}")
+    return path
+
+
 class SourceAdapter:
     """What every source adapter offers on top of its own iterator of validated records."""
 

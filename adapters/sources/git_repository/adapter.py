@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from adapters.sources.git_repository.parser import DEFAULT_MAX_FILE_BYTES, GitRepositoryParser
-from adapters.sources.records import SourceAdapter, validate_record
+from adapters.sources.records import SourceAdapter, existing_folder, validate_record
 
 #: Symbol and file texts are cut here: the embedder reads 256 tokens anyway, BM25 keeps the head.
 MAX_TEXT_CHARS = 8000
@@ -16,11 +16,7 @@ class GitRepositoryAdapter(SourceAdapter):
     source_name = "git"
 
     def __init__(self, repo: str | Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES):
-        repo = Path(repo)
-        if not repo.exists():
-            raise FileNotFoundError(f"repository not found: {repo}")
-        if not repo.is_dir():
-            raise NotADirectoryError(f"repository is not a folder: {repo}")
+        repo = existing_folder(repo, "repository")
         if not (repo / ".git").exists():
             raise ValueError(f"not a Git repository (no .git): {repo}")
         self.root = repo

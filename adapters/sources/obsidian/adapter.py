@@ -12,19 +12,14 @@ from pathlib import Path
 
 from adapters.sources.obsidian.models import Note
 from adapters.sources.obsidian.parser import MAX_NOTE_BYTES, ObsidianParser
-from adapters.sources.records import SourceAdapter, validate_record
+from adapters.sources.records import SourceAdapter, existing_folder, validate_record
 
 
 class ObsidianAdapter(SourceAdapter):
     source_name = "obsidian"
 
     def __init__(self, vault: str | Path, max_note_bytes: int = MAX_NOTE_BYTES):
-        vault = Path(vault)
-        if not vault.exists():
-            raise FileNotFoundError(f"Obsidian vault not found: {vault}")
-        if not vault.is_dir():
-            raise NotADirectoryError(f"Obsidian vault is not a folder: {vault}")
-        self.vault = vault
+        self.vault = vault = existing_folder(vault, "Obsidian vault")
         self.parser = ObsidianParser(vault, max_note_bytes=max_note_bytes)
 
     def iter_notes(self) -> Iterator[dict]:
