@@ -403,3 +403,19 @@ def test_runs_lists_forget_removes_and_reduce_sets_the_expiry(redis_server, work
     assert refused.exit_code == 2 and "still in progress" in refused.output
     forced = CliRunner().invoke(main, ["forget", "busy", "--force", "--broker", redis_server.url])
     assert forced.exit_code == 0 and ledger.run_keys("busy") == [] and ledger.run_keys("kept")
+
+
+def test_resume_sends_nothing_for_items_still_waiting_and_heals_a_lost_message(redis_server, data):
+    from coordinator.farm import heal_orphans, resume
+
+    ledger = RunLedger(connect(redis_server.url))
+    app = make_app(redis_server.url)
+    run_id = _submit(redis_server.url, data["small"], "--limit", "3")
+    staged = ledger.order(run_id)
+    assert ledger.waiting_messages(run_id) == set(staged), "every staged item's message is in the queue"
+    assert resume(ledger, app, run_id) == [] and ledger.r.llen("memfarm") == 3, "nothing is sent twice"
+    ledger.r.delete("memfarm")  # the broker lost its queue (a restart without the last second)
+    assert ledger.waiting_messages(run_id) == set()
+    assert heal_orphans(ledger, app, run_id, older_than=3600) == [], "too recent to call lost"
+    assert sorted(heal_orphans(ledger, app, run_id, older_than=0.0)) == sorted(staged)
+    assert ledger.waiting_messages(run_id) == set(staged)
