@@ -25,4 +25,4 @@ DEFAULT_OBJECTIVE = "session:ndcg_any@10"
 DEFAULT_MAX_ATTEMPTS = 3
 
 #: Bumped whenever the layout of a cached item changes; entries of another version are rebuilt.
-CACHE_FORMAT_VERSION = 3
+CACHE_FORMAT_VERSION = 4

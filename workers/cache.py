@@ -1,103 +1,151 @@
 """The validated per-item cache: a system's snapshot plus a manifest of hashes.
 
-A cache entry is used only if the item's content hash, the embedding
-signature and the format version match and every artifact hashes right.
-Anything else is a rebuild with a stated reason, never a crash and never a
-silent mismatch. Artifacts are SQLite, FAISS and JSON files: no pickle.
+An entry is used only if the item's content hash, the embedding signature,
+the code that builds the index, the model files and the format version all
+match and every artifact hashes right. Anything else is a rebuild with a
+stated reason, never a crash, never a failed item and never a silent
+mismatch. Artifacts are SQLite, FAISS and JSON files: no pickle.
+
+Safe under concurrency: an entry's folder is named by a hash of (system, item
+id), so no two ids share one; it is written in a private temporary folder
+and put in place by one rename; a restore first copies the entry's bytes into
+a private folder, hashes those very bytes, and loads them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
-import re
+import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
 from adapters.defaults import CACHE_FORMAT_VERSION
-from adapters.files import file_sha256, write_json
+from adapters.files import file_sha256
 
 logger = logging.getLogger(__name__)
 
+MANIFEST = "entry.manifest.json"
+#: What must match, in the order the reasons are looked for, with how a reason names it.
+KEY_FIELDS = (("format_version", "cache format version"), ("item_hash", "item content"),
+              ("embedding_signature", "embedding signature"), ("build", "index-building code or model files"))
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+def entry_name(item_id: str, system: str) -> str:
+    """A fixed-length, file-system-safe name that no other (system, item id) pair shares."""
+    return hashlib.sha256(json.dumps([system, item_id]).encode()).hexdigest()[:40]
 
 
 class ItemCache:
-    """Cache entries under one directory, keyed by item id and system."""
+    """Cache entries under one directory, one folder per (system, item)."""
 
     def __init__(self, directory: str | Path, rebuild: bool = False):
         self.directory = Path(directory)
         self.rebuild = rebuild
         self.directory.mkdir(parents=True, exist_ok=True)
 
-    def paths(self, item_id: str, system: str) -> tuple[Path, Path]:
-        stem = f"{_safe(system)}_{_safe(item_id)}"
-        return self.directory / stem, self.directory / f"{stem}.manifest.json"
+    def folder(self, item_id: str, system: str) -> Path:
+        return self.directory / entry_name(item_id, system)
 
-    def check(self, item_id: str, system: str, expected: dict) -> str | None:
-        """None if the entry is valid for `expected`; otherwise why it is not."""
-        if self.rebuild:
-            return "--rebuild-cache"
-        folder, manifest_path = self.paths(item_id, system)
-        if not manifest_path.is_file():
-            return "no cache entry"
+    def _check(self, folder: Path, item_id: str, system: str, expected: dict) -> tuple[str | None, dict]:
+        """(None, artifacts) if the copied entry in `folder` is valid for `expected`; else (why not, {})."""
         try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return "no cache entry", {}
         except (OSError, ValueError) as exc:
-            return f"manifest unreadable ({exc})"
+            return f"manifest unreadable ({exc})", {}
         if not isinstance(manifest, dict):
-            return "manifest is not an object"
-        for key, label in (("format_version", "index format version"), ("item_hash", "item content"),
-                           ("embedding_signature", "embedding signature")):
+            return "manifest is not an object", {}
+        if manifest.get("item_id") != item_id or manifest.get("system") != system:
+            return "entry belongs to another item or system", {}
+        for key, label in KEY_FIELDS:
             if manifest.get(key) != expected.get(key):
-                return f"{label} changed"
+                return f"{label} changed", {}
         artifacts = manifest.get("artifacts")
         if not isinstance(artifacts, dict) or not artifacts:
-            return "manifest lists no artifacts"
+            return "manifest lists no artifacts", {}
         for name, digest in sorted(artifacts.items()):
             path = folder / name
-            if not path.is_file():
-                return f"artifact {name} missing"
+            if Path(name).name != name or not path.is_file():
+                return f"artifact {name} missing", {}
             if file_sha256(path) != digest:
-                return f"artifact {name} does not match its hash"
-        return None
+                return f"artifact {name} does not match its hash", {}
+        return None, artifacts
 
     def restore(self, item_id: str, system, expected: dict) -> str | None:
-        """Restore `system` from the cache; returns None on a hit, else the rebuild reason."""
-        reason = self.check(item_id, system.name, expected)
-        if reason is None:
-            folder, _ = self.paths(item_id, system.name)
-            try:
-                system.restore(folder)
-            except Exception as exc:  # a cache that validates but does not load is still only a miss
-                reason = f"restore failed ({type(exc).__name__}: {exc})"
+        """Restore `system` from the cache; returns None on a hit, else the rebuild reason (never raises)."""
+        if self.rebuild:
+            return "--rebuild-cache"
+        source = self.folder(item_id, system.name)
+        if not source.is_dir():
+            return "no cache entry"
+        try:
+            with tempfile.TemporaryDirectory(dir=self.directory, prefix=".read-") as private:
+                copy = Path(private) / "entry"
+                shutil.copytree(source, copy)  # from here on, no writer can change what is checked and loaded
+                reason, _ = self._check(copy, item_id, system.name, expected)
+                if reason is None:
+                    system.restore(copy)
+        except Exception as exc:  # a cache that cannot be read or loaded is only ever a miss
+            reason = f"restore failed ({type(exc).__name__}: {exc})"
         if reason is not None:
             logger.info("cache miss for %s: %s", item_id, reason)
         return reason
 
-    def store(self, item_id: str, system, expected: dict, dataset_sha256: str | None) -> None:
-        """Snapshot `system` into a fresh folder, then write the manifest last."""
-        folder, manifest_path = self.paths(item_id, system.name)
-        staging = folder.with_name(folder.name + ".tmp")
-        shutil.rmtree(staging, ignore_errors=True)
-        files = system.snapshot(staging)
-        manifest = {
-            "item_id": item_id,
-            "system": system.name,
-            "dataset_sha256": dataset_sha256,
-            **expected,
-            "artifacts": {Path(f).name: file_sha256(f) for f in files},
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        if manifest_path.exists():
-            manifest_path.unlink()
-        shutil.rmtree(folder, ignore_errors=True)
-        staging.rename(folder)
-        write_json(manifest_path, manifest)
+    def store(self, item_id: str, system, expected: dict, dataset_sha256: str | None) -> str | None:
+        """Snapshot `system` into a private folder, then put it in place with one rename.
+
+        Returns None when stored, else why not (a full disk, a race lost to an identical writer):
+        a failed store is logged and the item goes on, uncached."""
+        target = self.folder(item_id, system.name)
+        staging = None
+        try:
+            staging = Path(tempfile.mkdtemp(dir=self.directory, prefix=".write-"))
+            files = system.snapshot(staging)
+            manifest = {
+                "item_id": item_id, "system": system.name, "dataset_sha256": dataset_sha256, **expected,
+                "artifacts": {Path(f).name: file_sha256(f) for f in files},
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+            _replace_folder(staging, target)
+            staging = None
+            return None
+        except Exception as exc:
+            logger.warning("cache store for %s failed: %s: %s", item_id, type(exc).__name__, exc)
+            return f"{type(exc).__name__}: {exc}"
+        finally:
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
 
 
-def expected_entry(item_hash: str, signature: dict | None) -> dict:
-    return {"item_hash": item_hash, "embedding_signature": signature, "format_version": CACHE_FORMAT_VERSION}
+def _replace_folder(new: Path, target: Path) -> None:
+    """Put `new` at `target` by renames only; a reader sees the old entry, no entry, or the new one."""
+    try:
+        os.rename(new, target)
+        return
+    except OSError:
+        if not target.exists():
+            raise
+    retired = target.with_name(f".old-{target.name}-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.rename(target, retired)
+    except FileNotFoundError:
+        pass
+    try:
+        os.rename(new, target)
+    except OSError:
+        if not target.exists():
+            raise
+        shutil.rmtree(new, ignore_errors=True)  # another writer put an equal entry in place: theirs stands
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def expected_entry(item_hash: str, signature: dict | None, build: dict | None = None) -> dict:
+    """What a valid entry must carry: item content, embedding signature, what builds it, format version."""
+    return {"item_hash": item_hash, "embedding_signature": signature, "build": build,
+            "format_version": CACHE_FORMAT_VERSION}

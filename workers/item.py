@@ -103,7 +103,7 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
     docs, native = make_docs(item)
     label = docs[0]["label"] if docs else label_for(item["item_id"])
     signature = getattr(system, "embedding_signature", None)
-    expected = expected_entry(content_hash(docs), signature)
+    expected = expected_entry(content_hash(docs), signature, getattr(system, "build_identity", None))
     cache_state = {"hit": False, "reason": "no cache"}
     can_cache = cache is not None and hasattr(system, "snapshot") and hasattr(system, "restore")
     if can_cache:
@@ -113,7 +113,9 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
         system.reset()
         system.ingest(docs)
         if can_cache:
-            cache.store(item["item_id"], system, expected, dataset_sha256)
+            failure = cache.store(item["item_id"], system, expected, dataset_sha256)
+            if failure:
+                cache_state["store_error"] = failure
     build_ms = (time.perf_counter() - started) * 1000
 
     by_id = {d["external_id"]: d for d in docs}

@@ -46,6 +46,14 @@ class MemoriaSystem:
         return self.memory.embedder.signature
 
     @property
+    def build_identity(self) -> dict:
+        """What a cached state depends on beyond the docs and the signature: the engine's code, the model's files."""
+        from memoria.embedder import model_files_sha256
+        from memoria.version import BUILD_VERSION
+
+        return {"engine_code": BUILD_VERSION, "model_files": model_files_sha256()}
+
+    @property
     def config(self) -> dict:
         """What the manifest discloses about this system."""
         return {

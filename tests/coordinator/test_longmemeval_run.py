@@ -189,8 +189,7 @@ def test_cache_rebuilds_when_the_embedding_signature_changes(cached_item):
 @pytest.mark.parametrize("damage", ["truncate", "flip", "delete"])
 def test_cache_rebuilds_a_damaged_artifact(cached_item, damage):
     item, cache, first = cached_item
-    folder, _ = cache.paths(item["item_id"], "memoria")
-    target = folder / "vectors.faiss"
+    target = cache.folder(item["item_id"], "memoria") / "vectors.faiss"
     blob = bytearray(target.read_bytes())
     if damage == "truncate":
         target.write_bytes(blob[: len(blob) // 2])
@@ -207,7 +206,7 @@ def test_cache_rebuilds_a_damaged_artifact(cached_item, damage):
 
 def test_cache_rebuilds_a_corrupt_manifest(cached_item):
     item, cache, _ = cached_item
-    _, manifest = cache.paths(item["item_id"], "memoria")
+    manifest = cache.folder(item["item_id"], "memoria") / "entry.manifest.json"
     manifest.write_text("{ broken")
     outcome = evaluate_item(item, MemoriaSystem(mode="fusion"), cache=cache)
     assert not outcome["cache"]["hit"] and "manifest unreadable" in outcome["cache"]["reason"]
@@ -217,3 +216,95 @@ def test_rebuild_flag_ignores_a_valid_cache(cached_item):
     item, cache, _ = cached_item
     outcome = evaluate_item(item, MemoriaSystem(mode="fusion"), cache=ItemCache(cache.directory, rebuild=True))
     assert outcome["cache"] == {"hit": False, "reason": "--rebuild-cache"}
+
+
+def test_a_change_to_the_engine_code_or_the_model_files_rebuilds(cached_item, monkeypatch):
+    import memoria.version
+
+    item, cache, first = cached_item
+    monkeypatch.setattr(memoria.version, "BUILD_VERSION", "tokenizer-changed")  # as if bm25.py were edited
+    outcome = evaluate_item(item, MemoriaSystem(mode="fusion"), cache=cache)
+    assert outcome["cache"] == {"hit": False, "reason": "index-building code or model files changed"}
+    assert evaluate_item(item, MemoriaSystem(mode="fusion"), cache=cache)["cache"]["hit"]
+    monkeypatch.undo()
+    import memoria.embedder
+
+    monkeypatch.setattr(memoria.embedder, "model_files_sha256", lambda: "other-weights")
+    assert evaluate_item(item, MemoriaSystem(mode="fusion"), cache=cache)["cache"]["reason"] == (
+        "index-building code or model files changed")
+
+
+def test_ids_that_look_alike_or_are_very_long_never_share_or_break_an_entry(tmp_path, dataset):
+    base = next(LongMemEval(dataset / "data.json").iter_items())
+    other = list(LongMemEval(dataset / "data.json").iter_items())[1]
+    cache = ItemCache(tmp_path / "cache")
+    system = MemoriaSystem(mode="fusion")
+    items = {"a/b": base, "a_b": other, "x" * 300: base}
+    outcomes = {}
+    for item_id, item in items.items():
+        outcomes[item_id] = evaluate_item(dict(item, item_id=item_id), system, cache=cache)
+        assert "store_error" not in outcomes[item_id]["cache"], outcomes[item_id]["cache"]
+    for item_id, item in items.items():
+        again = evaluate_item(dict(item, item_id=item_id), system, cache=cache)
+        assert again["cache"]["hit"], (item_id[:10], again["cache"])
+        assert _ranked(again) == _ranked(outcomes[item_id])
+    assert _ranked(outcomes["a/b"]) != _ranked(outcomes["a_b"])
+
+
+def test_a_cache_that_cannot_be_written_is_a_miss_never_a_failed_item(tmp_path, dataset):
+    item = next(LongMemEval(dataset / "data.json").iter_items())
+    cache = ItemCache(tmp_path / "cache")
+
+    class Unwritable(MemoriaSystem):
+        def snapshot(self, directory):
+            raise OSError(28, "No space left on device")
+
+    outcome = evaluate_item(item, Unwritable(mode="fusion"), cache=cache)
+    assert outcome["records"][0]["status"] == "ok" and "No space left" in outcome["cache"]["store_error"]
+    assert not outcome["cache"]["hit"]
+    assert not any(p.name.startswith(".write-") for p in (tmp_path / "cache").iterdir()), "no staging left behind"
+
+
+_WORKER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from adapters.longmemeval import LongMemEval
+from adapters.systems.memoria_system import MemoriaSystem
+from workers.cache import ItemCache
+from workers.item import evaluate_item
+items = list(LongMemEval(sys.argv[2]).iter_items())[:3]
+cache, system, out = ItemCache(sys.argv[3]), MemoriaSystem(mode="fusion"), []
+for round_ in range(3):
+    for number, item in enumerate(items):
+        for item_id in (f"id/{number}", f"id_{number}"):  # two ids that a sanitised name would merge
+            outcome = evaluate_item(dict(item, item_id=item_id), system, cache=cache)
+            out.append([item_id, outcome["cache"],
+                        [[c["metadata"]["turn_id"] for c in r["candidates"]] for r in outcome["records"]]])
+print(json.dumps(out))
+"""
+
+
+def test_two_processes_storing_and_restoring_the_same_entries_agree(tmp_path, dataset, embedder):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    cache_dir = tmp_path / "shared-cache"
+    procs = [subprocess.Popen([sys.executable, "-c", _WORKER, str(REPO), str(dataset / "data.json"), str(cache_dir)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=600)
+        assert proc.returncode == 0, stderr[-3000:]
+        results.append(json.loads(stdout.strip().splitlines()[-1]))
+    items = list(LongMemEval(dataset / "data.json").iter_items())[:3]
+    serial = {}
+    for number, item in enumerate(items):
+        records = evaluate_item(dict(item, item_id=f"id/{number}"), MemoriaSystem(mode="fusion"))["records"]
+        serial[f"id/{number}"] = serial[f"id_{number}"] = [[c["metadata"]["turn_id"] for c in r["candidates"]]
+                                                           for r in records]
+    for run in results:
+        for item_id, cache_state, ranked in run:
+            assert "store_error" not in cache_state and "restore failed" not in str(cache_state.get("reason"))
+            assert ranked == serial[item_id], item_id
