@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from adapters.contracts import Item
+from adapters.defaults import MAX_TEXT_CHARS
 from adapters.errors import DatasetError
 from adapters.jsonstream import iter_array
 from adapters.registry import Benchmark
@@ -18,6 +19,39 @@ class BadField(Exception):
     def __init__(self, message: str, field: str):
         super().__init__(message)
         self.field = field
+
+
+def check_text(value, where: str, field: str, *, optional: bool = False) -> str:
+    """`value` if it is a string that UTF-8 can encode; a BadField naming item and field otherwise."""
+    if value is None and optional:
+        return ""
+    if not isinstance(value, str):
+        raise BadField(f"{where}: field {field!r} is {type(value).__name__}, not a string", field)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadField(f"{where}: field {field!r} holds text that is not valid Unicode ({exc.reason} at "
+                       f"position {exc.start})", field) from None
+    return value
+
+
+def check_list(value, where: str, field: str, item_type: type | None = None) -> list:
+    """`value` if it is a list (of `item_type`); a BadField naming item and field otherwise."""
+    if not isinstance(value, list):
+        raise BadField(f"{where}: field {field!r} is {type(value).__name__}, not a list", field)
+    wrong = [v for v in value if item_type is not None and not isinstance(v, item_type)]
+    if wrong:
+        raise BadField(f"{where}: field {field!r} holds a {type(wrong[0]).__name__}, not only "
+                       f"{item_type.__name__}s", field)
+    return value
+
+
+def capped(text: str, stats: dict) -> str:
+    """The text cut at MAX_TEXT_CHARS (counted in `stats["truncated_texts"]`)."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    stats["truncated_texts"] = stats.get("truncated_texts", 0) + 1
+    return text[:MAX_TEXT_CHARS]
 
 
 @contextmanager

@@ -21,6 +21,10 @@ DEFAULT_SCORING_PROFILE = "memoria"
 #: What `--optimize` maximises unless told otherwise: LEVEL:METRIC@K.
 DEFAULT_OBJECTIVE = "session:ndcg_any@10"
 
+#: Longest text (characters) a turn may have; a longer one is cut for embedding and for the results
+#: file, and counted. The real LongMemEval-S file's longest turns are a few tens of thousands.
+MAX_TEXT_CHARS = 100_000
+
 #: Farm: attempts per item before it is a final failure.
 DEFAULT_MAX_ATTEMPTS = 3
 

@@ -32,7 +32,9 @@ def write_json(path: str | Path, data, indent: int | None = 1) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(redact(json.dumps(data, ensure_ascii=False, indent=indent)), encoding="utf-8")
+        text = redact(json.dumps(data, ensure_ascii=False, indent=indent))
+        # A lone surrogate that slipped past validation is written escaped rather than losing the file.
+        tmp.write_bytes(text.encode("utf-8", errors="backslashreplace"))
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)

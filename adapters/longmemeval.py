@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
-from adapters.dataset import BadField, StreamedDataset, reading
+from adapters.dataset import BadField, StreamedDataset, capped, check_list, check_text, reading
 from adapters.errors import DatasetError
 from adapters.jsonstream import iter_array
 from adapters.registry import BENCHMARKS
@@ -102,14 +102,24 @@ class LongMemEval(StreamedDataset):
         for field in REQUIRED_FIELDS:
             if field not in raw:
                 raise BadField(f"question {qid}: missing field {field!r}", field)
-        ids, sessions = raw["haystack_session_ids"], raw["haystack_sessions"]
-        if not isinstance(ids, list) or not isinstance(sessions, list) or len(ids) != len(sessions):
-            raise BadField(f"question {qid}: haystack_session_ids and haystack_sessions differ in length", "haystack_sessions")
         where = f"question {qid}"
-        with reading(where, "haystack_dates"):
-            dates = list(raw.get("haystack_dates") or [""] * len(ids))
-        with reading(where, "answer_session_ids"):
-            answer_ids = [str(s) for s in raw["answer_session_ids"]]
+        check_text(raw["question"], where, "question")
+        check_text(raw.get("question_date"), where, "question_date", optional=True)
+        ids = check_list(raw["haystack_session_ids"], where, "haystack_session_ids", str)
+        sessions = check_list(raw["haystack_sessions"], where, "haystack_sessions", list)
+        if len(ids) != len(sessions):
+            raise BadField(f"{where}: haystack_session_ids and haystack_sessions differ in length "
+                           f"({len(ids)} and {len(sessions)})", "haystack_sessions")
+        for sid in ids:
+            check_text(sid, where, "haystack_session_ids")
+        dates = raw.get("haystack_dates")
+        if dates is None:
+            dates = [""] * len(ids)
+        elif not isinstance(dates, list) or len(dates) != len(ids):
+            got = f"{len(dates)} dates" if isinstance(dates, list) else type(dates).__name__
+            raise BadField(f"{where}: haystack_dates has {got} for {len(ids)} sessions", "haystack_dates")
+        answer_ids = [check_text(s, where, "answer_session_ids")
+                      for s in check_list(raw["answer_session_ids"], where, "answer_session_ids", str)]
         with reading(where, "haystack_sessions"):
             turns, stats = self._turns(qid, ids, sessions, dates)
         with reading(where, "question"):
@@ -131,6 +141,8 @@ class LongMemEval(StreamedDataset):
                 if not isinstance(turn, dict):
                     raise BadField(f"question {qid}: session {sid} turn {t_index} is not an object", "haystack_sessions")
                 content, role = turn.get("content"), turn.get("role", "")
+                if content is not None:
+                    check_text(content, f"question {qid}: session {sid} turn {t_index}", "haystack_sessions")
                 if self.profile == "longmemeval" and role != "user":
                     stats["assistant_turns_skipped"] += 1
                     continue
@@ -140,7 +152,7 @@ class LongMemEval(StreamedDataset):
                 turns.append({
                     "session_id": sid,
                     "turn_id": f"{sid}#{t_index}",
-                    "text": content,
+                    "text": capped(content, stats),
                     "props": {"role": role, "date": str(date), "turn_index": t_index, "session_index": s_index},
                     "has_answer": bool(turn.get("has_answer")),
                     "first_of_session": t_index == 0,
@@ -174,5 +186,14 @@ class LongMemEval(StreamedDataset):
         }
         if reason:
             question["abstention_reason"] = reason
+        elif not turns:
+            question["excluded"] = "empty haystack (no turn with text)"
+        else:
+            haystack = {t["session_id"] for t in turns}
+            missing = [s for s in answer_ids if s not in haystack]
+            if not answer_ids:
+                question["excluded"] = "no answer session listed"
+            elif missing:
+                question["excluded"] = f"gold session(s) not in the haystack: {', '.join(missing[:5])}"
         return question
 

@@ -145,6 +145,7 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
             "abstentions": abstentions,
             "excluded": excluded,
             "failed": len(failed),
+            "truncated_texts": sum(o.get("stats", {}).get("truncated_texts", 0) for o in outcomes),
         },
         "failures": [{"question_id": r["question_id"], "item_id": r["item_id"], "attempt": r.get("attempt"),
                       "error": r.get("error"), "field": r.get("field")} for r in failed],

@@ -1,0 +1,105 @@
+"""Every malformed LongMemEval-S input named: one item failed (item, field, problem), or one question
+excluded with its reason, or the whole file refused; never scored silently."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from adapters.defaults import MAX_TEXT_CHARS
+from adapters.longmemeval import LongMemEval
+from coordinator.cli import main
+from tests.helpers import write_dataset
+
+
+def _items(tmp_path, mutate, questions=3):
+    path = write_dataset(tmp_path / "d.json", questions=questions, seed=5, scale=0.04, mutate=mutate)
+    return list(LongMemEval(path).iter_items()), path
+
+
+def _first(mutation):
+    def mutate(data):
+        mutation(data[0])
+        return data
+    return mutate
+
+
+@pytest.mark.parametrize("mutation, field, words", [
+    (lambda q: q.update(haystack_dates=q["haystack_dates"][:-1]), "haystack_dates", "dates for"),
+    (lambda q: q.update(answer_session_ids=q["answer_session_ids"][0]), "answer_session_ids", "not a list"),
+    (lambda q: q.update(answer_session_ids=[5]), "answer_session_ids", "int"),
+    (lambda q: q.update(question=42), "question", "int, not a string"),
+    (lambda q: q.update(question="when \udc80?"), "question", "not valid Unicode"),
+    (lambda q: q["haystack_sessions"][0][0].update(content="bad \udc80 text"), "haystack_sessions", "Unicode"),
+    (lambda q: q.update(haystack_session_ids=q["haystack_session_ids"][:-1]), "haystack_sessions", "differ"),
+    (lambda q: q.update(haystack_sessions="nope"), "haystack_sessions", "not a list"),
+])
+def test_a_malformed_field_fails_its_item_and_names_it(tmp_path, mutation, field, words):
+    items, _ = _items(tmp_path, _first(mutation))
+    bad = items[0]
+    assert bad.get("error") and bad["field"] == field and words in bad["error"], bad.get("error")
+    assert bad["item_id"] in bad["error"]
+    assert all(not i.get("error") for i in items[1:]), "the other items are untouched"
+
+
+@pytest.mark.parametrize("mutation, reason", [
+    (lambda q: q.update(haystack_session_ids=[], haystack_sessions=[], haystack_dates=[]), "empty haystack"),
+    (lambda q: q.update(answer_session_ids=["answer_nowhere"]), "not in the haystack: answer_nowhere"),
+])
+def test_a_question_that_cannot_be_scored_is_excluded_with_its_reason(tmp_path, mutation, reason):
+    def mutate(data):
+        data[0]["question_id"] = data[0]["question_id"].replace("_abs", "")
+        mutation(data[0])
+        return data
+
+    items, _ = _items(tmp_path, mutate)
+    question = items[0]["questions"][0]
+    assert not question["abstention"] and reason in question["excluded"]
+
+
+def test_the_real_files_quirks_still_pass(tmp_path):
+    def mutate(data):
+        q = data[0]
+        q["answer"] = 42  # an int answer
+        q["haystack_session_ids"].append(q["haystack_session_ids"][0])  # a session listed twice
+        q["haystack_sessions"].append(q["haystack_sessions"][0])
+        q["haystack_dates"].append("2099/01/01 (Thu) 00:00")  # dated after the question
+        q["haystack_sessions"][1].insert(0, {"role": "assistant", "content": ""})  # empty, not alternating
+        return data
+
+    items, _ = _items(tmp_path, mutate)
+    assert not items[0].get("error") and not items[0]["questions"][0].get("excluded")
+    assert items[0]["stats"]["duplicate_sessions_skipped"] == 1 and items[0]["stats"]["empty_turns_skipped"] >= 1
+
+
+def test_a_huge_turn_is_cut_counted_and_the_run_stays_small(tmp_path):
+    def mutate(data):
+        data[0]["haystack_sessions"][0][0]["content"] = "word " * (MAX_TEXT_CHARS // 2)  # 2.5x the cap
+        return data
+
+    items, path = _items(tmp_path, mutate, questions=2)
+    turn = items[0]["turns"][0]
+    assert len(turn["text"]) == MAX_TEXT_CHARS and items[0]["stats"]["truncated_texts"] == 1
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(path), "--retrieval-mode", "bm25",
+                                       "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "r.manifest.json").read_text())["evaluation"]["truncated_texts"] == 1
+    assert out.stat().st_size < 3 * MAX_TEXT_CHARS + 2_000_000
+
+
+def test_a_run_with_damaged_items_writes_its_files_and_scores_none_of_them(tmp_path):
+    def mutate(data):
+        data[0]["question"] = "bad \udc80"
+        data[1]["haystack_dates"] = data[1]["haystack_dates"][:2]
+        return data
+
+    _, path = _items(tmp_path, mutate, questions=4)
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(path), "--retrieval-mode", "bm25",
+                                       "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    records = json.loads(out.read_text())["records"]
+    assert [r["status"] for r in records] == ["failed", "failed", "ok", "ok"]
+    assert [r["field"] for r in records[:2]] == ["question", "haystack_dates"]
+    assert all(r["metrics"] is None for r in records[:2])
