@@ -21,3 +21,11 @@ def locomo_path():
     if not path.is_file():
         pytest.skip(f"real LoCoMo file not found at {path} (set MEMFARM_SHARED_DATA)")
     return path
+
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+#: Fuzz budgets: small enough for CI by default; `pytest --hypothesis-profile=long` for a longer local run.
+settings.register_profile("ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci")

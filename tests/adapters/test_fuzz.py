@@ -1,0 +1,108 @@
+"""Damaged LongMemEval-S files, generated: whatever the damage, no traceback escapes, the harm is named
+(a whole-file error, or failed / excluded records), the files are written, and nothing damaged is scored."""
+
+import copy
+import json
+
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from adapters.errors import DatasetError
+from adapters.longmemeval import LongMemEval
+from adapters.longmemeval_synth import generate
+from coordinator.local import run_items
+from coordinator.reducer import reduce_run, write_results
+
+BASE = generate(4, seed=21, scale=0.03)
+#: Fields a question cannot do without (question_id falls back to q_<index>, haystack_dates to none).
+REQUIRED = ("question", "haystack_session_ids", "haystack_sessions", "answer_session_ids")
+WRONG = st.one_of(st.integers(), st.none(), st.floats(allow_nan=True), st.booleans(),
+                  st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+                  st.just("\udc80"), st.just([[[["deep"]]]]))
+TRIED = {"files": 0}
+
+
+class Echo:
+    """A system that returns the docs it was given in order: the fuzz target is the harness, not a model."""
+
+    name = "echo"
+
+    def reset(self):
+        self.docs = []
+
+    def ingest(self, docs):
+        self.docs = list(docs)
+
+    def retrieve(self, label, query, top_k):
+        return [{"external_id": d["external_id"], "score": 1.0 / (i + 1)} for i, d in enumerate(self.docs[:top_k])]
+
+
+@st.composite
+def damage(draw):
+    data = copy.deepcopy(BASE)
+    index = draw(st.integers(0, len(data) - 1))
+    question = data[index]
+    kind = draw(st.sampled_from(["wrong_type", "missing", "shorter", "surrogate_text", "nested_turn", "huge",
+                                 "duplicate_id", "not_an_object", "empty_haystack"]))
+    if kind == "wrong_type":
+        question[draw(st.sampled_from(REQUIRED))] = draw(WRONG)
+    elif kind == "missing":
+        del question[draw(st.sampled_from(REQUIRED))]
+    elif kind == "shorter":
+        field = draw(st.sampled_from(["haystack_session_ids", "haystack_sessions", "haystack_dates"]))
+        question[field] = question[field][:-1]
+    elif kind == "surrogate_text":
+        session = draw(st.integers(0, len(question["haystack_sessions"]) - 1))
+        question["haystack_sessions"][session][0]["content"] += "\udc80"
+    elif kind == "nested_turn":
+        session = draw(st.integers(0, len(question["haystack_sessions"]) - 1))
+        question["haystack_sessions"][session][0] = [[{"content": "deep"}]]
+    elif kind == "huge":
+        question["haystack_sessions"][0][0]["content"] = "x " * draw(st.integers(60_000, 120_000))
+    elif kind == "duplicate_id":
+        question["question_id"] = data[(index + 1) % len(data)]["question_id"]
+    elif kind == "not_an_object":
+        data[index] = draw(WRONG)
+    else:
+        question.update(haystack_session_ids=[], haystack_sessions=[], haystack_dates=[])
+    return data, index, kind
+
+
+@given(damage())
+def test_damaged_files_never_escape_as_tracebacks_and_nothing_damaged_is_scored(tmp_path_factory, case):
+    data, index, kind = case
+    note(f"damage {kind} on question {index}")
+    TRIED["files"] += 1
+    folder = tmp_path_factory.mktemp("fuzz")
+    path = folder / "d.json"
+    path.write_text(json.dumps(data))
+    adapter = LongMemEval(path)
+    try:
+        adapter.scan()
+    except DatasetError as exc:  # the whole file is unusable: one line naming the file and the positions
+        assert str(path) in str(exc) and kind == "duplicate_id"
+        return
+    outcomes = run_items(adapter.iter_items(), Echo(), top_k=10, k_values=(1, 5), profile="memoria", cache=None,
+                         dataset_sha256="x")
+    context = {"benchmark": "longmemeval", "benchmark_title": "LongMemEval-S", "group_key": "question_type",
+               "dataset_path": str(path), "dataset_sha256": "x", "system_config": {"name": "echo"},
+               "embedding_signature": None, "scoring_profile": "memoria", "top_k": 10, "k_values": (1, 5),
+               "arguments": {}, "command": "fuzz", "elapsed_seconds": 0.0}
+    results, manifest = reduce_run(outcomes, context)
+    written, _ = write_results(results, manifest, folder / "r.json")
+    assert json.loads(written.read_text())["question_count"] == len(data)
+    damaged = results["records"][index]
+    if kind in ("huge",):
+        assert damaged["status"] == "ok" and manifest["evaluation"]["truncated_texts"] >= 1
+    elif kind == "empty_haystack":
+        assert damaged["metrics"] is None and (damaged.get("excluded") or damaged.get("abstention"))
+    else:
+        assert damaged["metrics"] is None, (kind, damaged.get("error"))
+        assert damaged["status"] == "failed" or damaged.get("excluded") or damaged.get("abstention")
+    others = [r for i, r in enumerate(results["records"]) if i != index]
+    assert all(r["status"] == "ok" for r in others), "one damaged item never harms another"
+
+
+def test_the_fuzz_suite_reports_how_many_damaged_files_it_tried():
+    print(f"fuzz: {TRIED['files']} damaged LongMemEval-S files tried")
+    assert TRIED["files"] >= 50
