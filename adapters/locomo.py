@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
-from adapters.dataset import BadField, StreamedDataset, reading
+from adapters.dataset import BadField, StreamedDataset, capped, check_text, reading
 from adapters.registry import BENCHMARKS
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -103,6 +103,10 @@ class LoCoMo(StreamedDataset):
                 if not isinstance(turn, dict) or "dia_id" not in turn:
                     raise BadField(f"conversation {cid}: session_{number} turn {position} has no dia_id", "dia_id")
                 turn_id, _ = normalise_evidence([turn["dia_id"]])
+                where = f"conversation {cid}: session_{number} turn {position}"
+                for field in ("text", "speaker", "blip_caption"):
+                    if isinstance(turn.get(field), str):
+                        check_text(turn[field], where, f"session_{number}")
                 if not turn_id or not str(turn.get("text", "")).strip():
                     stats["empty_turns_skipped"] += 1
                     continue
@@ -110,11 +114,17 @@ class LoCoMo(StreamedDataset):
                          "session_index": number}
                 if turn.get("blip_caption"):
                     props["caption"] = str(turn["blip_caption"])
-                turns.append({"session_id": session_of(turn_id[0]), "turn_id": turn_id[0], "text": render(turn),
+                turns.append({"session_id": session_of(turn_id[0]), "turn_id": turn_id[0],
+                              "text": capped(render(turn), stats),
                               "props": props})
         return turns, stats
 
     def _question(self, cid: str, index: int, qa: dict, known: set[str]) -> Question:
+        problem = _question_problem(qa)
+        if problem:  # one malformed question is excluded with its reason; the conversation's others still run
+            return {"question_id": f"{cid}:q{index}", "question": "", "question_type": "malformed", "category": None,
+                    "expected": "", "expected_ids": [], "gold_turns": [], "gold_sessions": [], "abstention": False,
+                    "excluded": problem, "details": {"raw_evidence": None, "dropped_evidence": [], "unparseable": []}}
         category = qa.get("category")
         answer = qa.get("answer", qa.get("adversarial_answer", ""))
         ids, unparseable = normalise_evidence(qa.get("evidence"))
@@ -141,3 +151,19 @@ class LoCoMo(StreamedDataset):
             question["excluded"] = "empty question"
         return question
 
+
+
+def _question_problem(qa) -> str | None:
+    """Why a `qa` entry cannot be asked at all, or None."""
+    if not isinstance(qa, dict):
+        return f"qa entry is {type(qa).__name__}, not an object"
+    question = qa.get("question", "")
+    if not isinstance(question, str):
+        return f"field 'question' is {type(question).__name__}, not a string"
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError:
+        return "field 'question' holds text that is not valid Unicode"
+    if not isinstance(qa.get("evidence", []), (list, str)):
+        return f"field 'evidence' is {type(qa.get('evidence')).__name__}, not a list"
+    return None

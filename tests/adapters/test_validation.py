@@ -103,3 +103,22 @@ def test_a_run_with_damaged_items_writes_its_files_and_scores_none_of_them(tmp_p
     assert [r["status"] for r in records] == ["failed", "failed", "ok", "ok"]
     assert [r["field"] for r in records[:2]] == ["question", "haystack_dates"]
     assert all(r["metrics"] is None for r in records[:2])
+
+
+def test_locomo_a_malformed_question_is_excluded_and_a_bad_turn_text_is_named(tmp_path, locomo_path):
+    from adapters.locomo import LoCoMo
+
+    data = json.loads(locomo_path.read_text())[:2]
+    data[0]["qa"][0]["question"] = 42
+    data[0]["qa"][1] = "not an object"
+    data[0]["qa"][2]["evidence"] = {"D1": 3}
+    data[1]["conversation"]["session_1"][0]["text"] = "bad \udc80"
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(data))
+    first, second = LoCoMo(path).iter_items()
+    reasons = [q.get("excluded") for q in first["questions"][:3]]
+    assert reasons == ["field 'question' is int, not a string", "qa entry is str, not an object",
+                       "field 'evidence' is dict, not a list"]
+    assert all(not q.get("excluded") or q.get("abstention") or "evidence" in q["excluded"]
+               for q in first["questions"][3:10]), "the conversation's other questions still run"
+    assert second.get("error") and second["field"] == "session_1" and "Unicode" in second["error"]
