@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from adapters.dataset import BadField, check_list, check_text
 from adapters.errors import DatasetError
 from adapters.jsonstream import iter_json_lines
 from adapters.locomo import CATEGORIES, normalise_evidence, render
@@ -43,6 +44,27 @@ def write_episodes(episodes: list[dict], path: str | Path) -> int:
     return len(episodes)
 
 
+def episode_problem(episode: dict) -> None:
+    """Raise a BadField naming the episode and the field if any part of it has the wrong type."""
+    where = f"episode {episode['id']}"
+    for number, observation in enumerate(check_list(episode["observations"], where, "observations", dict)):
+        check_text(observation.get("content"), f"{where}: observation {number}", "observations")
+        if not isinstance(observation.get("importance", 0.5), (int, float)):
+            raise BadField(f"{where}: observation {number} has a non-numeric importance", "observations")
+        for field in ("metadata",):
+            if not isinstance(observation.get(field) or {}, dict):
+                raise BadField(f"{where}: observation {number} field {field!r} is not an object", "observations")
+    for number, query in enumerate(check_list(episode["queries"], where, "queries", dict)):
+        at = f"{where}: query {number}"
+        check_text(query.get("query"), at, "queries")
+        for field in ("expected_substrings", "forbidden_substrings"):
+            for text in check_list(query.get(field, []), at, field, str):
+                check_text(text, at, field)
+        top_k = query.get("top_k", 5)
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+            raise BadField(f"{at}: top_k must be a positive integer, not {top_k!r}", "top_k")
+
+
 class _Episodes:
     """Episodes as items of a run: `scan()` for their ids, `iter_items()` for the episodes themselves."""
 
@@ -59,7 +81,13 @@ class _Episodes:
         for index, episode in enumerate(self.episodes()):
             if limit is not None and index >= limit:
                 return
-            yield {"item_id": str(episode["id"]), "benchmark": self.benchmark.name, "episode": episode,
+            item_id = str(episode["id"])
+            try:
+                episode_problem(episode)
+            except BadField as bad:  # one malformed episode is one failed item; the others run
+                yield {"item_id": item_id, "benchmark": self.benchmark.name, "error": str(bad), "field": bad.field}
+                continue
+            yield {"item_id": item_id, "benchmark": self.benchmark.name, "episode": episode,
                    "questions": [{"question_id": f"{episode['id']}:{q.get('id')}"} for q in episode["queries"]]}
 
 

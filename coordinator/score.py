@@ -33,6 +33,8 @@ def read_rankings(path: str | Path, known: set[str]) -> tuple[dict[str, list[str
             problems.append(f"{path}:{number}: unknown question_id {qid!r} skipped")
         elif str(qid) in rankings:
             problems.append(f"{path}:{number}: duplicate question_id {qid!r} skipped (the first line counts)")
+        elif not all(isinstance(x, str) for x in ranked):
+            problems.append(f"{path}:{number}: 'ranked' must hold id strings only; line skipped")
         else:
             rankings[str(qid)] = [str(x) for x in ranked]
     for problem in problems:

@@ -103,6 +103,74 @@ def test_damaged_files_never_escape_as_tracebacks_and_nothing_damaged_is_scored(
     assert all(r["status"] == "ok" for r in others), "one damaged item never harms another"
 
 
+def _small_locomo():
+    from tests.conftest import SHARED_DATA
+
+    path = SHARED_DATA / "locomo_dev5.json"
+    if not path.is_file():
+        return None
+    conversations = []
+    for raw in json.loads(path.read_text())[:2]:
+        talk = {k: v for k, v in raw["conversation"].items()
+                if not k.startswith("session_") or k.split("_")[1] in ("1", "2")}
+        conversations.append({**raw, "conversation": talk, "qa": raw["qa"][:15]})
+    return conversations
+
+
+LOCOMO = _small_locomo()
+
+
+@st.composite
+def locomo_damage(draw):
+    data = copy.deepcopy(LOCOMO)
+    index = draw(st.integers(0, len(data) - 1))
+    conversation = data[index]
+    kind = draw(st.sampled_from(["conversation", "qa", "session", "turn", "question", "evidence", "surrogate"]))
+    if kind == "conversation":
+        conversation["conversation"] = draw(WRONG)
+    elif kind == "qa":
+        conversation["qa"] = draw(st.one_of(st.integers(), st.none(), st.text(max_size=3)))
+    elif kind == "session":
+        conversation["conversation"]["session_1"] = draw(st.one_of(st.integers(), st.none(), st.text(max_size=3)))
+    elif kind == "turn":
+        conversation["conversation"]["session_1"][0] = draw(st.one_of(st.integers(), st.lists(st.integers())))
+    elif kind == "question":
+        conversation["qa"][0]["question"] = draw(WRONG)
+    elif kind == "evidence":
+        conversation["qa"][0]["evidence"] = draw(st.one_of(st.integers(), st.dictionaries(st.text(max_size=2),
+                                                                                          st.integers())))
+    else:
+        conversation["conversation"]["session_1"][0]["text"] = "x \udc80"
+    return data, index, kind
+
+
+@given(locomo_damage())
+def test_damaged_locomo_files_name_the_harm_and_score_nothing_damaged(tmp_path_factory, case):
+    import pytest
+
+    from adapters.locomo import LoCoMo
+
+    if LOCOMO is None:
+        pytest.skip("the real LoCoMo file is not here")
+    data, index, kind = case
+    note(f"damage {kind} on conversation {index}")
+    TRIED["locomo"] = TRIED.get("locomo", 0) + 1
+    path = tmp_path_factory.mktemp("fuzz-locomo") / "l.json"
+    path.write_text(json.dumps(data))
+    items = list(LoCoMo(path).iter_items())
+    outcomes = run_items(iter(items), Echo(), top_k=10, k_values=(1, 5), profile="memoria", cache=None,
+                         dataset_sha256="x")
+    damaged = outcomes[index]["records"]
+    if kind in ("question", "evidence"):  # one question: excluded with its reason, its conversation runs on
+        assert damaged[0]["status"] == "ok" and damaged[0]["metrics"] is None and damaged[0]["excluded"]
+        assert all(r["status"] == "ok" for r in damaged[1:])
+    else:  # the conversation itself: failed, or (no session left) every question excluded
+        assert all(r["metrics"] is None and (r["status"] == "failed" or r.get("excluded") or r.get("abstention"))
+                   for r in damaged), kind
+    other = outcomes[1 - index]["records"]
+    assert all(r["status"] == "ok" for r in other)
+
+
 def test_the_fuzz_suite_reports_how_many_damaged_files_it_tried():
-    print(f"fuzz: {TRIED['files']} damaged LongMemEval-S files tried")
-    assert TRIED["files"] >= 50
+    print(f"fuzz: {TRIED['files']} damaged LongMemEval-S files and {TRIED.get('locomo', 0)} damaged LoCoMo files tried")
+    assert TRIED["files"] >= 50 and (LOCOMO is None or TRIED.get("locomo", 0) >= 50)

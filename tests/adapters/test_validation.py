@@ -122,3 +122,27 @@ def test_locomo_a_malformed_question_is_excluded_and_a_bad_turn_text_is_named(tm
     assert all(not q.get("excluded") or q.get("abstention") or "evidence" in q["excluded"]
                for q in first["questions"][3:10]), "the conversation's other questions still run"
     assert second.get("error") and second["field"] == "session_1" and "Unicode" in second["error"]
+
+
+def test_adamem_episodes_a_malformed_episode_fails_alone_naming_its_field(tmp_path):
+    from adapters.adamem_jsonl import EpisodeFile, synthetic_suite, write_episodes
+
+    episodes = synthetic_suite()
+    episodes[0]["observations"][1]["content"] = 42
+    episodes[1]["queries"][0]["top_k"] = "five"
+    episodes[2]["queries"][0]["expected_substrings"] = "9981"
+    path = tmp_path / "e.jsonl"
+    write_episodes(episodes, path)
+    items = list(EpisodeFile(path).iter_items())
+    assert [(i.get("field"), bool(i.get("error"))) for i in items] == [
+        ("observations", True), ("top_k", True), ("expected_substrings", True), (None, False)]
+    assert "episode stale-fact: observation 1" in items[0]["error"]
+
+
+def test_a_rankings_line_with_ids_that_are_not_strings_is_named_and_skipped(tmp_path):
+    from coordinator.score import read_rankings
+
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"question_id": "q1", "ranked": ["s1", 2]}\n{"question_id": "q2", "ranked": ["s2"]}\n')
+    rankings, problems = read_rankings(path, {"q1", "q2"})
+    assert rankings == {"q2": ["s2"]} and problems == [f"{path}:1: 'ranked' must hold id strings only; line skipped"]
