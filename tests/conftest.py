@@ -29,3 +29,14 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 settings.register_profile("ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("long", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say how many damaged files the fuzz suite tried, in every run's closing lines (CI's log included)."""
+    try:
+        from tests.adapters.test_fuzz import TRIED
+    except ImportError:
+        return
+    if TRIED.get("files") or TRIED.get("locomo"):
+        terminalreporter.write_line(f"fuzz: {TRIED.get('files', 0)} damaged LongMemEval-S files and "
+                                    f"{TRIED.get('locomo', 0)} damaged LoCoMo files tried")
