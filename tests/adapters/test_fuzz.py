@@ -4,6 +4,7 @@
 import copy
 import json
 
+import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
@@ -144,14 +145,11 @@ def locomo_damage(draw):
     return data, index, kind
 
 
+@pytest.mark.skipif(LOCOMO is None, reason="the real LoCoMo file is not here (set MEMFARM_SHARED_DATA)")
 @given(locomo_damage())
 def test_damaged_locomo_files_name_the_harm_and_score_nothing_damaged(tmp_path_factory, case):
-    import pytest
-
     from adapters.locomo import LoCoMo
 
-    if LOCOMO is None:
-        pytest.skip("the real LoCoMo file is not here")
     data, index, kind = case
     note(f"damage {kind} on conversation {index}")
     TRIED["locomo"] = TRIED.get("locomo", 0) + 1
