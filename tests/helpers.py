@@ -31,3 +31,23 @@ def independent_session_metrics(record: dict, k: int) -> dict:
         f"recall_all@{k}": float(all(s in top for s in gold)),
         f"ndcg_any@{k}": dcg / ideal,
     }
+
+
+def independent_turn_metrics(raw_question: dict, expected: str, record: dict, k: int) -> dict:
+    """Turn metrics of a record recomputed from the raw dataset question (not the record's own gold):
+    gold = turns of answer sessions whose text contains `expected`, ids `<session>#<index>`."""
+    answers = set(raw_question["answer_session_ids"])
+    gold = set()
+    for sid, session in zip(raw_question["haystack_session_ids"], raw_question["haystack_sessions"]):
+        for index, turn in enumerate(session):
+            if sid in answers and isinstance(turn.get("content"), str) and expected in turn["content"]:
+                gold.add(f"{sid}#{index}")
+    ranking = []
+    for candidate in record["candidates"]:
+        if candidate["metadata"]["turn_id"] not in ranking:
+            ranking.append(candidate["metadata"]["turn_id"])
+    top = ranking[:k]
+    dcg = sum(1 / math.log2(i + 2) for i, t in enumerate(top) if t in gold)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(gold), k)))
+    return {f"recall_any@{k}": float(any(t in gold for t in top)), f"recall_all@{k}": float(gold <= set(top)),
+            f"ndcg_any@{k}": dcg / ideal if ideal else 0.0}

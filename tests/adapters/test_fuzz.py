@@ -3,6 +3,7 @@
 
 import copy
 import json
+import os
 
 import pytest
 from hypothesis import given, note
@@ -145,7 +146,8 @@ def locomo_damage(draw):
     return data, index, kind
 
 
-@pytest.mark.skipif(LOCOMO is None, reason="the real LoCoMo file is not here (set MEMFARM_SHARED_DATA)")
+@pytest.mark.skipif(LOCOMO is None and os.environ.get("CI") != "true",
+                    reason="the real LoCoMo file is not here (set MEMFARM_SHARED_DATA)")
 @given(locomo_damage())
 def test_damaged_locomo_files_name_the_harm_and_score_nothing_damaged(tmp_path_factory, case):
     from adapters.locomo import LoCoMo

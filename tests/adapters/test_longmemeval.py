@@ -53,6 +53,24 @@ def test_gold_turns_under_the_memoria_profile(tmp_path):
     assert item["questions"][0]["gold_turns"] == ["answer_x1#0"]
 
 
+def test_memoria_profile_gold_is_answer_session_turns_holding_the_expected_text(tmp_path):
+    """The expected text sits in a later turn of the answer session and in a filler session too: only the
+    answer-session turns that contain it are gold, not the first turn and not the filler."""
+    raw = _raw(haystack_session_ids=["filler_1", "answer_x1"], haystack_sessions=[
+        [{"role": "user", "content": "My friend named his cat Rex."}, {"role": "assistant", "content": "Cute."}],
+        [{"role": "user", "content": "We adopted a puppy."}, {"role": "assistant", "content": "Nice!"},
+         {"role": "user", "content": "We named him Rex."}, {"role": "assistant", "content": "Rex is a fine name."}],
+    ])
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([raw]))
+    companion = tmp_path / "q.json"
+    companion.write_text(json.dumps([{"question_id": "aa11bb22", "query": "?", "expected": "Rex",
+                                      "expected_ids": ["answer_x1"]}]))
+    question = next(LongMemEval(data, companion, "memoria").iter_items())["questions"][0]
+    assert question["gold_turns"] == ["answer_x1#2", "answer_x1#3"]
+    assert question["gold_sessions"] == ["answer_x1"]
+
+
 def test_gold_turns_under_the_longmemeval_profile(tmp_path):
     item = _item(tmp_path, _raw(), profile="longmemeval")
     assert item["questions"][0]["gold_turns"] == ["answer_x1#2"]

@@ -9,7 +9,7 @@ from adapters.systems.memoria_system import MemoriaSystem
 from coordinator.cli import main
 from workers.cache import ItemCache
 from workers.item import evaluate_item
-from tests.helpers import independent_session_metrics, write_dataset
+from tests.helpers import independent_session_metrics, independent_turn_metrics, write_dataset
 
 pytestmark = pytest.mark.slow
 
@@ -72,6 +72,22 @@ def test_metrics_match_an_independent_recomputation(first_run):
         mean = sum(r["metrics"]["session"][f"recall_any@{k}"] for r in evaluable) / len(evaluable)
         assert results["metrics"]["all"]["session"][f"recall_any@{k}"] == pytest.approx(mean)
     assert all(r["metrics"] is None for r in results["records"] if r["abstention"])
+
+
+def test_turn_metrics_at_every_k_match_a_recomputation_from_the_raw_dataset(dataset, first_run):
+    _, results, _ = first_run
+    raw = {q["question_id"]: q for q in json.loads((dataset / "data.json").read_text())}
+    expected = {q["question_id"]: q["expected"] for q in json.loads((dataset / "questions.json").read_text())}
+    checked = 0
+    for record in results["records"]:
+        if not record["metrics"] or record["metrics"]["turn"] is None:
+            continue
+        for k in (1, 3, 5, 10, 30, 50):
+            mine = independent_turn_metrics(raw[record["question_id"]], expected[record["question_id"]], record, k)
+            for name, value in mine.items():
+                assert record["metrics"]["turn"][name] == pytest.approx(value), (record["question_id"], name)
+        checked += 1
+    assert checked >= 5
 
 
 def test_second_run_hits_the_cache_with_identical_records(dataset, first_run):

@@ -24,3 +24,14 @@ def test_rrf_ties_are_broken_by_id_whatever_the_input_order():
 def test_rrf_rejects_a_non_positive_k():
     with pytest.raises(ValueError):
         reciprocal_rank_fusion({"x": [1]}, k=0)
+
+
+def test_the_default_constant_is_sixty_in_the_function_and_the_engine():
+    from memoria import MemoryInterface
+    from memoria.defaults import DEFAULT_RRF_K
+
+    fused = reciprocal_rank_fusion({"faiss": [1, 2], "bm25": [2]})
+    scores = {e["id"]: e["score"] for e in fused}
+    assert DEFAULT_RRF_K == 60
+    assert scores[1] == pytest.approx(1 / 61) and scores[2] == pytest.approx(1 / 62 + 1 / 61)
+    assert MemoryInterface().rrf_k == 60
