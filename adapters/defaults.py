@@ -9,8 +9,7 @@ DEFAULT_TOP_K = 50
 #: Cut-offs at which every metric is reported.
 K_VALUES = (1, 3, 5, 10, 30, 50)
 
-#: The levels every question is scored at, and the metric names at each.
-LEVELS = ("session", "turn")
+#: The metric names at each level (session, turn).
 METRIC_NAMES = ("recall_any", "recall_all", "ndcg_any")
 
 #: Scoring profiles for turn-level gold: `memoria` (the Adapters seed's rule) and

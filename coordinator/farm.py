@@ -38,12 +38,12 @@ def new_run_id() -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
-def enqueue(app, run_id: str, item_ids, ledger: RunLedger | None = None) -> int:
+def enqueue(ledger: RunLedger, app, run_id: str, item_ids) -> int:
+    """One task message per item, each noted in the ledger as sent."""
     count = 0
     for item_id in item_ids:
         app.send_task(TASK_NAME, args=[run_id, item_id], queue=QUEUE)
-        if ledger is not None:
-            ledger.r.hset(ledger._key(run_id, "info", item_id), "enqueued_at", time.time())
+        ledger.mark_enqueued(run_id, item_id)
         count += 1
     return count
 
@@ -97,7 +97,7 @@ def stage_run(ledger: RunLedger, app, run_id: str, adapter, limit: int | None, o
     staged = []
     for item in adapter.iter_items(limit=limit):
         if ledger.stage(run_id, item):
-            enqueue(app, run_id, [item["item_id"]], ledger)
+            enqueue(ledger, app, run_id, [item["item_id"]])
             staged.append(item["item_id"])
         if on_item:
             on_item(item["item_id"])
@@ -137,7 +137,7 @@ def retry_failed(ledger: RunLedger, app, run_id: str) -> list[str]:
     for item_id, state in ledger.states(run_id).items():
         if state == FAILED and attempts.get(item_id, 0) < meta["max_attempts"] and ledger.requeue(run_id, item_id):
             retried.append(item_id)
-    enqueue(app, run_id, retried, ledger)
+    enqueue(ledger, app, run_id, retried)
     return retried
 
 
@@ -162,7 +162,7 @@ def recover_lost(ledger: RunLedger, app, run_id: str) -> dict[str, str]:
         if verdict != "skip":
             verdicts[item_id] = verdict
             logger.warning("run %s: item %s %s (%s)", run_id, item_id, verdict, why)
-    enqueue(app, run_id, [i for i, v in verdicts.items() if v == "requeued"], ledger)
+    enqueue(ledger, app, run_id, [i for i, v in verdicts.items() if v == "requeued"])
     return verdicts
 
 
@@ -180,7 +180,7 @@ def heal_orphans(ledger: RunLedger, app, run_id: str, older_than: float = ORPHAN
         sent = float(info.get("enqueued_at") or 0)
         if now - max(sent, float(info.get("queued_at") or 0)) > older_than:
             orphans.append(item_id)
-    enqueue(app, run_id, orphans, ledger)
+    enqueue(ledger, app, run_id, orphans)
     return orphans
 
 
@@ -199,7 +199,7 @@ def requeue(ledger: RunLedger, app, run_id: str, failed: bool = False, stale: bo
             started = float(ledger.info(run_id, item_id).get("started_at", now))
             if now - started > stale_after and ledger.requeue(run_id, item_id, from_states=(STARTED,)):
                 chosen.append(item_id)
-    enqueue(app, run_id, chosen, ledger)
+    enqueue(ledger, app, run_id, chosen)
     return chosen
 
 
@@ -315,5 +315,5 @@ def run_summaries(ledger: RunLedger) -> list[dict]:
         rows.append({"run_id": run_id, "state": phase, "benchmark": meta["context"]["benchmark"],
                      "system": meta["system"], "total": state["total"], "done": state["done"],
                      "running": state["running"], "queued": state["queued"], "failed": state["failed"],
-                     "age_seconds": time.time() - meta["created"], "ttl_seconds": ledger.r.ttl(ledger._key(run_id, "meta"))})
+                     "age_seconds": time.time() - meta["created"], "ttl_seconds": ledger.ttl(run_id)})
     return rows

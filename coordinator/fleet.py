@@ -67,7 +67,6 @@ class Machine:
     cache_dir: Path
     log: Path
     proc: subprocess.Popen | None = None
-    restarts: int = 0
     log_offset: int = 0
 
     def pool_children(self) -> list[int]:
@@ -217,7 +216,6 @@ class Fleet:
         machine.proc.wait(timeout=30)
 
     def restart_worker(self, machine: Machine) -> None:
-        machine.restarts += 1
         self.start_worker(machine)
 
     def cut(self, machine: Machine) -> None:

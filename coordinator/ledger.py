@@ -14,9 +14,9 @@ import time
 
 from adapters.errors import MemfarmError
 from workers.app import QUEUE
-from workers.ledger import FINISHED_STATES, ItemState, Ledger, check_run_id, connect, pack, redact, unpack
+from workers.ledger import ItemState, Ledger, check_run_id, connect, pack, redact, unpack
 
-__all__ = ["FINISHED_STATES", "ItemState", "RunLedger", "check_run_id", "connect", "redact"]
+__all__ = ["ItemState", "RunLedger", "check_run_id", "connect", "redact"]
 
 RUNS_KEY = "memfarm:runs"
 #: How long a reduced run's keys stay in Redis (MEMFARM_RUN_TTL_SECONDS overrides).
@@ -125,6 +125,14 @@ class RunLedger(Ledger):
 
     def attempts(self, run_id: str) -> dict[str, int]:
         return {k.decode(): int(v) for k, v in self.r.hgetall(self._key(run_id, "attempts")).items()}
+
+    def mark_enqueued(self, run_id: str, item_id: str) -> None:
+        """Note when the item's message was sent (a queued item with no message is re-sent after a while)."""
+        self.r.hset(self._key(run_id, "info", item_id), "enqueued_at", time.time())
+
+    def ttl(self, run_id: str) -> int:
+        """Seconds until the run's keys expire; -1 when they never do."""
+        return self.r.ttl(self._key(run_id, "meta"))
 
     def has_lease(self, run_id: str, item_id: str) -> bool:
         return bool(self.r.exists(self._key(run_id, "lease", item_id)))

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 LAYERS = ("memoria", "adapters", "workers", "coordinator")  # bottom first
 
 
-def imported_packages(path: Path) -> set[tuple[str, int]]:
+def imported_packages(path: Path, root: Path = REPO) -> set[tuple[str, int]]:
     """Every top-level package this file imports (module level or inside functions), with its line."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
@@ -21,7 +21,7 @@ def imported_packages(path: Path) -> set[tuple[str, int]]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.add((node.module.split(".")[0], node.lineno))
         elif isinstance(node, ast.ImportFrom) and node.level > 0:
-            found.add((path.relative_to(REPO).parts[0], node.lineno))  # relative: its own package
+            found.add((path.relative_to(root).parts[0], node.lineno))  # relative: its own package
     return found
 
 
@@ -29,7 +29,7 @@ def layer_violations(root: Path = REPO) -> list[str]:
     problems = []
     for rank, layer in enumerate(LAYERS):
         for path in sorted((root / layer).rglob("*.py")):
-            for package, line in imported_packages(path):
+            for package, line in imported_packages(path, root):
                 if package in LAYERS and LAYERS.index(package) > rank:
                     problems.append(f"{path.relative_to(root)}:{line} imports {package} (a higher layer)")
     return problems
@@ -45,13 +45,8 @@ def test_the_check_catches_an_upward_import(tmp_path):
     (tmp_path / "memoria" / "bad.py").write_text("def f():\n    from adapters.errors import MemfarmError\n")
     (tmp_path / "adapters" / "worse.py").write_text("import coordinator.cli\n")
     (tmp_path / "workers" / "fine.py").write_text("from adapters import records\nimport memoria\n")
-    global REPO
-    saved, REPO = REPO, tmp_path
-    try:
-        assert layer_violations(tmp_path) == ["memoria/bad.py:2 imports adapters (a higher layer)",
-                                              "adapters/worse.py:1 imports coordinator (a higher layer)"]
-    finally:
-        REPO = saved
+    assert layer_violations(tmp_path) == ["memoria/bad.py:2 imports adapters (a higher layer)",
+                                          "adapters/worse.py:1 imports coordinator (a higher layer)"]
 
 
 def test_memoria_alone_imports_and_recalls(tmp_path):

@@ -102,11 +102,11 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
     started = time.perf_counter()
     docs, native = make_docs(item)
     label = docs[0]["label"] if docs else label_for(item["item_id"])
-    signature = getattr(system, "embedding_signature", None)
-    expected = expected_entry(content_hash(docs), signature, getattr(system, "build_identity", None))
     cache_state = {"hit": False, "reason": "no cache"}
     can_cache = cache is not None and hasattr(system, "snapshot") and hasattr(system, "restore")
-    if can_cache:
+    if can_cache:  # the key (the model files' hash among it) is worked out only when there is a cache
+        expected = expected_entry(content_hash(docs), getattr(system, "embedding_signature", None),
+                                  getattr(system, "build_identity", None))
         reason = cache.restore(item["item_id"], system, expected)
         cache_state = {"hit": reason is None, "reason": reason}
     if not cache_state["hit"]:

@@ -48,9 +48,6 @@ class ItemState(str, enum.Enum):
     FAILED_FINAL = "failed_final"
 
 
-#: States an item never leaves on its own.
-FINISHED_STATES = (ItemState.DONE.value, ItemState.FAILED_FINAL.value)
-
 
 def check_run_id(run_id: str) -> str:
     if not isinstance(run_id, str) or not RUN_ID.match(run_id):

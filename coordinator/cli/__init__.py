@@ -41,13 +41,13 @@ class CliContext:
         return self._ledger, self._app
 
     @staticmethod
-    def write_results(results: dict, manifest: dict, output: str | Path | None) -> Path:
+    def write_results(run_results: dict, manifest: dict, output: str | Path | None) -> Path:
         """Write the results file and manifest, print the metric table and both paths."""
         from coordinator.reducer import write_results
         from coordinator.report import metrics_table
 
-        results_path, manifest_path = write_results(results, manifest, output)
-        click.echo(metrics_table(results))
+        results_path, manifest_path = write_results(run_results, manifest, output)
+        click.echo(metrics_table(run_results))
         click.echo(f"results:  {results_path}\nmanifest: {manifest_path}")
         return results_path
 

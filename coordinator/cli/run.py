@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -104,27 +105,23 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
 def _run_local(cli, spec) -> Path:
     from coordinator.local import run_local
 
-    misses, bar = [], None
+    misses, bars = [], []
 
-    def start(total, system):
-        nonlocal bar
-        click.echo(f"{spec.benchmark}: {total} items ({system.name}, "
-                   f"{getattr(system, 'config', {}).get('retrieval_mode', spec.retrieval_mode)})", err=True)
-        bar = click.progressbar(length=total, label="items", show_eta=True, show_pos=True, file=sys.stderr,
-                                item_show_func=lambda o: o["item_id"][:16] if o else "")
-        bar.__enter__()
+    with ExitStack() as stack:  # the bar's length is known only once the dataset is scanned
+        def start(total, system):
+            click.echo(f"{spec.benchmark}: {total} items ({system.name}, "
+                       f"{getattr(system, 'config', {}).get('retrieval_mode', spec.retrieval_mode)})", err=True)
+            bars.append(stack.enter_context(click.progressbar(
+                length=total, label="items", show_eta=True, show_pos=True, file=sys.stderr,
+                item_show_func=lambda o: o["item_id"][:16] if o else "")))
 
-    def advance(outcome):
-        cache = outcome.get("cache")
-        if spec.cache_dir and cache and not cache["hit"] and cache["reason"] != "no cache":
-            misses.append(f"{outcome['item_id']}: {cache['reason']}")
-        bar.update(1, outcome)
+        def advance(outcome):
+            cache = outcome.get("cache")
+            if spec.cache_dir and cache and not cache["hit"] and cache["reason"] != "no cache":
+                misses.append(f"{outcome['item_id']}: {cache['reason']}")
+            bars[0].update(1, outcome)
 
-    try:
         results, manifest = run_local(spec, on_start=start, on_item=advance)
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
     if manifest["cache"]["dir"]:
         click.echo(f"cache: {manifest['cache']['hits']} hits, {manifest['cache']['misses']} rebuilt", err=True)
         for line in misses[:20]:
@@ -136,18 +133,13 @@ def _submit(cli, broker: str, spec) -> str:
     from coordinator.farm import submit as stage_and_enqueue
 
     ledger, app = cli.connect(broker)
-    bar = None
-
-    def start(total):
-        nonlocal bar
-        bar = click.progressbar(length=total, label="staging", file=sys.stderr)
-        bar.__enter__()
-
-    try:
-        run_id, staged = stage_and_enqueue(ledger, app, spec, broker, on_start=start, on_item=lambda _: bar.update(1))
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
+    bars = []
+    with ExitStack() as stack:
+        run_id, staged = stage_and_enqueue(
+            ledger, app, spec, broker,
+            on_start=lambda total: bars.append(stack.enter_context(
+                click.progressbar(length=total, label="staging", file=sys.stderr))),
+            on_item=lambda _: bars[0].update(1))
     click.echo(f"run id: {run_id}", err=True)
     click.echo(f"enqueued {len(staged)} items of run {run_id}", err=True)
     return run_id

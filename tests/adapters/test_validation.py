@@ -119,8 +119,9 @@ def test_locomo_a_malformed_question_is_excluded_and_a_bad_turn_text_is_named(tm
     reasons = [q.get("excluded") for q in first["questions"][:3]]
     assert reasons == ["field 'question' is int, not a string", "qa entry is str, not an object",
                        "field 'evidence' is dict, not a list"]
-    assert all(not q.get("excluded") or q.get("abstention") or "evidence" in q["excluded"]
-               for q in first["questions"][3:10]), "the conversation's other questions still run"
+    later = first["questions"][3:]
+    assert not any(q.get("excluded", "").startswith(("field", "qa entry")) for q in later)
+    assert sum(1 for q in later if not q.get("excluded") and not q["abstention"]) >= 10, "the others still run"
     assert second.get("error") and second["field"] == "session_1" and "Unicode" in second["error"]
 
 
