@@ -41,7 +41,7 @@ class Turn(TypedDict):
 
     session_id: str
     turn_id: str
-    text: str
+    text: str  # empty only where a corpus counts a turn that no system is given (the official profile)
     props: dict[str, Any]
 
 
@@ -72,6 +72,7 @@ class Item(TypedDict, total=False):
     stats: dict[str, Any]
     error: str  # set instead of turns/questions when the item is malformed
     field: str
+    sessions: list[dict[str, Any]]  # every session occurrence in haystack order (LongMemEval), for scoring
 
 
 #: The only Task fields a system may see.

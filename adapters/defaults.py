@@ -12,9 +12,11 @@ K_VALUES = (1, 3, 5, 10, 30, 50)
 #: The metric names at each level (session, turn).
 METRIC_NAMES = ("recall_any", "recall_all", "ndcg_any")
 
-#: Scoring profiles for turn-level gold: `memoria` (the Adapters seed's rule) and
-#: `longmemeval` (has_answer turns and the DCG variant of the LongMemEval repository).
-SCORING_PROFILES = ("memoria", "longmemeval")
+#: Scoring profiles: `memoria` (the Adapters seed's gold rules, standard DCG, every turn indexed) and
+#: `longmemeval-official` (LongMemEval's own retrieval evaluation, reproduced exactly: `adapters.official`).
+#: The chosen profile also decides the corpus a run gives its system; every profile a benchmark
+#: supports is computed for every question.
+SCORING_PROFILES = ("memoria", "longmemeval-official")
 DEFAULT_SCORING_PROFILE = "memoria"
 
 #: What `--optimize` maximises unless told otherwise: LEVEL:METRIC@K.

@@ -14,6 +14,11 @@ from adapters.contracts import Item, Question, Turn
 from adapters.dataset import BadField, StreamedDataset, capped, check_list, check_text, reading
 from adapters.errors import DatasetError
 from adapters.jsonstream import iter_array
+from adapters.official import PROFILE as OFFICIAL
+from adapters.official import is_gold
+from adapters.official import question_gold as official_gold
+from adapters.official import session_id as official_session_id
+from adapters.official import turn_id as official_turn_id
 from adapters.registry import BENCHMARKS
 
 REQUIRED_FIELDS = ("question", "haystack_session_ids", "haystack_sessions", "answer_session_ids")
@@ -123,53 +128,63 @@ class LongMemEval(StreamedDataset):
         with reading(where, "haystack_sessions"):
             turns, stats = self._turns(qid, ids, sessions, dates)
         with reading(where, "question"):
-            question = self._question(raw, qid, answer_ids, turns)
-        return {"item_id": qid, "benchmark": "longmemeval", "turns": turns, "questions": [question], "stats": stats}
+            question = self._question(raw, qid, answer_ids, turns, list(zip(ids, sessions)))
+        occurrences = [{"session_id": str(sid), "official_id": official_session_id(str(sid), session)}
+                       for sid, session in zip(ids, sessions)]
+        return {"item_id": qid, "benchmark": "longmemeval", "turns": turns, "questions": [question], "stats": stats,
+                "sessions": occurrences}
 
     def _turns(self, qid, ids, sessions, dates) -> tuple[list[Turn], dict]:
+        """The run's corpus. `memoria`: every non-empty turn, a repeated session once. `longmemeval-official`:
+        the user turns of every session occurrence (an empty one is counted in the corpus but not indexed)."""
+        official = self.profile == OFFICIAL
         turns: list[Turn] = []
         seen, stats = set(), {"empty_turns_skipped": 0, "duplicate_sessions_skipped": 0, "assistant_turns_skipped": 0}
         for s_index, (sid, session, date) in enumerate(zip(ids, sessions, dates)):
             sid = str(sid)
-            if sid in seen:
+            if not isinstance(session, list):
+                raise BadField(f"question {qid}: session {sid} is not a list of turns", "haystack_sessions")
+            if sid in seen and not official:
                 stats["duplicate_sessions_skipped"] += 1
                 continue
             seen.add(sid)
-            if not isinstance(session, list):
-                raise BadField(f"question {qid}: session {sid} is not a list of turns", "haystack_sessions")
             for t_index, turn in enumerate(session):
                 if not isinstance(turn, dict):
                     raise BadField(f"question {qid}: session {sid} turn {t_index} is not an object", "haystack_sessions")
                 content, role = turn.get("content"), turn.get("role", "")
                 if content is not None:
                     check_text(content, f"question {qid}: session {sid} turn {t_index}", "haystack_sessions")
-                if self.profile == "longmemeval" and role != "user":
+                if official and role != "user":
                     stats["assistant_turns_skipped"] += 1
                     continue
                 if not isinstance(content, str) or not content.strip():
-                    stats["empty_turns_skipped"] += 1
-                    continue
+                    if not official:
+                        stats["empty_turns_skipped"] += 1
+                        continue
+                    content = ""  # in the official corpus, but no system is given an empty text (`make_docs`)
+                    stats["empty_turns_not_indexed"] = stats.get("empty_turns_not_indexed", 0) + 1
+                has_answer = bool(turn.get("has_answer"))
                 turns.append({
                     "session_id": sid,
                     "turn_id": f"{sid}#{t_index}",
+                    "official_id": official_turn_id(sid, t_index, has_answer) if role == "user" else None,
                     "text": capped(content, stats),
                     "props": {"role": role, "date": str(date), "turn_index": t_index, "session_index": s_index},
-                    "has_answer": bool(turn.get("has_answer")),
+                    "has_answer": has_answer,
                     "first_of_session": t_index == 0,
                 })
         return turns, stats
 
-    def _question(self, raw: dict, qid: str, answer_ids: list[str], turns: list[dict]) -> Question:
+    def _question(self, raw: dict, qid: str, answer_ids: list[str], turns: list[dict], haystack) -> Question:
         answer_set = set(answer_ids)
         companion = (self.companion or {}).get(qid)
         expected = str(companion.get("expected", "")) if companion else ""
         in_answer = [t for t in turns if t["session_id"] in answer_set]
-        if self.profile == "longmemeval":
-            gold_turns = [t["turn_id"] for t in in_answer if t["has_answer"]]
-        elif expected.strip():
+        if expected.strip():
             gold_turns = [t["turn_id"] for t in in_answer if expected in t["text"]]
         else:
             gold_turns = [t["turn_id"] for t in in_answer if t["first_of_session"]]
+        gold_turns = list(dict.fromkeys(gold_turns))
         if not companion:
             expected = str(raw.get("answer", ""))
         reason = abstention_reason(raw, qid, expected)
@@ -186,14 +201,26 @@ class LongMemEval(StreamedDataset):
         }
         if reason:
             question["abstention_reason"] = reason
-        elif not turns:
+        elif not any(t["text"] for t in turns):
             question["excluded"] = "empty haystack (no turn with text)"
         else:
-            haystack = {t["session_id"] for t in turns}
-            missing = [s for s in answer_ids if s not in haystack]
+            haystack_ids = {t["session_id"] for t in turns if t["text"]}
+            missing = [s for s in answer_ids if s not in haystack_ids]
             if not answer_ids:
                 question["excluded"] = "no answer session listed"
             elif missing:
                 question["excluded"] = f"gold session(s) not in the haystack: {', '.join(missing[:5])}"
+        official = official_gold(qid, haystack)
+        question["gold_by_profile"] = {
+            "memoria": {"sessions": answer_ids, "turns": gold_turns,
+                        "scored": not question["abstention"] and "excluded" not in question},
+            OFFICIAL: official,
+        }
+        if self.profile == OFFICIAL:  # the chosen profile's rules decide what the run counts as scored
+            question.pop("excluded", None)
+            question.pop("abstention_reason", None)
+            question["abstention"] = not official["scored"]
+            if question["abstention"]:
+                question["abstention_reason"] = "question_id contains _abs (the official rule)"
+            question["gold_turns"] = [t["turn_id"] for t in turns if t["official_id"] and is_gold(t["official_id"])]
         return question
-

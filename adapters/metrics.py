@@ -1,9 +1,10 @@
 """Retrieval metrics at session and turn level; one code path for runs and `memfarm score`.
 
 All functions take a best-first ranking of ids and a set of gold ids.
-NDCG uses binary relevance. The `memoria` profile uses the standard DCG
-(sum rel_i / log2(i + 1)); the `longmemeval` profile uses the DCG variant of
-the LongMemEval repository (rel_1 + sum_{i>=2} rel_i / log2(i)).
+NDCG uses binary relevance and the standard DCG (sum rel_i / log2(i + 1));
+this is the `memoria` profile. The `longmemeval-official` profile (its own
+corpus, gold, DCG variant and widened session k) is `adapters.official`;
+`profile_metrics` computes every profile a question carries gold for.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from adapters import official
 from adapters.defaults import K_VALUES, METRIC_NAMES
 
-__all__ = ["METRIC_NAMES", "average", "level_metrics", "question_metrics", "sessions_of"]
+__all__ = ["METRIC_NAMES", "average", "level_metrics", "profile_metrics", "question_metrics", "sessions_of"]
 
 
 def dedupe(ranking: Iterable[str]) -> list[str]:
@@ -34,22 +36,20 @@ def recall_all(ranking: Sequence[str], gold: set[str], k: int) -> float:
     return float(bool(gold) and gold.issubset(ranking[:k]))
 
 
-def _discount(position: int, profile: str) -> float:
+def _discount(position: int) -> float:
     """Weight of a relevant item at 1-based `position`."""
-    if profile == "longmemeval":
-        return 1.0 if position == 1 else 1.0 / math.log2(position)
     return 1.0 / math.log2(position + 1)
 
 
-def ndcg_any(ranking: Sequence[str], gold: set[str], k: int, profile: str = "memoria") -> float:
+def ndcg_any(ranking: Sequence[str], gold: set[str], k: int) -> float:
     if not gold:
         return 0.0
-    dcg = sum(_discount(i, profile) for i, doc in enumerate(ranking[:k], start=1) if doc in gold)
-    ideal = sum(_discount(i, profile) for i in range(1, min(len(gold), k) + 1))
+    dcg = sum(_discount(i) for i, doc in enumerate(ranking[:k], start=1) if doc in gold)
+    ideal = sum(_discount(i) for i in range(1, min(len(gold), k) + 1))
     return dcg / ideal
 
 
-def level_metrics(ranking: Sequence[str], gold: Iterable[str], k_values=K_VALUES, profile="memoria") -> dict:
+def level_metrics(ranking: Sequence[str], gold: Iterable[str], k_values=K_VALUES) -> dict:
     """`{"recall_any@k": ..., "recall_all@k": ..., "ndcg_any@k": ...}` for every k."""
     gold = set(gold)
     ranking = dedupe(ranking)
@@ -57,7 +57,7 @@ def level_metrics(ranking: Sequence[str], gold: Iterable[str], k_values=K_VALUES
     for k in k_values:
         out[f"recall_any@{k}"] = recall_any(ranking, gold, k)
         out[f"recall_all@{k}"] = recall_all(ranking, gold, k)
-        out[f"ndcg_any@{k}"] = ndcg_any(ranking, gold, k, profile)
+        out[f"ndcg_any@{k}"] = ndcg_any(ranking, gold, k)
     return out
 
 
@@ -67,22 +67,58 @@ def question_metrics(
     gold_sessions: Iterable[str],
     gold_turns: Iterable[str],
     k_values=K_VALUES,
-    profile: str = "memoria",
 ) -> dict:
     """Session and turn metrics of one question; turn metrics are None without turn gold."""
     gold_turns = set(gold_turns)
     return {
-        "session": level_metrics(sessions_of(turn_ranking, session_of), gold_sessions, k_values, profile),
-        "turn": level_metrics(turn_ranking, gold_turns, k_values, profile) if gold_turns else None,
+        "session": level_metrics(sessions_of(turn_ranking, session_of), gold_sessions, k_values),
+        "turn": level_metrics(turn_ranking, gold_turns, k_values) if gold_turns else None,
     }
 
 
-def average(records: Iterable[dict]) -> dict:
-    """Mean of every metric over the records that have it, with the denominators."""
+def memoria_gold(question: dict) -> dict:
+    """The seed profile's gold of a question (adapters without per-profile gold set the top-level fields)."""
+    gold = (question.get("gold_by_profile") or {}).get("memoria")
+    if gold is not None:
+        return gold
+    return {"sessions": question.get("gold_sessions", []), "turns": question.get("gold_turns", []),
+            "scored": not question.get("abstention") and not question.get("excluded")}
+
+
+def profile_metrics(question: dict, ranked: Sequence[dict], *, level: str, k_values, depth: int) -> dict:
+    """`{profile: {"session": ..., "turn": ...} | None}` for every profile the question carries gold for.
+
+    `ranked` is the whole ranking, best first, as native ids (`session_id`,
+    `turn_id`, `official_id`); the seed profile reads its first `depth` entries
+    (the candidates a results file keeps), the official one all of it.
+    """
+    out = {}
+    gold = memoria_gold(question)
+    head = ranked[:depth]
+    if not gold["scored"]:
+        out["memoria"] = None
+    elif level == "turn":
+        out["memoria"] = question_metrics([r["turn_id"] for r in head], {r["turn_id"]: r["session_id"] for r in head},
+                                          gold["sessions"], gold["turns"], k_values)
+    else:
+        out["memoria"] = {"session": level_metrics([r["session_id"] for r in head], gold["sessions"], k_values),
+                          "turn": None}
+    official_gold = (question.get("gold_by_profile") or {}).get(official.PROFILE)
+    if official_gold is not None:
+        out[official.PROFILE] = official.metrics([r["official_id"] for r in ranked if r.get("official_id")],
+                                                 official_gold, level, k_values)
+    return out
+
+
+def average(records: Iterable[dict], profile: str | None = None) -> dict:
+    """Mean of every metric over the records that have it, with the denominators.
+
+    `profile`: read the record's metrics under that profile (default: the run's chosen one).
+    """
     sums: dict[str, dict[str, float]] = {"session": {}, "turn": {}}
     counts = {"session": 0, "turn": 0}
     for record in records:
-        metrics = record.get("metrics")
+        metrics = record.get("metrics") if profile is None else (record.get("metrics_by_profile") or {}).get(profile)
         if not metrics:
             continue
         for level in ("session", "turn"):

@@ -15,7 +15,7 @@ An outcome is one item's records plus how the item was built (cache, timings, st
 
 from __future__ import annotations
 
-from adapters.metrics import level_metrics, question_metrics
+from adapters.metrics import profile_metrics
 
 #: Question fields copied into the record when present.
 _QUESTION_EXTRAS = ("question_type", "category", "abstention_reason", "excluded", "details")
@@ -26,15 +26,13 @@ def outcome(item_id: str, records: list[dict], *, cache: dict | None = None, tim
     return {"item_id": item_id, "records": records, "cache": cache, "timings": timings or {}, "stats": stats or {}}
 
 
-def is_scorable(question: dict) -> bool:
-    return not question.get("abstention") and not question.get("excluded")
-
-
-def candidate(rank: int, doc_id: str, *, session_id: str, turn_id: str | None = None, text: str = "",
-              props: dict | None = None, score=None, final_score=None, diagnostics: dict | None = None) -> dict:
+def candidate(rank: int, doc_id: str, *, session_id: str, turn_id: str | None = None, official_id: str | None = None,
+              text: str = "", props: dict | None = None, score=None, final_score=None,
+              diagnostics: dict | None = None) -> dict:
     """One ranked candidate with the native ids mapped back by the runner."""
+    ids = {"session_id": session_id, "turn_id": turn_id, **({"official_id": official_id} if official_id else {})}
     return {"rank": rank, "id": doc_id, "text": text,
-            "metadata": {**(props or {}), "session_id": session_id, "turn_id": turn_id},
+            "metadata": {**(props or {}), **ids},
             "score": score, "final_score": final_score, "diagnostics": diagnostics or {}}
 
 
@@ -47,18 +45,18 @@ def expected_rank(candidates: list[dict], gold_turns, gold_sessions) -> int | No
 
 
 def question_record(question: dict, item_id: str, candidates: list[dict], *, level: str, k_values, profile: str,
-                    session_of_turn: dict[str, str] | None = None, runtime_ms: float | None = None,
+                    ranking: list[dict] | None = None, runtime_ms: float | None = None,
                     diagnostics: dict | None = None, worker: str, attempt: int) -> dict:
-    """A question's record from its ranked candidates; `level` says what the candidates are (turn or session)."""
+    """A question's record from its ranked candidates; `level` says what the candidates are (turn or session).
+
+    `ranking` is the whole ranking as native ids when it is deeper than the
+    candidates kept (the official profile reads past the top k); metrics are
+    computed under every profile, and `metrics` is the chosen one's.
+    """
     gold_turns, gold_sessions = question.get("gold_turns", []), question.get("gold_sessions", [])
-    metrics = None
-    if is_scorable(question):
-        if level == "turn":
-            metrics = question_metrics([c["metadata"]["turn_id"] for c in candidates], session_of_turn or {},
-                                       gold_sessions, gold_turns, k_values, profile)
-        else:
-            metrics = {"session": level_metrics([c["metadata"]["session_id"] for c in candidates], gold_sessions,
-                                                k_values, profile), "turn": None}
+    by_profile = profile_metrics(question, ranking if ranking is not None else [c["metadata"] for c in candidates],
+                                 level=level, k_values=k_values, depth=len(candidates))
+    metrics = by_profile.get(profile)
     rank = expected_rank(candidates, gold_turns, gold_sessions)
     record = {
         "question_id": question["question_id"],
@@ -74,6 +72,7 @@ def question_record(question: dict, item_id: str, candidates: list[dict], *, lev
         "runtime_ms": None if runtime_ms is None else round(runtime_ms, 3),
         "diagnostics": diagnostics or {},
         "metrics": metrics,
+        "metrics_by_profile": by_profile,
         "abstention": bool(question.get("abstention")),
         "worker": worker,
         "attempt": attempt,

@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.defaults import DEFAULT_SCORING_PROFILE
+from adapters.defaults import DEFAULT_SCORING_PROFILE, SCORING_PROFILES
 from adapters.errors import MemfarmError
 
 
@@ -30,6 +30,8 @@ class Benchmark:
     needs_dataset: bool = True
     group_key: str | None = "question_type"
     rendering: str = "turn content as-is"
+    #: Scoring profiles computed for every question of the benchmark (the first is the default).
+    profiles: tuple[str, ...] = (DEFAULT_SCORING_PROFILE,)
 
     def open(self, dataset: str | Path | None, questions: str | Path | None = None,
              profile: str = DEFAULT_SCORING_PROFILE):
@@ -45,7 +47,7 @@ class Benchmark:
 
 BENCHMARKS = {b.name: b for b in (
     Benchmark("longmemeval", "LongMemEval-S", "longmemeval_s_cleaned.json (xiaowu0162/LongMemEval)", "question",
-              "ids", "adapters.longmemeval:LongMemEval"),
+              "ids", "adapters.longmemeval:LongMemEval", profiles=SCORING_PROFILES),
     Benchmark("locomo", "LoCoMo", "locomo10.json (snap-research/LoCoMo)", "conversation", "ids",
               "adapters.locomo:LoCoMo",
               rendering="'{speaker}: {text}' plus ' [shares a photo: {caption}]' where the turn shares an image"),

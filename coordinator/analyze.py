@@ -38,6 +38,26 @@ def load_results(path: str | Path) -> dict:
     return data
 
 
+def under_profile(results: dict, profile: str | None) -> dict:
+    """The results as they read under another scoring profile (None: as written).
+
+    Every record's `metrics` and the summary become that profile's; `corpus`
+    keeps the profile whose corpus the run gave its system, so that numbers
+    computed on different corpora are never lined up unawares.
+    """
+    results = {**results, "corpus": results.get("corpus") or results.get("scoring_profile")}
+    if profile is None or profile == results.get("scoring_profile"):
+        return results
+    blocks = results.get("metrics_by_profile") or {}
+    if profile not in blocks:
+        raise ResultsError(f"{results.get('_path')}: no metrics under profile {profile!r} "
+                           f"(it has {', '.join(blocks) or 'only ' + str(results.get('scoring_profile'))})")
+    metrics = {k: v for k, v in blocks[profile].items() if k not in ("own_corpus", "corpus")}
+    records = [{**r, "metrics": (r.get("metrics_by_profile") or {}).get(profile)} for r in results["records"]]
+    return {**results, "scoring_profile": profile, "metrics": metrics, "records": records,
+            "retrieval_evaluable": metrics["all"]["evaluable"]["session"]}
+
+
 def _rate(count: int, total: int) -> dict:
     return {"rate": (count / total) if total else None, "count": count, "of": total}
 
@@ -84,6 +104,7 @@ def analyze(results: dict) -> dict:
         "retrieval_mode": results.get("retrieval_mode"),
         "system": results.get("system"),
         "scoring_profile": results.get("scoring_profile"),
+        "corpus": results.get("corpus") or results.get("scoring_profile"),
         "questions": results["question_count"],
         "evaluable": n,
         "abstentions": results.get("abstentions_excluded", 0),
@@ -121,7 +142,9 @@ def _fmt_rate(entry: dict) -> str:
 def render_analysis(report: dict) -> str:
     lines = [f"== {report['file']}",
              f"{report['benchmark']} | system {report['system']} | mode {report['retrieval_mode']} | "
-             f"profile {report['scoring_profile']} | {report['questions']} questions, {report['evaluable']} evaluable, "
+             f"profile {report['scoring_profile']}"
+             + (f" (on the {report['corpus']} corpus, not its own)" if report["corpus"] != report["scoring_profile"] else "")
+             + f" | {report['questions']} questions, {report['evaluable']} evaluable, "
              f"{report['abstentions']} abstentions, {report['failed']} failed",
              "", "retrieved / top-1 / top-3 (first gold turn, else gold session)"]
     lines += [f"  {name:<10} {_fmt_rate(entry)}" for name, entry in report["rates"].items()]
@@ -166,10 +189,11 @@ def render_analysis(report: dict) -> str:
 def compare(files: list[dict], force: bool = False) -> list[dict]:
     """One row per file; refuses to line up different benchmarks or profiles unless forced."""
     benchmarks = {f["benchmark"] for f in files}
-    profiles = {f.get("scoring_profile") for f in files}
+    profiles = {(f.get("scoring_profile"), f.get("corpus") or f.get("scoring_profile")) for f in files}
     if not force and (len(benchmarks) > 1 or len(profiles) > 1):
-        raise ResultsError(f"files differ in benchmark {sorted(benchmarks)} or scoring profile "
-                           f"{sorted(map(str, profiles))}; their numbers do not line up (use --force to compare anyway)")
+        raise ResultsError(f"files differ in benchmark {sorted(benchmarks)} or in scoring profile and corpus "
+                           f"{sorted(f'{p} on {c}' for p, c in profiles)}; their numbers do not line up "
+                           "(use --force to compare anyway)")
     rows = []
     for f in files:
         session = f["metrics"]["all"].get("session") or {}

@@ -49,25 +49,37 @@ def _support(records: list[dict]) -> dict:
             "pass_rate": (sum(j["passed"] for j in judged) / len(judged)) if judged else None}
 
 
-def _block(records: list[dict]) -> dict:
-    scored = [r for r in records if r.get("metrics")]
-    block = average(scored)
+def _block(records: list[dict], profile: str | None = None) -> dict:
+    block = average(records, profile)
     judged = [r for r in records if r.get("judgement")]
     if judged:
         block["support"] = _support(judged)
     return block
 
 
-def summarize(records: list[dict], group_key: str | None) -> dict:
+def summarize(records: list[dict], group_key: str | None, profile: str | None = None) -> dict:
+    """Averages over every record and per group; `profile`: under that profile (default: the chosen one)."""
     ok = [r for r in records if r.get("status") == "ok"]
-    summary = {"all": _block(ok)}
+    summary = {"all": _block(ok, profile)}
     if group_key:
         groups = defaultdict(list)
         for record in ok:
-            if record.get("metrics") or record.get("judgement"):
+            metrics = record.get("metrics") if profile is None else (record.get("metrics_by_profile") or {}).get(profile)
+            if metrics or record.get("judgement"):
                 groups[str(record.get(group_key, ""))].append(record)
-        summary[f"by_{group_key}"] = {g: _block(rs) for g, rs in sorted(groups.items())}
+        summary[f"by_{group_key}"] = {g: _block(rs, profile) for g, rs in sorted(groups.items())}
     return summary
+
+
+def by_profile(records: list[dict], group_key: str | None, chosen: str | None) -> dict:
+    """Every profile's averages, each saying which corpus its numbers were computed on.
+
+    A run gives its system the chosen profile's corpus; another profile's
+    numbers on that corpus are comparable between runs but are not that
+    profile's own (`own_corpus: false`), so they are never to be cited as such.
+    """
+    profiles = sorted({p for r in records for p in (r.get("metrics_by_profile") or {})})
+    return {p: {"own_corpus": p == chosen, "corpus": chosen, **summarize(records, group_key, p)} for p in profiles}
 
 
 def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
@@ -94,6 +106,7 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         "excluded": excluded,
         "failed": len(failed),
         "metrics": summary,
+        "metrics_by_profile": by_profile(records, context.get("group_key"), context["scoring_profile"]),
         "records": records,
         "dataset_checksum": context["dataset_sha256"],
         "embedder": signature.get("model_id"),
@@ -101,6 +114,7 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         "commit": context.get("commit") or git_commit(),
         "retrieval_mode": context["system_config"].get("retrieval_mode"),
         "scoring_profile": context["scoring_profile"],
+        "corpus": context["scoring_profile"],
         "settings": settings_snapshot(),
         "settings_system": context["system_config"],
         "command": context["command"],
@@ -137,6 +151,7 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         "evaluation": {
             "k_values": list(context["k_values"]),
             "scoring_profile": context["scoring_profile"],
+            "profiles_computed": sorted(results["metrics_by_profile"]),
             "metric_names": list(METRIC_NAMES),
             "levels": ["session", "turn"],
             "question_count": len(records),

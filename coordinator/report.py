@@ -24,6 +24,7 @@ def metrics_table(results: dict) -> str:
                 session, turn = group.get("session") or {}, group.get("turn") or {}
                 lines.append(f"{name[:28]:<28}{group['evaluable']['session']:>5} "
                              f"{session.get('recall_any@5', float('nan')):>9.3f} {turn.get('recall_any@10', float('nan')):>10.3f}")
+    lines += profile_lines(results)
     lines.append("")
     lines.append(
         f"questions {results['question_count']}: evaluable {results['retrieval_evaluable']}, "
@@ -31,6 +32,37 @@ def metrics_table(results: dict) -> str:
     )
     lines.append("(retrieval metrics, not answer accuracy)")
     return "\n".join(lines)
+
+
+#: Why the seed profile's turn numbers sit below the official ones, in one line.
+SEED_TURN_NOTE = ("the memoria profile's turn gold is the answer-session turns holding the expected text (the first "
+                  "answer turn), usually one turn, so its turn recall is low; the official gold is every has_answer "
+                  "user turn")
+
+
+def profile_lines(results: dict) -> list[str]:
+    """Every profile's headline numbers side by side, with the corpus each was computed on."""
+    profiles = results.get("metrics_by_profile") or {}
+    if len(profiles) < 2:
+        return []
+    lines = ["", f"{'profile':<22}{'sess R@5':>9}{'sess nDCG@10':>13}{'turn R@5':>9}{'turn R@10':>10}"
+             f"{'turn nDCG@10':>13}{'n':>6}"]
+    for name, block in profiles.items():
+        session, turn = block["all"].get("session") or {}, block["all"].get("turn") or {}
+        cells = [session.get("recall_any@5"), session.get("ndcg_any@10"), turn.get("recall_any@5"),
+                 turn.get("recall_any@10"), turn.get("ndcg_any@10")]
+        widths = (9, 13, 9, 10, 13)
+        mark = "" if block.get("own_corpus") else " *"
+        lines.append(f"{name + mark:<22}" + "".join(f"{v:>{w}.3f}" if v is not None else f"{'-':>{w}}"
+                                                   for v, w in zip(cells, widths))
+                     + f"{block['all']['evaluable']['session']:>6}")
+    if any(not block.get("own_corpus") for block in profiles.values()):
+        chosen = next((n for n, b in profiles.items() if b.get("own_corpus")), results.get("scoring_profile"))
+        lines.append(f"* on the {chosen} profile's corpus, not its own: comparable between runs, not citable "
+                     "(for citable official numbers run with --scoring-profile longmemeval-official)")
+    if "memoria" in profiles:
+        lines.append(f"note: {SEED_TURN_NOTE}")
+    return lines
 
 
 def support_table(results: dict) -> str:

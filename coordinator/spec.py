@@ -76,6 +76,9 @@ class RunSpec:
             refuse("dataset", f"is not used: {self.benchmark} is built in")
         if self.benchmark != "longmemeval":
             refuse("questions", "is the LongMemEval companion file; it means nothing for " + self.benchmark)
+        if info.scoring == "ids" and self.scoring_profile not in info.profiles:
+            raise MemfarmError(f"--scoring-profile {self.scoring_profile} does not apply to {self.benchmark}; "
+                               f"its profiles: {', '.join(info.profiles)}")
         if info.scoring == "substrings":
             if self.system_name != "adamem":
                 raise MemfarmError(f"{self.benchmark} episodes are observed by AdaMem; --system must be adamem")

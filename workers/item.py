@@ -17,6 +17,7 @@ from adapters.adamem_jsonl import evaluate_episode
 from adapters.contracts import DOC_PROPS, TASK_FIELDS
 from adapters.defaults import DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K, K_VALUES
 from adapters.files import content_hash
+from adapters.official import PROFILE as OFFICIAL
 from adapters.records import candidate, failure_outcome, outcome, question_record
 from workers.cache import expected_entry
 
@@ -29,14 +30,16 @@ def label_for(item_id: str) -> str:
 
 
 def make_docs(item: dict) -> tuple[list[dict], dict[str, dict]]:
-    """Docs for the system (opaque ids, whitelisted props) and the runner's id map."""
+    """Docs for the system (opaque ids, whitelisted props) and the runner's id map; an empty turn is no doc."""
     label = label_for(item["item_id"])
     docs, native = [], {}
-    for position, turn in enumerate(item["turns"]):
+    for position, turn in enumerate(t for t in item["turns"] if t["text"]):
         external_id = f"{label}-{position:06d}"
         props = {k: turn["props"][k] for k in DOC_PROPS if k in turn["props"]}
         docs.append({"external_id": external_id, "label": label, "text": turn["text"], "props": props})
         native[external_id] = {"session_id": turn["session_id"], "turn_id": turn["turn_id"]}
+        if turn.get("official_id"):
+            native[external_id]["official_id"] = turn["official_id"]
     return docs, native
 
 
@@ -119,16 +122,18 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
     build_ms = (time.perf_counter() - started) * 1000
 
     by_id = {d["external_id"]: d for d in docs}
-    session_of_turn = {ids["turn_id"]: ids["session_id"] for ids in native.values()}
+    # The official profile widens k until it spans k sessions, so it reads the whole ranking: the system is asked
+    # for every doc, and the results file keeps the first top_k as candidates.
+    depth = max(top_k, len(docs)) if profile == OFFICIAL else top_k
     records = []
     for position, question in enumerate(item["questions"]):
-        task = make_task(question, label, position, top_k)
+        task = make_task(question, label, position, depth)
         t0 = time.perf_counter()
         hits = system.retrieve(task["label"], task["question"], task["top_k"])
         runtime_ms = (time.perf_counter() - t0) * 1000
         hits, problems = clean_hits(hits, by_id, task["top_k"])
         candidates = []
-        for rank, hit in enumerate(hits, start=1):
+        for rank, hit in enumerate(hits[:top_k], start=1):
             eid = hit["external_id"]
             diagnostics = dict(hit.get("diagnostics") or {})
             final_score = diagnostics.pop("final_score", hit.get("score"))
@@ -137,7 +142,7 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
                                         **native[eid]))
         records.append(question_record(
             question, item["item_id"], candidates, level="turn", k_values=k_values, profile=profile,
-            session_of_turn=session_of_turn, runtime_ms=runtime_ms, worker=worker, attempt=attempt,
+            ranking=[native[hit["external_id"]] for hit in hits], runtime_ms=runtime_ms, worker=worker, attempt=attempt,
             diagnostics={"system": getattr(system, "last_diagnostics", {}) or {}, "rejected_hits": problems}))
     return outcome(item["item_id"], records, cache=cache_state,
                    timings={"build_or_restore_ms": round(build_ms, 3),

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from adapters.defaults import DEFAULT_SCORING_PROFILE, K_VALUES, SCORING_PROFILES
-from adapters.registry import RANKED_BENCHMARKS
+from adapters.registry import BENCHMARKS, RANKED_BENCHMARKS
 from coordinator.cli import main
 
 
@@ -25,7 +25,10 @@ from coordinator.cli import main
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None, help="Write PNG charts here.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None, help="Write one HTML report.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
-def analyze(files, do_compare, force, explain, questions, all_files, results_dir, plot_dir, html_file, as_json):
+@click.option("--profile", type=click.Choice(SCORING_PROFILES), default=None,
+              help="Read the files under this scoring profile (every run computes all of its benchmark's).")
+def analyze(files, do_compare, force, explain, questions, all_files, results_dir, plot_dir, html_file, as_json,
+            profile):
     """Read result files (and nothing else) and report on them."""
     from coordinator import analyze as analysis
 
@@ -34,7 +37,7 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
         return
     if not files:
         raise click.UsageError("name at least one results file (or use --all)")
-    loaded = [analysis.load_results(f) for f in files]
+    loaded = [analysis.under_profile(analysis.load_results(f), profile) for f in files]
     if do_compare:
         rows = analysis.compare(loaded, force=force)
         click.echo(json.dumps(rows, indent=1) if as_json else analysis.render_compare(rows))
@@ -69,8 +72,9 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
 @click.option("--rankings", type=click.Path(exists=True, dir_okay=False), required=True,
               help='JSON lines: {"question_id": ..., "ranked": [ids, best first]}.')
 @click.option("--level", type=click.Choice(["session", "turn"]), default="session", show_default=True)
-@click.option("--scoring-profile", type=click.Choice(SCORING_PROFILES), default=DEFAULT_SCORING_PROFILE,
-              show_default=True)
+@click.option("--scoring-profile", "--profile", "scoring_profile", type=click.Choice(SCORING_PROFILES),
+              default=DEFAULT_SCORING_PROFILE, show_default=True,
+              help="The profile of the closing table and `metrics` (every profile is computed).")
 @click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Companion questions file (LongMemEval turn gold).")
 @click.option("--output", type=click.Path(dir_okay=False), default=None)
@@ -85,6 +89,9 @@ def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, 
     cli = ctx.obj
     if questions and benchmark != "longmemeval":
         raise click.UsageError(f"--questions is the LongMemEval companion file; it means nothing for {benchmark}")
+    if scoring_profile not in BENCHMARKS[benchmark].profiles:
+        raise click.UsageError(f"--profile {scoring_profile} does not apply to {benchmark}; "
+                               f"its profiles: {', '.join(BENCHMARKS[benchmark].profiles)}")
     started = time.perf_counter()
     spec = RunSpec(benchmark=benchmark, dataset=dataset, questions=questions, scoring_profile=scoring_profile,
                    system="rankings", output=output, command=cli.command)

@@ -31,11 +31,8 @@ def test_ideal_dcg_when_gold_outnumbers_k():
     assert ndcg_any(["a", "x", "b"], {"a", "b", "c"}, 2) == pytest.approx(1 / (1 + 1 / math.log2(3)))
 
 
-def test_longmemeval_dcg_variant():
-    # LongMemEval's DCG: rel_1 + sum_{i>=2} rel_i / log2(i): rank 2 weighs as much as rank 1.
-    assert ndcg_any(["x", "a"], {"a"}, 10, profile="longmemeval") == pytest.approx(1.0)
-    assert ndcg_any(["x", "a"], {"a"}, 10, profile="memoria") == pytest.approx(1 / math.log2(3))
-    assert ndcg_any(["x", "y", "a"], {"a"}, 10, profile="longmemeval") == pytest.approx(1 / math.log2(3))
+def test_memoria_dcg_is_the_standard_one():
+    assert ndcg_any(["x", "a"], {"a"}, 10) == pytest.approx(1 / math.log2(3))
 
 
 def test_turn_metrics_are_none_without_turn_gold():
@@ -57,3 +54,39 @@ def test_average_skips_null_metrics_and_counts_denominators():
     summary = average(records)
     assert summary["session"]["recall_any@1"] == 0.5 and summary["turn"]["recall_any@1"] == 0.0
     assert summary["evaluable"] == {"session": 2, "turn": 1}
+
+
+def test_level_metrics_cut_every_metric_at_its_own_k():
+    values = level_metrics(["a", "x", "b"], {"a", "b"}, k_values=(1, 2, 3))
+    assert [values[f"recall_all@{k}"] for k in (1, 2, 3)] == [0.0, 0.0, 1.0]
+    assert [values[f"recall_any@{k}"] for k in (1, 2, 3)] == [1.0, 1.0, 1.0]
+    assert values["ndcg_any@2"] == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    assert ndcg_any(["a"], set(), 5) == 0.0
+    metrics = question_metrics(["x", "a"], {"x": "X", "a": "A"}, {"A"}, {"a"}, k_values=(1,))
+    assert set(metrics["session"]) == set(metrics["turn"]) == {"recall_any@1", "recall_all@1", "ndcg_any@1"}
+    assert metrics["session"]["recall_any@1"] == 0.0 and metrics["turn"]["recall_any@1"] == 0.0
+
+
+def test_average_reads_past_records_without_metrics():
+    records = [{"metrics": None}, {"metrics": {"session": {"recall_any@1": 1.0}, "turn": None}},
+               {"metrics": {"session": {"recall_any@1": 0.0}, "turn": {"recall_any@1": 1.0}}}]
+    summary = average(records)
+    assert summary["evaluable"] == {"session": 2, "turn": 1} and summary["session"]["recall_any@1"] == 0.5
+
+
+def test_profile_metrics_for_every_profile_at_the_asked_k_only():
+    from adapters.metrics import profile_metrics
+
+    ranked = [{"session_id": "S", "turn_id": "S#0"}]
+    bare = profile_metrics({"question_id": "q"}, ranked, level="turn", k_values=(2,), depth=5)
+    assert bare["memoria"]["session"] == {"recall_any@2": 0.0, "recall_all@2": 0.0, "ndcg_any@2": 0.0}
+    assert bare["memoria"]["turn"] is None and set(bare) == {"memoria"}
+    assert profile_metrics({"question_id": "q", "abstention": True}, ranked, level="turn", k_values=(2,),
+                           depth=5) == {"memoria": None}
+    session = profile_metrics({"question_id": "q", "gold_sessions": ["S"]}, ranked, level="session", k_values=(2,),
+                              depth=5)
+    assert session == {"memoria": {"session": {"recall_any@2": 1.0, "recall_all@2": 1.0, "ndcg_any@2": 1.0},
+                                   "turn": None}}
+    turn = profile_metrics({"question_id": "q", "gold_sessions": ["S"], "gold_turns": ["S#0"]}, ranked, level="turn",
+                           k_values=(2,), depth=5)
+    assert set(turn["memoria"]["turn"]) == {"recall_any@2", "recall_all@2", "ndcg_any@2"}

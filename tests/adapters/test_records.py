@@ -28,9 +28,8 @@ def test_question_record_scores_turns_and_sessions_and_excludes_what_it_must():
     question = {"question_id": "q", "question": "?", "gold_sessions": ["S2"], "gold_turns": ["S2#1"],
                 "question_type": "t", "expected_ids": ["S2"]}
     cands = _cands(("S1", "S1#0"), ("S2", "S2#0"), ("S2", "S2#1"))
-    session_of = {"S1#0": "S1", "S2#0": "S2", "S2#1": "S2"}
     record = question_record(question, "i", cands, level="turn", k_values=K, profile="memoria",
-                             session_of_turn=session_of, worker="w", attempt=2)
+                             worker="w", attempt=2)
     assert record["metrics"]["turn"]["recall_any@1"] == 0.0 and record["metrics"]["turn"]["recall_any@3"] == 1.0
     assert record["metrics"]["session"]["recall_any@1"] == 0.0 and record["metrics"]["session"]["recall_all@3"] == 1.0
     assert record["metrics"]["session"]["ndcg_any@3"] == pytest.approx(1 / 1.584962500721156)
@@ -41,7 +40,7 @@ def test_question_record_scores_turns_and_sessions_and_excludes_what_it_must():
     assert session_level["metrics"]["turn"] is None and session_level["metrics"]["session"]["recall_any@1"] == 1.0
     for flag in ({"abstention": True}, {"excluded": "no evidence"}):
         excluded = question_record({**question, **flag}, "i", cands, level="turn", k_values=K, profile="memoria",
-                                   session_of_turn=session_of, worker="w", attempt=1)
+                                   worker="w", attempt=1)
         assert excluded["metrics"] is None and excluded["status"] == "ok"
 
 
@@ -84,11 +83,13 @@ def test_the_registry_hands_the_profile_and_companion_to_the_adapter():
     module.Recorder = Recorder
     sys.modules["recording_adapter"] = module
     try:
-        Benchmark("longmemeval", "t", "s", "question", "ids", "recording_adapter:Recorder").open("d", "q", "longmemeval")
-        assert seen == {"dataset": "d", "companion": "q", "profile": "longmemeval"}
+        Benchmark("longmemeval", "t", "s", "question", "ids", "recording_adapter:Recorder").open("d", "q", "longmemeval-official")
+        assert seen == {"dataset": "d", "companion": "q", "profile": "longmemeval-official"}
         seen.clear()
-        Benchmark("locomo", "t", "s", "conversation", "ids", "recording_adapter:Recorder").open("d", None, "longmemeval")
-        assert seen == {"dataset": "d", "profile": "longmemeval"}
+        Benchmark("locomo", "t", "s", "conversation", "ids", "recording_adapter:Recorder").open("d", None, "memoria")
+        assert seen == {"dataset": "d", "profile": "memoria"}
     finally:
         del sys.modules["recording_adapter"]
-    assert BENCHMARKS["longmemeval"].open("x.json", None, "longmemeval").profile == "longmemeval"
+    assert BENCHMARKS["longmemeval"].open("x.json", None, "longmemeval-official").profile == "longmemeval-official"
+    assert BENCHMARKS["longmemeval"].profiles == ("memoria", "longmemeval-official")
+    assert BENCHMARKS["locomo"].profiles == ("memoria",)
