@@ -98,3 +98,25 @@ def bench_fleet(questions, scale, workers, time_limit, workdir, output):
     from coordinator.benches import run_fleet_bench
 
     click.echo(run_fleet_bench(questions, scale, workdir, output, workers=workers, time_limit=time_limit))
+
+
+@bench.command("mutation")
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/mutation.json", show_default=True)
+@click.option("--area", "areas", multiple=True,
+              help="Only these areas (metrics, official profile, RRF, gold, abstention, ledger (Python)); "
+                   "default: all.")
+@click.option("--lua-limit", type=click.IntRange(0), default=None,
+              help="At most N Lua mutants of the ledger's scripts (0: none; default: all).")
+@click.option("--timeout", type=click.IntRange(60), default=3600, show_default=True, help="Seconds for mutmut.")
+@click.option("--keep", is_flag=True, help="Keep the scratch copy (to inspect a survivor with mutmut show).")
+def bench_mutation(output, areas, lua_limit, timeout, keep):
+    """Mutation testing of the scoring and ledger code: mutants made, killed, survived, survivors listed."""
+    from coordinator.mutation import PYTHON_SCOPE, mutation_bench, render
+
+    unknown = [a for a in areas if a not in PYTHON_SCOPE]
+    if unknown:
+        raise click.UsageError(f"unknown area {unknown[0]!r}; choose from {', '.join(PYTHON_SCOPE)}")
+    scope = {a: PYTHON_SCOPE[a] for a in areas} if areas else None
+    report = mutation_bench(output, scope=scope, lua_limit=lua_limit, timeout=timeout, keep=keep)
+    click.echo(render(report))
+    click.echo(f"wrote {output}")

@@ -142,3 +142,35 @@ def test_locomo_run_isolates_conversations_and_matches_the_longmemeval_shape(tmp
     scored = lambda results: next(r for r in results["records"] if r["metrics"])
     assert set(scored(locomo)["metrics"]["turn"]) == set(scored(lme)["metrics"]["turn"])
     assert set(scored(locomo)) >= set(scored(lme)) - {"question_type"}
+
+
+def test_every_field_of_a_question_under_each_rule(tmp_path):
+    """Whole question dicts, written by hand: category names, answers, abstention and exclusion reasons."""
+    conversation = _conversation()
+    conversation["qa"] += ["not a dict", {"question": "  ", "answer": "x", "evidence": ["D1:1"], "category": 4},
+                           {"question": "Anything?", "answer": "x", "category": 9},
+                           {"evidence": ["D1:1"], "category": 4},
+                           {"question": "Trap?", "evidence": ["D1:1"], "category": 5},
+                           {"question": "Gone?", "answer": "a", "evidence": ["D9:9"], "category": 4}]
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps([conversation]))
+    q = {i: question for i, question in enumerate(next(LoCoMo(path).iter_items())["questions"])}
+    details = {"raw_evidence": ["D1:1"], "dropped_evidence": [], "unparseable": []}
+    assert q[0] == {"question_id": "conv-x:q0", "question": "Where did Ann go hiking?", "question_type": "single-hop",
+                    "category": 4, "expected": "the Alps", "expected_ids": ["D1"], "gold_turns": ["D1:1"],
+                    "gold_sessions": ["D1"], "abstention": False, "details": details}
+    assert q[4] == {"question_id": "conv-x:q4", "question": "Where did Bo go hiking?", "question_type": "adversarial",
+                    "category": 5, "expected": "the Alps", "expected_ids": ["D1"], "gold_turns": ["D1:1"],
+                    "gold_sessions": ["D1"], "abstention": True, "abstention_reason": "category 5 (adversarial)",
+                    "details": details}
+    empty = {"expected_ids": [], "gold_turns": [], "gold_sessions": [], "abstention": False}
+    assert q[7] == {"question_id": "conv-x:q7", "question": "", "question_type": "malformed", "category": None,
+                    "expected": "", **empty, "excluded": "qa entry is str, not an object",
+                    "details": {"raw_evidence": None, "dropped_evidence": [], "unparseable": []}}
+    assert q[8]["excluded"] == "empty question" and q[8]["question"] == "  " and q[8]["gold_turns"] == ["D1:1"]
+    assert q[9] == {"question_id": "conv-x:q9", "question": "Anything?", "question_type": "category 9", "category": 9,
+                    "expected": "x", **empty, "excluded": "no evidence listed",
+                    "details": {"raw_evidence": None, "dropped_evidence": [], "unparseable": []}}
+    assert q[10]["question"] == "" and q[10]["excluded"] == "empty question"
+    assert q[11]["expected"] == "" and q[11]["abstention"]
+    assert q[12]["excluded"] == "no resolvable evidence" and q[12]["details"]["dropped_evidence"] == ["D9:9"]

@@ -71,10 +71,11 @@ def test_memoria_profile_gold_is_answer_session_turns_holding_the_expected_text(
     assert question["gold_sessions"] == ["answer_x1"]
 
 
-def test_gold_turns_under_the_longmemeval_profile(tmp_path):
-    item = _item(tmp_path, _raw(), profile="longmemeval")
+def test_gold_turns_under_the_official_profile(tmp_path):
+    item = _item(tmp_path, _raw(), profile="longmemeval-official")
     assert item["questions"][0]["gold_turns"] == ["answer_x1#2"]
     assert all(t["props"]["role"] == "user" for t in item["turns"])  # user turns only are indexed
+    assert [t["official_id"] for t in item["turns"]] == ["filler_1_1", "noans_x1_1", "answer_x1_3"]
 
 
 def test_companion_fallback_warns_once(tmp_path):
@@ -176,3 +177,82 @@ def test_streaming_reader_matches_json_load(tmp_path):
         assert list(iter_array(path)) == json.loads(path.read_text())
     finally:
         js._CHUNK = original
+
+
+def test_every_field_of_a_question_under_each_rule(tmp_path):
+    """Whole question dicts, written by hand: gold, expected text, abstention and exclusion reasons."""
+    raws = [_raw(question_type="single-session-user", question_date="2023/05/30 (Tue) 23:40"),
+            _raw(question_id="q_abs"), _raw(question_id="nolist", answer_session_ids=[]),
+            _raw(question_id="away", answer_session_ids=["answer_zz"])]
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps(raws))
+    companion = tmp_path / "q.json"
+    extract_questions(data, companion)
+
+    def questions(profile, with_companion):
+        items = LongMemEval(data, companion if with_companion else None, profile).iter_items()
+        return {i["item_id"]: i["questions"][0] for i in items}
+
+    common = {"question": "What is my dog called?", "question_date": "", "question_type": ""}
+    seed = questions("memoria", True)
+    assert {k: v for k, v in seed["aa11bb22"].items() if k != "gold_by_profile"} == {
+        **common, "question_id": "aa11bb22", "question_date": "2023/05/30 (Tue) 23:40",
+        "question_type": "single-session-user", "expected": "We adopted a puppy.", "expected_ids": ["answer_x1"],
+        "gold_sessions": ["answer_x1"], "gold_turns": ["answer_x1#0"], "abstention": False}
+    assert seed["aa11bb22"]["gold_by_profile"]["memoria"] == {"sessions": ["answer_x1"], "turns": ["answer_x1#0"],
+                                                              "scored": True}
+    assert {k: v for k, v in seed["q_abs"].items() if k != "gold_by_profile"} == {
+        **common, "question_id": "q_abs", "expected": "We adopted a puppy.", "expected_ids": ["answer_x1"],
+        "gold_sessions": ["answer_x1"], "gold_turns": ["answer_x1#0"], "abstention": True,
+        "abstention_reason": "question_id ends with _abs"}
+    assert {k: v for k, v in seed["nolist"].items() if k != "gold_by_profile"} == {
+        **common, "question_id": "nolist", "expected": "", "expected_ids": [], "gold_sessions": [], "gold_turns": [],
+        "abstention": False, "excluded": "no answer session listed"}
+    assert seed["away"]["excluded"] == "gold session(s) not in the haystack: answer_zz"
+    assert [seed[q]["gold_by_profile"]["memoria"]["scored"] for q in ("q_abs", "nolist", "away")] == [False] * 3
+    # without the companion file, expected is the dataset's answer
+    assert questions("memoria", False)["aa11bb22"]["expected"] == "Rex"
+    official = questions("longmemeval-official", False)
+    assert {k: v for k, v in official["nolist"].items() if k != "gold_by_profile"} == {
+        **common, "question_id": "nolist", "expected": "Rex", "expected_ids": [], "gold_sessions": [],
+        "gold_turns": ["answer_x1#2"], "abstention": False}  # the official gold is the ids, not the list
+    assert official["q_abs"]["abstention"] and \
+        official["q_abs"]["abstention_reason"] == "question_id contains _abs (the official rule)"
+    assert official["nolist"]["gold_by_profile"]["memoria"]["scored"] is False
+    assert "excluded" not in official["away"] and not official["away"]["abstention"]
+
+
+def test_the_first_answer_turn_is_empty_when_there_is_none():
+    from adapters.longmemeval import first_answer_turn
+
+    assert first_answer_turn(_raw()) == "We adopted a puppy."
+    assert first_answer_turn(_raw(answer_session_ids=["nowhere"])) == ""
+    no_content = _raw(haystack_sessions=[[{"role": "user", "content": "hello"}], [{"role": "user"}]])
+    assert first_answer_turn(no_content) == ""
+
+
+def test_the_less_common_exclusions_and_defaults(tmp_path):
+    def question(raw, companion_entries=None, profile="memoria"):
+        data = tmp_path / "d.json"
+        data.write_text(json.dumps([raw]))
+        companion = None
+        if companion_entries is not None:
+            companion = tmp_path / "q.json"
+            companion.write_text(json.dumps(companion_entries))
+        return next(LongMemEval(data, companion, profile).iter_items())["questions"][0]
+
+    empty = _raw(haystack_sessions=[[{"role": "user", "content": " "}], [{"role": "user", "content": ""}]])
+    assert question(empty)["excluded"] == "empty haystack (no turn with text)"
+    many = _raw(answer_session_ids=["answer_x1"] + [f"gone_{n}" for n in range(6)])
+    assert question(many)["excluded"] == ("gold session(s) not in the haystack: "
+                                          "gone_0, gone_1, gone_2, gone_3, gone_4")
+    no_answer = _raw()
+    del no_answer["answer"]
+    assert question(no_answer)["expected"] == ""
+    # a companion entry without `expected`: no expected text, so the first answer turn is gold
+    bare = question(_raw(), [{"question_id": "aa11bb22"}])
+    assert bare["expected"] == "" and bare["gold_turns"] == ["answer_x1#0"]
+    # the seed's abstention trigger is not the official rule: no reason is left behind under the official profile
+    flagged = question(_raw(_abs=True), profile="longmemeval-official")
+    assert flagged["abstention"] is False and "abstention_reason" not in flagged
+    assert question(_raw(_abs=True))["abstention_reason"] == "_abs field"

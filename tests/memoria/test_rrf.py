@@ -35,3 +35,15 @@ def test_the_default_constant_is_sixty_in_the_function_and_the_engine():
     assert DEFAULT_RRF_K == 60
     assert scores[1] == pytest.approx(1 / 61) and scores[2] == pytest.approx(1 / 62 + 1 / 61)
     assert MemoryInterface().rrf_k == 60
+
+
+def test_a_repeated_id_counts_once_per_source_and_the_rest_of_the_list_still_counts():
+    fused = reciprocal_rank_fusion({"x": [1, 1, 2]}, k=10)
+    scores = {e["id"]: e["score"] for e in fused}
+    assert scores == {1: pytest.approx(1 / 11), 2: pytest.approx(1 / 13)}
+
+
+def test_k_of_one_is_allowed_and_the_refusal_says_why():
+    assert reciprocal_rank_fusion({"x": [5]}, k=1)[0]["score"] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="RRF k must be positive, got -3"):
+        reciprocal_rank_fusion({"x": [1]}, k=-3)

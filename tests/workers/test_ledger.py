@@ -211,3 +211,81 @@ def test_redact_hides_every_form_of_password():
     assert redact("redis://:pw@h:1/0") == "redis://:***@h:1/0"
     assert "pw" not in redact("redis://u:pw@h:1/0?password=pw2")
     assert redact("redis://h:1/0?password=pw2&db=1") == "redis://h:1/0?password=***&db=1"
+
+
+def _lease(ledger, item="a", run="r1"):
+    return ledger.r.get(ledger._key(run, "lease", item))
+
+
+def _events(ledger, run="r1"):
+    return [e.decode() for e in ledger.r.lrange(ledger._key(run, "events"), 0, -1)]
+
+
+def test_heartbeat_renews_only_the_current_started_attempt(ledger):
+    _run(ledger)
+    assert not ledger.heartbeat("r1", "a", 1), "nothing to renew before a start"
+    _begin(ledger)
+    ledger.r.expire(ledger._key("r1", "lease", "a"), 5)
+    assert ledger.heartbeat("r1", "a", 1) is True
+    assert ledger.r.ttl(ledger._key("r1", "lease", "a")) > 5, "the lease is renewed to its full length"
+    assert _lease(ledger) == b"1"
+    assert not ledger.heartbeat("r1", "a", 2), "another attempt's heartbeat renews nothing"
+    ledger.r.delete(ledger._key("r1", "lease", "a"))
+    _begin(ledger)  # attempt 2
+    assert not ledger.heartbeat("r1", "a", 1) and _lease(ledger) == b"2"
+    assert ledger.finish("r1", "a", 2, {"records": []})
+    assert not ledger.heartbeat("r1", "a", 2) and _lease(ledger) is None, "a finished item has no lease to renew"
+
+
+def test_finish_and_fail_leave_their_marks_everywhere(ledger):
+    _run(ledger)
+    _begin(ledger)
+    _begin(ledger, item="b")
+    assert _lease(ledger) == b"1"
+    ledger.finish("r1", "a", 1, {"records": ["ok"]})
+    info = ledger.info("r1", "a")
+    assert _lease(ledger) is None and info["error"] == "" and float(info["finished_at"]) > 0
+    assert ledger.fail("r1", "b", 1, "x" * 5000)
+    info = ledger.info("r1", "b")
+    assert _lease(ledger, "b") is None and info["error"] == "x" * 4000 and float(info["finished_at"]) > 0
+    assert _events(ledger) == ["a", "b"], "each end is announced once, in order"
+
+
+def test_the_cap_clears_the_lease_and_an_unknown_item_is_logged(ledger, caplog):
+    _run(ledger, max_attempts=1)
+    _begin(ledger, max_attempts=1)
+    assert _lease(ledger) == b"1"
+    # a stale start (past the hard limit) with its lease still there: the cap must remove the lease too
+    assert _begin(ledger, max_attempts=1, stale_after=0.0) == ("cap", 2) and _lease(ledger) is None
+    with caplog.at_level("WARNING", logger="workers.ledger"):
+        _begin(ledger, item="b", max_attempts=1)
+        assert not caplog.records, "a staged item is no news"
+        _begin(ledger, item="ghost")
+    assert [r.getMessage() for r in caplog.records] == [
+        "run r1: a message for item 'ghost', which was never staged, ignored"]
+
+
+def test_stale_after_is_the_hard_limit_plus_the_grace():
+    from workers.ledger import DEFAULT_LOST_GRACE_SECONDS, stale_after
+
+    assert stale_after({"task_time_limit": 100}) == 100 + DEFAULT_LOST_GRACE_SECONDS
+    assert stale_after({"task_time_limit": 100, "lost_grace_seconds": 7}) == 107
+
+
+def test_a_start_exactly_at_the_hard_limit_is_stale(ledger, monkeypatch):
+    import workers.ledger as worker_ledger
+
+    class Clock:
+        now = 1000.0
+
+        @classmethod
+        def time(cls):
+            return cls.now
+
+    monkeypatch.setattr(worker_ledger, "time", Clock)
+    _run(ledger)
+    assert _begin(ledger, stale_after=10.0) == ("begun", 1)
+    Clock.now = 1009.5
+    assert _begin(ledger, stale_after=10.0) == ("busy", 0), "inside the hard limit, with a live lease"
+    Clock.now = 1010.0
+    assert _begin(ledger, stale_after=10.0) == ("begun", 2), "at the limit the start no longer counts"
