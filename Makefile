@@ -8,9 +8,10 @@ SCALE ?= 0.1
 MODE ?= fusion
 DATA := data/generated
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test bench clean system-packages
 
 $(BIN)/memfarm: pyproject.toml
+	PYTHON=$(PYTHON) bash tools/system-packages venv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, pinned to a CPU build, so nothing below pulls a multi-GB CUDA build.
@@ -27,7 +28,12 @@ run: setup
 	$(BIN)/memfarm run longmemeval --dataset $(DATA)/longmemeval_s_synth.json \
 		--questions $(DATA)/longmemeval_questions.json --retrieval-mode $(MODE) --cache-dir cache/items
 
-test: setup
+# redis-server, chromium and git, installed where missing (as root with apt-get), or one message naming
+# each missing package and its install command before any test runs.
+system-packages:
+	PYTHON=$(PYTHON) bash tools/system-packages
+
+test: system-packages setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
