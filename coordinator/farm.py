@@ -105,28 +105,61 @@ def stage_run(ledger: RunLedger, app, run_id: str, adapter, limit: int | None, o
     return staged
 
 
-def progress(ledger: RunLedger, run_id: str, per_worker: bool = True) -> dict:
-    """Counts per state, per worker, final failures and an ETA."""
+#: The recent window the ETA is measured over: the last finished items, at most this many.
+ETA_WINDOW_ITEMS = 20
+
+
+def progress(ledger: RunLedger, run_id: str, per_worker: bool = True, now: float | None = None) -> dict:
+    """Counts per state, final failures and an ETA; with `per_worker`, also per-worker counts and rates,
+    the slowest running items and an ETA from recent throughput (one more round trip)."""
+    now = time.time() if now is None else now
     meta = ledger.meta(run_id)
     states = ledger.states(run_id)
     counts = Counter(states.values())
-    workers = Counter()
-    for item_id, state in states.items():
-        if per_worker and state == DONE:
-            workers[ledger.info(run_id, item_id).get("worker", "?")] += 1
     staging_done = meta.get("staging_done", True)
     total = len(states) if staging_done else max(meta.get("item_count", 0), len(states))
     final = counts.get(FAILED_FINAL, 0)
     finished = counts.get(DONE, 0) + final
-    elapsed = time.time() - meta["created"]
+    elapsed = now - meta["created"]
     eta = (elapsed / finished) * (total - finished) if finished else None
-    return {
+    state = {
         "run_id": run_id, "total": total, "done": counts.get(DONE, 0),
         "running": counts.get(STARTED, 0), "queued": counts.get(QUEUED, 0),
         "failed": counts.get(FAILED, 0) + final, "final_failures": final, "finished": finished,
-        "workers": dict(workers), "eta_seconds": eta, "staging_done": staging_done,
+        "workers": {}, "eta_seconds": eta, "staging_done": staging_done,
         "complete": staging_done and total > 0 and finished >= total,
     }
+    if per_worker:
+        state.update(_detail(ledger, run_id, states, total - finished, now, eta))
+    return state
+
+
+def _detail(ledger: RunLedger, run_id: str, states: dict[str, str], remaining: int, now: float, eta) -> dict:
+    watched = [i for i, s in states.items() if s in (DONE, STARTED, FAILED_FINAL)]
+    infos = ledger.infos(run_id, watched)
+    workers: dict[str, dict] = {}
+    for item_id, info in infos.items():
+        if states[item_id] != DONE:
+            continue
+        entry = workers.setdefault(info.get("worker", "?"), {"done": 0, "first": None, "last": None})
+        entry["done"] += 1
+        started, ended = float(info.get("started_at") or 0), float(info.get("finished_at") or 0)
+        entry["first"] = started if entry["first"] is None else min(entry["first"], started)
+        entry["last"] = ended if entry["last"] is None else max(entry["last"], ended)
+    rates = {name: {"done": w["done"],
+                    "per_minute": 60 * w["done"] / (w["last"] - w["first"]) if w["last"] > w["first"] else None}
+             for name, w in sorted(workers.items())}
+    running = sorted(((now - float(info.get("started_at") or now), item_id, info.get("worker", "?"))
+                      for item_id, info in infos.items() if states[item_id] == STARTED), reverse=True)
+    ends = sorted(float(info["finished_at"]) for i, info in infos.items()
+                  if states[i] in (DONE, FAILED_FINAL) and info.get("finished_at"))[-ETA_WINDOW_ITEMS:]
+    recent = None
+    if len(ends) >= 2 and now > ends[0]:
+        recent = (len(ends) - 1) / (now - ends[0])  # items per second over the recent window
+    return {"workers": {name: rate["done"] for name, rate in rates.items()}, "worker_rates": rates,
+            "slowest": [{"item_id": i, "worker": w, "age_seconds": round(age, 1)} for age, i, w in running[:3]],
+            "throughput_per_minute": recent * 60 if recent else None,
+            "eta_seconds": remaining / recent if recent else eta}
 
 
 def retry_failed(ledger: RunLedger, app, run_id: str) -> list[str]:
@@ -161,7 +194,7 @@ def recover_lost(ledger: RunLedger, app, run_id: str) -> dict[str, str]:
                                       stale_after=limit, reason=f"attempt {attempts.get(item_id, 0)} lost: {why}")
         if verdict != "skip":
             verdicts[item_id] = verdict
-            logger.warning("run %s: item %s %s (%s)", run_id, item_id, verdict, why)
+            logger.info("run %s: item %s %s (%s)", run_id, item_id, verdict, why)
     enqueue(ledger, app, run_id, [i for i, v in verdicts.items() if v == "requeued"])
     return verdicts
 
@@ -220,30 +253,40 @@ def resume(ledger: RunLedger, app, run_id: str) -> list[str]:
     return chosen
 
 
+def lost_message(item_id: str, verdict: str) -> str:
+    return f"item {item_id}: attempt lost, {'queued again' if verdict == 'requeued' else 'failed for good'}"
+
+
 def watch(ledger: RunLedger, app, run_id: str, on_progress=None, poll_seconds: float = 1.0,
-          timeout: float | None = None) -> dict:
+          timeout: float | None = None, detail: bool = False, on_warning=None) -> dict:
     """Follow the ledger until every item is done or finally failed, retrying failures.
 
     Workers push an event when an item ends, so the loop wakes at once; the
-    timeout only bounds how long it waits when nothing happens.
+    timeout only bounds how long it waits when nothing happens. `detail` adds
+    per-worker rates and the slowest items to each state; `on_warning` gets
+    what a person should hear about (a lost attempt, an unreachable broker),
+    by default the log.
     """
+    warn = on_warning or logger.warning
     started = time.time()
     last_heal = started
     while True:
         try:
             retry_failed(ledger, app, run_id)
-            recover_lost(ledger, app, run_id)
+            for item_id, verdict in recover_lost(ledger, app, run_id).items():
+                warn(lost_message(item_id, verdict))
             if time.time() - last_heal > ORPHAN_AFTER_SECONDS:
                 heal_orphans(ledger, app, run_id)
                 last_heal = time.time()
-            state = progress(ledger, run_id, per_worker=False)
+            state = progress(ledger, run_id, per_worker=detail)
             if on_progress:
                 on_progress(state)
             if state["complete"]:
                 return state
             ledger.wait_event(run_id, timeout=poll_seconds)
         except redis.exceptions.ConnectionError as exc:  # a restarting broker: wait for it, bounded below
-            logger.warning("run %s: redis unreachable (%s); retrying", run_id, exc)
+            logger.debug("run %s: redis unreachable (%s)", run_id, exc)
+            warn(f"run {run_id}: redis unreachable; retrying until it is back")
             time.sleep(min(5.0, poll_seconds * 2))
         if timeout is not None and time.time() - started > timeout:
             raise TimeoutError(f"run {run_id} not complete after {timeout}s")

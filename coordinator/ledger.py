@@ -134,6 +134,15 @@ class RunLedger(Ledger):
         """Seconds until the run's keys expire; -1 when they never do."""
         return self.r.ttl(self._key(run_id, "meta"))
 
+    def infos(self, run_id: str, item_ids) -> dict[str, dict]:
+        """Every named item's info hash, in one round trip."""
+        item_ids = list(item_ids)
+        pipe = self.r.pipeline()
+        for item_id in item_ids:
+            pipe.hgetall(self._key(run_id, "info", item_id))
+        return {item_id: {k.decode(): v.decode() for k, v in raw.items()}
+                for item_id, raw in zip(item_ids, pipe.execute())}
+
     def has_lease(self, run_id: str, item_id: str) -> bool:
         return bool(self.r.exists(self._key(run_id, "lease", item_id)))
 

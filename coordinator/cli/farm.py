@@ -15,19 +15,13 @@ from coordinator.cli import broker_option, main, pass_cli
 
 
 def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
-    """Follow a run with a progress bar until it is complete, then write its results file and manifest."""
+    """Follow a run live until it is complete, then write its results file and manifest."""
     from coordinator.farm import watch
+    from coordinator.live import FarmProgress
 
     ledger, app = cli.connect(broker)
-    total = ledger.meta(run_id).get("item_count", 0)
-    with click.progressbar(length=total, label=f"run {run_id}", show_eta=True, show_pos=True, file=sys.stderr) as bar:
-        seen = {"n": 0}
-
-        def update(state):
-            bar.update(state["finished"] - seen["n"])
-            seen["n"] = state["finished"]
-
-        state = watch(ledger, app, run_id, on_progress=update)
+    display = FarmProgress(sys.stderr)
+    state = watch(ledger, app, run_id, on_progress=display.update, detail=True, on_warning=display.warn)
     if state["final_failures"]:
         click.echo(f"{state['final_failures']} items failed for good; see the manifest's farm block", err=True)
     return reduce_and_write(cli, ledger, run_id, output)
@@ -50,22 +44,20 @@ def reduce_and_write(cli, ledger, run_id: str, output) -> Path:
 @click.option("--interval", type=float, default=2.0, show_default=True)
 @pass_cli
 def status(cli, run_id, broker, follow, interval):
-    """Progress of a farm run: done, running, failed, per-worker counts and ETA."""
-    from coordinator.farm import progress, recover_lost
+    """Progress of a farm run: done, running, queued, failed, per-worker rates, the slowest items, ETA."""
+    from coordinator.farm import lost_message, progress, recover_lost
+    from coordinator.live import FarmProgress, board
 
     ledger, app = cli.connect(broker)
+    display = FarmProgress(sys.stdout, live=follow and sys.stdout.isatty())
     while True:
         for item_id, verdict in recover_lost(ledger, app, run_id).items():
-            click.echo(f"item {item_id}: attempt lost, {'queued again' if verdict == 'requeued' else 'failed for good'}")
+            display.warn(lost_message(item_id, verdict))
         state = progress(ledger, run_id)
-        eta = f"{state['eta_seconds']:.0f}s" if state["eta_seconds"] is not None else "?"
-        width = 30
-        filled = int(width * state["finished"] / state["total"]) if state["total"] else 0
-        click.echo(f"[{'#' * filled}{'.' * (width - filled)}] {state['finished']}/{state['total']}  "
-                   f"done {state['done']}  running {state['running']}  queued {state['queued']}  "
-                   f"failed {state['failed']} ({state['final_failures']} final)  ETA {eta}")
-        for worker, count in sorted(state["workers"].items()):
-            click.echo(f"  {worker}: {count} items")
+        if follow:
+            display.update(state)
+        else:
+            click.echo("\n".join(board(state)))
         if not follow or state["complete"]:
             return
         time.sleep(interval)

@@ -90,8 +90,15 @@ def test_two_workers_give_the_local_records(redis_server, workers, data, local_r
         workers(redis_server.url, name).wait_ready()
     out = tmp_path / "farm.json"
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data["small"]), "--questions",
-                                       str(data["questions"]), "--broker", redis_server.url, "--output", str(out)])
+                                       str(data["questions"]), "--broker", redis_server.url, "--output", str(out),
+                                       "--cache-dir", str(tmp_path / "unused")])
     assert result.exit_code == 0, result.output
+    # off a terminal: one line per change of the counts, each with an ETA; the warning once
+    progress = [line for line in result.stderr.splitlines() if line.startswith("run ") and "finished:" in line]
+    assert len(progress) >= 3 and all(" ETA " in line for line in progress)
+    assert len(progress) == len(set(progress)), "a line is printed only when something changed"
+    assert progress[-1].split(": ", 1)[1].startswith("12/12 finished: done 12  running 0  queued 0")
+    assert result.stderr.count("--cache-dir is not used by a farm run") == 1
     farm = json.loads(out.read_text())
     assert _comparable(farm["records"]) == _comparable(local_results["records"])
     assert farm["metrics"] == local_results["metrics"]

@@ -289,3 +289,22 @@ def test_a_start_exactly_at_the_hard_limit_is_stale(ledger, monkeypatch):
     assert _begin(ledger, stale_after=10.0) == ("busy", 0), "inside the hard limit, with a live lease"
     Clock.now = 1010.0
     assert _begin(ledger, stale_after=10.0) == ("begun", 2), "at the limit the start no longer counts"
+
+
+def test_progress_detail_rates_slowest_and_recent_eta(ledger):
+    from coordinator.farm import progress
+
+    _run(ledger, items=("a", "b", "c", "d", "e"))
+    for item, worker in (("a", "w1"), ("b", "w1"), ("c", "w2"), ("d", "w2")):
+        ledger.begin("r1", item, worker, stale_after=STALE, max_attempts=3)
+    for item, started, ended in (("a", 100.0, 130.0), ("b", 130.0, 160.0), ("c", 100.0, 190.0)):
+        ledger.finish("r1", item, 1, {"records": []})
+        ledger.r.hset(ledger._key("r1", "info", item), mapping={"started_at": started, "finished_at": ended})
+    ledger.r.hset(ledger._key("r1", "info", "d"), "started_at", 150.0)
+    state = progress(ledger, "r1", now=200.0)
+    assert state["workers"] == {"w1": 2, "w2": 1}
+    assert state["worker_rates"] == {"w1": {"done": 2, "per_minute": 2.0}, "w2": {"done": 1, "per_minute": 60 / 90}}
+    assert state["slowest"] == [{"item_id": "d", "worker": "w2", "age_seconds": 50.0}]
+    # 3 ends at 130, 160, 190: 2 more items in the 70 s since the first; 2 items left -> 70 s
+    assert state["throughput_per_minute"] == 60 * 2 / 70 and state["eta_seconds"] == 70.0
+    assert "worker_rates" not in progress(ledger, "r1", per_worker=False, now=200.0)
