@@ -175,6 +175,7 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, allowe
         os.environ["MEMFARM_MAX_SEQ_LENGTH"] = str(max_seq_length)
     os.environ.setdefault("OMP_NUM_THREADS", str(torch_threads))
     connect(broker)  # one clear line for a wrong password or a missing server
+    _refuse_on_failed_checks(broker, cache_dir, max_seq_length)
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     from workers.app import make_app
 
@@ -185,6 +186,42 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, allowe
         "worker", "--loglevel", loglevel, "--concurrency", str(concurrency), "--pool", "prefork",
         "--hostname", name or f"memfarm-{os.getpid()}@%h", "--task-events", "--without-gossip", "--without-mingle",
     ])
+
+
+def _refuse_on_failed_checks(broker: str, cache_dir: str, max_seq_length: int | None) -> None:
+    """The doctor's checks (the model's files read, not loaded): print any WARN or FAIL; refuse on a FAIL."""
+    from coordinator.doctor import OK, failed, run_checks
+
+    checks = run_checks(broker=broker, cache_dir=cache_dir, load_model=False, max_seq_length=max_seq_length,
+                        browser=False)
+    for check in checks:
+        if check.status != OK:
+            click.echo(check.line(), err=True)
+    if failed(checks):
+        raise MemfarmError(f"worker not started: {len(failed(checks))} check(s) failed (memfarm doctor tells more)")
+
+
+@main.command()
+@broker_option(required=False)
+@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default="cache/worker",
+              show_default=True, help="The cache directory whose disk is checked.")
+@click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None)
+@click.option("--quick", is_flag=True, help="Read the model's files instead of loading the model.")
+def doctor(broker, cache_dir, max_seq_length, quick):
+    """Check this machine before a long run: Python, packages, torch, the model, Redis, disk, chromium.
+
+    Each line is OK, WARN or FAIL with the fix; the exit status is 1 when anything FAILs.
+    """
+    from coordinator.doctor import failed, run_checks
+
+    checks = run_checks(broker=broker, cache_dir=cache_dir, load_model=not quick, max_seq_length=max_seq_length)
+    for check in checks:
+        click.echo(check.line())
+    bad = failed(checks)
+    counts = {status: sum(1 for c in checks if c.status == status) for status in ("OK", "WARN", "FAIL")}
+    click.echo(f"{len(checks)} checks: {counts['OK']} OK, {counts['WARN']} WARN, {counts['FAIL']} FAIL")
+    if bad:
+        sys.exit(1)
 
 
 @main.command()
