@@ -316,7 +316,10 @@ def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
         queued, begun, ended = (float(info[k]) if info.get(k) else None for k in ("queued_at", "started_at", "finished_at"))
         timing = {"item_id": item_id, "worker": process, "attempts": attempts.get(item_id, 0), "state": state,
                   "queue_wait_ms": round((begun - queued) * 1000, 1) if begun and queued else None,
-                  "run_ms": round((ended - begun) * 1000, 1) if ended and begun else None}
+                  "run_ms": round((ended - begun) * 1000, 1) if ended and begun else None,
+                  # seconds since the run was created, for the report's timeline
+                  **{f"{name}_s": round(at - meta["created"], 3) if at else None
+                     for name, at in (("queued", queued), ("started", begun), ("finished", ended))}}
         timings.append(timing)
         if state == DONE:
             per_worker[worker]["items"] += 1

@@ -79,6 +79,47 @@ def rank_histogram(results: dict) -> bytes:
     return _png(fig)
 
 
+def _worker_colours(items: list[dict]) -> dict[str, str]:
+    palette = ("#4a7ab5", "#d0743c", "#5a9e5a", "#b5524a", "#8a6bb5", "#8c7b54", "#c26fa6", "#6f6f6f")
+    names = sorted({t["worker"] for t in items if t.get("worker")})
+    return {name: palette[i % len(palette)] for i, name in enumerate(names)}
+
+
+def farm_workers_chart(farm: dict) -> bytes:
+    """Items finished per worker process over the run's time (a step line each)."""
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    colours = _worker_colours(farm["items"])
+    for worker, colour in colours.items():
+        ends = sorted(t["finished_s"] for t in farm["items"]
+                      if t.get("worker") == worker and t.get("state") == "done" and t.get("finished_s") is not None)
+        ax.step([0.0, *ends], range(len(ends) + 1), where="post", color=colour, label=f"{worker} ({len(ends)})")
+    ax.set_xlabel("seconds since the run was submitted")
+    ax.set_ylabel("items done")
+    ax.set_title("Items per worker over time")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def farm_timeline_chart(farm: dict) -> bytes:
+    """Per item: time queued (grey) then time running (the worker's colour), in the order items started."""
+    plt = _figure()
+    items = sorted((t for t in farm["items"] if t.get("started_s") is not None), key=lambda t: t["started_s"])
+    fig, ax = plt.subplots(figsize=(6.4, max(2.5, 0.22 * len(items) + 1)))
+    colours = _worker_colours(items)
+    for row, t in enumerate(items):
+        queued = t["queued_s"] if t.get("queued_s") is not None else t["started_s"]
+        ax.barh(row, t["started_s"] - queued, left=queued, color="#cfcfcf")
+        if t.get("finished_s") is not None:
+            ax.barh(row, t["finished_s"] - t["started_s"], left=t["started_s"], color=colours.get(t["worker"]))
+    ax.set_yticks(range(len(items)), [t["item_id"][:14] for t in items], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the run was submitted (grey: queued, colour: running, by worker)")
+    ax.set_title("Queue wait and run time per item")
+    return _png(fig)
+
+
 def charts(files: list[dict]) -> dict[str, bytes]:
     out = {"recall_session.png": recall_curves(files, "session"), "recall_turn.png": recall_curves(files, "turn")}
     for index, f in enumerate(files):
@@ -86,6 +127,9 @@ def charts(files: list[dict]) -> dict[str, bytes]:
         if bars:
             out[f"groups_{index}.png"] = bars
         out[f"ranks_{index}.png"] = rank_histogram(f)
+        if (f.get("farm") or {}).get("items"):
+            out[f"farm_workers_{index}.png"] = farm_workers_chart(f["farm"])
+            out[f"farm_timeline_{index}.png"] = farm_timeline_chart(f["farm"])
     return out
 
 
@@ -111,6 +155,46 @@ def _cell(value) -> str:
     return html.escape(str(value)) if value is not None else "-"
 
 
+def _image(name: str, data: bytes) -> str:
+    return f"<figure><img alt='{html.escape(name)}' src='data:image/png;base64,{base64.b64encode(data).decode()}'></figure>"
+
+
+def farm_section(farm: dict, index: int) -> str:
+    """A farm run at a glance: workers, items over time, queue wait against run time, retries and failures."""
+    items = farm["items"]
+    waits = [t["queue_wait_ms"] for t in items if t.get("queue_wait_ms") is not None]
+    runs = [t["run_ms"] for t in items if t.get("run_ms") is not None]
+    worker_rows = [{"worker": name, "items": w["items"], "questions": w["questions"],
+                    "run s": w["run_ms"] / 1000, "s per item": (w["run_ms"] / 1000 / w["items"]) if w["items"] else None}
+                   for name, w in sorted(farm.get("workers", {}).items())]
+    lost = farm.get("lost_attempts") or {}
+    retry_rows = [{"item": t["item_id"], "attempts": t["attempts"], "lost attempts": lost.get(t["item_id"], 0),
+                   "state": t["state"], "worker": t["worker"]}
+                  for t in items if t["attempts"] > 1 or lost.get(t["item_id"])]
+    failure_rows = [{"item": f["item_id"], "attempts": f["attempts"], "error": f["error"][:200]}
+                    for f in farm.get("failures", [])]
+    parts = [f"<section id='farm-{index}'><h2>Farm run {html.escape(str(farm.get('run_id')))}</h2>",
+             f"<p class='note'>{len(items)} items on {len(worker_rows)} workers; queue wait median "
+             f"{_median(waits) / 1000:.1f} s, run time median {_median(runs) / 1000:.1f} s; "
+             f"max attempts {farm.get('max_attempts')}.</p>",
+             "<h3>Workers</h3>", _table(worker_rows, ["worker", "items", "questions", "run s", "s per item"]),
+             _image(f"farm_workers_{index}", farm_workers_chart(farm)),
+             _image(f"farm_timeline_{index}", farm_timeline_chart(farm)),
+             f"<h3>Retries ({len(retry_rows)})</h3>",
+             _table(retry_rows, ["item", "attempts", "lost attempts", "state", "worker"]) if retry_rows
+             else "<p class='note'>Every item ran once.</p>",
+             f"<h3>Failures ({len(failure_rows)})</h3>",
+             _table(failure_rows, ["item", "attempts", "error"]) if failure_rows
+             else "<p class='note'>No item failed.</p>",
+             "</section>"]
+    return "".join(parts)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else 0.0
+
+
 def html_report(files: list[dict]) -> str:
     """One HTML document, charts inlined as data URIs: nothing to fetch, nothing to lose."""
     from coordinator.analyze import analyze, compare
@@ -126,10 +210,12 @@ def html_report(files: list[dict]) -> str:
              _table(rows, ["file", "benchmark", "system", "mode", "profile", "evaluable"]
                     + [f"R@{k}" for k in COMPARE_K] + ["NDCG@10"]), "</div>", "<h2>Charts</h2><div id='charts'>"]
     for name, data in charts(files).items():
-        encoded = base64.b64encode(data).decode()
-        parts.append(f"<figure><img alt='{html.escape(name)}' src='data:image/png;base64,{encoded}'></figure>")
+        if not name.startswith("farm_"):  # the farm's charts sit in their own section
+            parts.append(_image(name, data))
     parts.append("</div>")
-    for f in files:
+    for index, f in enumerate(files):
+        if (f.get("farm") or {}).get("items"):
+            parts.append(farm_section(f["farm"], index))
         report = analyze(f)
         parts.append(f"<h2>{html.escape(Path(f['_path']).name)}</h2>")
         rate_rows = [{"measure": n, "rate": e["rate"], "count": e["count"], "of": e["of"]}

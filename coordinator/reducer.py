@@ -170,8 +170,8 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         "elapsed_seconds": results["elapsed_seconds"],
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    if context.get("farm"):
-        manifest["farm"] = context["farm"]
+    if context.get("farm"):  # in both: the analyzer reads results files only
+        manifest["farm"] = results["farm"] = context["farm"]
     return results, manifest
 
 

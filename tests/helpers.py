@@ -51,3 +51,20 @@ def independent_turn_metrics(raw_question: dict, expected: str, record: dict, k:
     ideal = sum(1 / math.log2(i + 2) for i in range(min(len(gold), k)))
     return {f"recall_any@{k}": float(any(t in gold for t in top)), f"recall_all@{k}": float(gold <= set(top)),
             f"ndcg_any@{k}": dcg / ideal if ideal else 0.0}
+
+
+def render_in_chromium(page: Path, screenshot: Path, height: int = 1600) -> str:
+    """The DOM of `page` as headless chromium builds it; a screenshot (1200 px wide, `height` tall) saved."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.fail("chromium is not installed (tools/system-packages installs it)")
+    args = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"]
+    dom = subprocess.run(args + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    subprocess.run(args + [f"--screenshot={screenshot}", f"--window-size=1200,{height}", page.as_uri()],
+                   capture_output=True, timeout=120)
+    return dom

@@ -16,7 +16,7 @@ from coordinator.cli import main
 from coordinator.farm import reduce_farm_run, watch
 from coordinator.ledger import RunLedger, connect
 from tests.farm_support import REPO, RedisServer, Worker, wait_for
-from tests.helpers import write_dataset
+from tests.helpers import render_in_chromium, write_dataset
 from workers.app import make_app
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -108,6 +108,16 @@ def test_two_workers_give_the_local_records(redis_server, workers, data, local_r
     assert len(block["workers"]) == 2, "both workers should have taken items"
     assert all(t["queue_wait_ms"] is not None and t["run_ms"] is not None for t in block["items"])
     assert "s3cret" not in json.dumps(manifest)
+    # the HTML report's farm section, as a browser renders it
+    page = tmp_path / "farm.html"
+    report = CliRunner().invoke(main, ["analyze", str(out), "--html", str(page)])
+    assert report.exit_code == 0, report.output
+    shot = tmp_path / "farm_report.png"
+    dom = render_in_chromium(page, shot, height=5200)  # tall enough to hold the farm section
+    assert "id=\"farm-0\"" in dom and "Farm run " in dom
+    assert "alt=\"farm_workers_0\"" in dom and "alt=\"farm_timeline_0\"" in dom
+    assert all(name in dom for name in block["workers"]) and "Retries (" in dom and "Failures (0)" in dom
+    assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
 
 
 def test_a_killed_pool_process_reruns_its_item_once(redis_server, workers, data, tmp_path):
