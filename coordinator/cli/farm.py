@@ -207,14 +207,17 @@ def _refuse_on_failed_checks(broker: str, cache_dir: str, max_seq_length: int | 
               show_default=True, help="The cache directory whose disk is checked.")
 @click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None)
 @click.option("--quick", is_flag=True, help="Read the model's files instead of loading the model.")
-def doctor(broker, cache_dir, max_seq_length, quick):
+@click.option("--dataset", type=click.Path(dir_okay=False), default=None,
+              help="Also check a dataset file: size, SHA-256, and whether it is the published file.")
+def doctor(broker, cache_dir, max_seq_length, quick, dataset):
     """Check this machine before a long run: Python, packages, torch, the model, Redis, disk, chromium.
 
     Each line is OK, WARN or FAIL with the fix; the exit status is 1 when anything FAILs.
     """
     from coordinator.doctor import failed, run_checks
 
-    checks = run_checks(broker=broker, cache_dir=cache_dir, load_model=not quick, max_seq_length=max_seq_length)
+    checks = run_checks(broker=broker, cache_dir=cache_dir, load_model=not quick, max_seq_length=max_seq_length,
+                        dataset=dataset)
     for check in checks:
         click.echo(check.line())
     bad = failed(checks)
@@ -264,20 +267,26 @@ def cluster():
 
 
 @cluster.command("up")
-@click.option("--workers", "count", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--workers", "count", type=click.IntRange(0), default=2, show_default=True,
+              help="Workers on this machine (0: only Redis and Flower, a hub for workers elsewhere).")
+@click.option("--bind", "address", default="127.0.0.1", show_default=True,
+              help="Also listen on this address (a private interface) for workers on other machines.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
 @click.option("--redis-port", type=int, default=None, help="Default: a free port.")
 @click.option("--flower-port", type=int, default=5555, show_default=True)
 @click.option("--no-flower", is_flag=True)
 @click.option("--cache-dir", type=click.Path(file_okay=False), default="cache/worker", show_default=True)
 @click.option("--tls", is_flag=True, help="Redis speaks TLS only, with a private CA and certificates made here.")
-def cluster_up(count, state_dir, redis_port, flower_port, no_flower, cache_dir, tls):
+def cluster_up(count, address, state_dir, redis_port, flower_port, no_flower, cache_dir, tls):
     """Start redis-server (users with passwords, optionally TLS), N workers and Flower; prints the broker URL."""
     from coordinator.cluster import up
 
     state = up(Path(state_dir), workers=count, redis_port=redis_port, flower_port=None if no_flower else flower_port,
-               cache_dir=cache_dir, tls=tls)
+               cache_dir=cache_dir, tls=tls, address=address)
     click.echo(f"broker: {state['broker']}")
+    if "remote_worker" in state["brokers"]:
+        click.echo(f"workers on other machines: the 'remote_worker' URL in {state_dir}/cluster.json"
+                   + (f" with {state_dir}/tls/ca.crt, client.crt and client.key" if tls else ""))
     click.echo(f"export MEMFARM_BROKER='{state['broker']}'")
     for name, path in state.get("tls", {}).items():
         click.echo(f"export {name}='{path}'")
@@ -285,6 +294,17 @@ def cluster_up(count, state_dir, redis_port, flower_port, no_flower, cache_dir, 
         click.echo(f"flower: http://127.0.0.1:{state['flower']['port']} (user {state['flower']['user']}, "
                    f"password in {state_dir}/cluster.json)")
     click.echo(f"logs: {state_dir}/logs")
+
+
+@cluster.command("restart")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+def cluster_restart(state_dir):
+    """After a reboot: the same Redis (port, users, certificates, its append-only data), workers and Flower."""
+    from coordinator.cluster import restart
+
+    state = restart(Path(state_dir))
+    click.echo(f"restarted {', '.join(state['pids'])}; broker: {state['broker']}")
+    click.echo("runs in flight: `memfarm resume RUN` enqueues what is not done (`memfarm runs` lists them)")
 
 
 @cluster.command("down")

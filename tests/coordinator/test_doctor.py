@@ -109,3 +109,17 @@ def test_a_cuda_build_is_a_warning_and_old_python_a_failure(monkeypatch):
     assert check.status == "WARN" and "CUDA" in check.detail and "whl/cpu" in check.fix
     monkeypatch.setattr(sys, "version_info", (3, 10, 0))
     assert doctor.python_check().status == "FAIL"
+
+
+def test_a_dataset_is_checked_against_the_published_file(tmp_path, monkeypatch):
+    fake = tmp_path / "longmemeval_s_cleaned.json"
+    fake.write_text("[]")
+    check = doctor.dataset_check(fake)
+    assert check.status == "WARN" and "not the published LongMemEval-S (cleaned) file" in check.detail
+    assert "2 bytes" in check.detail
+    import hashlib
+
+    digest = hashlib.sha256(b"[]").hexdigest()
+    monkeypatch.setattr(doctor, "KNOWN_DATASETS", (("Test set", "other.json", 2, digest[:8], digest[-4:]),))
+    assert doctor.dataset_check(fake).status == "OK" and "the published Test set file" in doctor.dataset_check(fake).detail
+    assert doctor.dataset_check(tmp_path / "missing.json").status == "FAIL"

@@ -12,9 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli import main
+from coordinator.cluster import process_alive as alive
 from coordinator.farm import watch
 from coordinator.ledger import RunLedger, connect
-from tests.farm_support import PASSWORD, REPO, RedisServer, Worker
+from tests.farm_support import PASSWORD, REPO, RedisServer, Worker, wait_for
 from tests.helpers import write_dataset
 from workers.app import make_app
 
@@ -214,5 +215,38 @@ def test_a_tls_cluster_refuses_plain_clients_and_runs_over_rediss(tmp_path, monk
         manifest = json.loads((tmp_path / "r.manifest.json").read_text())
         assert manifest["farm"]["broker"].startswith("rediss://coordinator:***@")
         assert sum(w["items"] for w in manifest["farm"]["workers"].values()) == 2
+    finally:
+        CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(state_dir)])
+
+
+def test_a_hub_for_other_machines_listens_on_the_given_address_over_tls(tmp_path, monkeypatch):
+    state_dir = tmp_path / "state"
+    refused = CliRunner().invoke(main, ["cluster", "up", "--workers", "0", "--no-flower", "--bind", "0.0.0.0",
+                                        "--state-dir", str(state_dir)])
+    assert refused.exit_code == 2 and "every interface" in refused.output
+    result = CliRunner().invoke(main, ["cluster", "up", "--tls", "--workers", "0", "--no-flower", "--bind",
+                                       "127.0.0.2", "--state-dir", str(state_dir)])
+    assert result.exit_code == 0, result.output
+    try:
+        state = json.loads((state_dir / "cluster.json").read_text())
+        assert set(state["pids"]) == {"redis"}, "a hub runs no worker of its own"
+        remote = state["brokers"]["remote_worker"]
+        assert remote.startswith("rediss://worker:") and "@127.0.0.2:" in remote
+        for name, path in state["tls"].items():
+            monkeypatch.setenv(name, path)
+        assert connect(remote).ping(), "the server certificate names the bound address"
+        doctor = CliRunner().invoke(main, ["doctor", "--quick", "--broker", remote, "--cache-dir", str(tmp_path)])
+        assert "OK    redis" in doctor.output and "over TLS" in doctor.output
+        # the hub's machine reboots: `cluster restart` brings back the same Redis, users, certificates and data
+        connect(state["broker"]).set("memfarm:survivor", "yes")
+        busy = CliRunner().invoke(main, ["cluster", "restart", "--state-dir", str(state_dir)])
+        assert busy.exit_code == 2 and "still running (redis)" in busy.output
+        time.sleep(1.5)  # appendfsync everysec: what is a second old is on disk
+        os.kill(state["pids"]["redis"], signal.SIGKILL)
+        wait_for(lambda: not alive(state["pids"]["redis"]), 10)
+        again = CliRunner().invoke(main, ["cluster", "restart", "--state-dir", str(state_dir)])
+        assert again.exit_code == 0, again.output
+        assert connect(remote).ping() and connect(state["broker"]).get("memfarm:survivor") == b"yes"
+        assert json.loads((state_dir / "cluster.json").read_text())["brokers"] == state["brokers"]
     finally:
         CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(state_dir)])
