@@ -29,5 +29,8 @@ MAX_TEXT_CHARS = 100_000
 #: Farm: attempts per item before it is a final failure.
 DEFAULT_MAX_ATTEMPTS = 3
 
+#: The embedding store's file inside a cache directory (a local run's, or a farm worker's).
+EMBEDDING_STORE_FILE = "embeddings.sqlite"
+
 #: Bumped whenever the layout of a cached item changes; entries of another version are rebuilt.
 CACHE_FORMAT_VERSION = 4

@@ -56,6 +56,7 @@ def run_meta(spec: RunSpec, system, *, broker: str) -> dict:
         "broker": redact(broker),
         "code_version": CODE_VERSION,
         "max_attempts": spec.max_attempts,
+        "embedding_store": spec.embedding_store,
         "task_time_limit": task_time_limit(),
         "lost_grace_seconds": DEFAULT_LOST_GRACE_SECONDS,
         "system": spec.system_name,

@@ -162,6 +162,10 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
             "failed": len(failed),
             "truncated_texts": sum(o.get("stats", {}).get("truncated_texts", 0) for o in outcomes),
         },
+        "embedding_store": {  # texts encoded by the model vs served from the machine's store, over all items
+            "texts_encoded": sum(o.get("stats", {}).get("texts_encoded", 0) for o in outcomes),
+            "texts_served": sum(o.get("stats", {}).get("texts_served", 0) for o in outcomes),
+        },
         "failures": [{"question_id": r["question_id"], "item_id": r["item_id"], "attempt": r.get("attempt"),
                       "error": r.get("error"), "field": r.get("field")} for r in failed],
         "items": [{"item_id": o["item_id"], "timings": o.get("timings", {}), "stats": o.get("stats", {}),

@@ -112,6 +112,7 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
                                   getattr(system, "build_identity", None))
         reason = cache.restore(item["item_id"], system, expected)
         cache_state = {"hit": reason is None, "reason": reason}
+    counts_before = getattr(system, "embedding_counts", None)
     if not cache_state["hit"]:
         system.reset()
         system.ingest(docs)
@@ -147,4 +148,12 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
     return outcome(item["item_id"], records, cache=cache_state,
                    timings={"build_or_restore_ms": round(build_ms, 3),
                             "total_ms": round((time.perf_counter() - started) * 1000, 3)},
-                   stats={"docs": len(docs), **item.get("stats", {})})
+                   stats={"docs": len(docs), **item.get("stats", {}), **_store_counts(counts_before, system)})
+
+
+def _store_counts(before: dict | None, system) -> dict:
+    """Texts this item encoded and texts the embedding store served it (queries included)."""
+    after = getattr(system, "embedding_counts", None)
+    if before is None or after is None:
+        return {}
+    return {"texts_encoded": after["encoded"] - before["encoded"], "texts_served": after["served"] - before["served"]}

@@ -6,12 +6,14 @@ import json
 import logging
 import os
 import traceback
+from pathlib import Path
 
 from celery.signals import worker_process_init
 
 from workers.app import TASK_NAME, app, broker_url, lease_seconds
 from workers.cache import ItemCache
 from workers.item import evaluate_item
+from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
 from workers.ledger import Ledger, connect, stale_after
 from workers.version import CODE_VERSION
@@ -48,9 +50,15 @@ def _system(meta: dict):
 
     A worker started with its own embedder window uses it, whatever the run says: the
     signature check then refuses the run's items rather than mixing vectors."""
+    from adapters.systems import SYSTEMS
+
     settings = dict(meta["system_settings"])
     if max_seq_length() is not None:
         settings["max_seq_length"] = max_seq_length()
+    cache_dir = os.environ.get("MEMFARM_CACHE_DIR")
+    info = SYSTEMS.get(meta["system"])
+    if meta.get("embedding_store") and cache_dir and info and "embedding_store" in info.settings:
+        settings["embedding_store"] = str(Path(cache_dir) / EMBEDDING_STORE_FILE)  # this machine's, shared by its pool
     key = (meta["system"], json.dumps(settings, sort_keys=True))
     if key not in _SYSTEMS:
         from adapters.systems import make_system

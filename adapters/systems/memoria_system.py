@@ -20,7 +20,7 @@ class MemoriaSystem:
     def __init__(self, mode: str = defaults.DEFAULT_MODE, batch_size: int = defaults.DEFAULT_BATCH_SIZE,
                  max_workers: int = defaults.DEFAULT_MAX_WORKERS, parallel_extract: bool = True, embedder=None,
                  weights: dict | None = None, without: tuple[str, ...] = (), mmr_lambda: float | None = None,
-                 max_seq_length: int | None = None):
+                 max_seq_length: int | None = None, embedding_store: str | None = None):
         if mode not in defaults.MODE_SOURCES:
             raise ValueError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
         unknown = set(without) - set(defaults.MODE_SOURCES[mode])
@@ -34,11 +34,24 @@ class MemoriaSystem:
         if mmr_lambda is not None:
             options["mmr_lambda"] = mmr_lambda
         self.max_seq_length = max_seq_length
-        self.memory = MemoryInterface(embedder=embedder or LazyEmbedder(max_seq_length), **options)
+        embedder = embedder or LazyEmbedder(max_seq_length)
+        self.embedding_store = embedding_store
+        if embedding_store:  # each distinct text is encoded once per machine (memoria.embedding_store)
+            from memoria.embedder import model_files_sha256
+            from memoria.embedding_store import EmbeddingStore, StoredEmbedder
+
+            embedder = StoredEmbedder(embedder, EmbeddingStore(embedding_store), model_files=model_files_sha256())
+        self.memory = MemoryInterface(embedder=embedder, **options)
         self.sources = tuple(s for s in defaults.MODE_SOURCES[mode] if s not in without)
         if without:
             self.memory.mode_sources[mode] = self.sources
         self.last_diagnostics: dict = {}
+
+    @property
+    def embedding_counts(self) -> dict | None:
+        """Texts encoded and served from the embedding store so far (None without a store)."""
+        counts = getattr(self.memory.embedder, "counts", None)
+        return dict(counts) if counts is not None else None
 
     @property
     def embedding_signature(self) -> dict:

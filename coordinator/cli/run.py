@@ -49,6 +49,9 @@ def run_options(command):
                      help="AdaMem configuration (system adamem; 'all' runs each, the default for adamem-*)."),
         click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,
                      help="Shorten the embedder's window (tokens); it changes the embedding signature."),
+        click.option("--embedding-store/--no-embedding-store", default=True, show_default=True,
+                     help="Encode each distinct text once per machine, in <cache dir>/embeddings.sqlite "
+                          "(needs --cache-dir locally; a farm worker uses its own)."),
     ]
     for option in reversed(options):
         command = option(command)

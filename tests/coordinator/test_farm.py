@@ -107,6 +107,7 @@ def test_two_workers_give_the_local_records(redis_server, workers, data, local_r
     assert sum(w["items"] for w in block["workers"].values()) == 12
     assert len(block["workers"]) == 2, "both workers should have taken items"
     assert all(t["queue_wait_ms"] is not None and t["run_ms"] is not None for t in block["items"])
+    assert manifest["embedding_store"]["texts_encoded"] > 0, "each worker encodes through its machine's store"
     assert "s3cret" not in json.dumps(manifest)
     # the HTML report's farm section, as a browser renders it
     page = tmp_path / "farm.html"

@@ -324,3 +324,27 @@ def test_two_processes_storing_and_restoring_the_same_entries_agree(tmp_path, da
         for item_id, cache_state, ranked in run:
             assert "store_error" not in cache_state and "restore failed" not in str(cache_state.get("reason"))
             assert ranked == serial[item_id], item_id
+
+
+def test_the_embedding_store_encodes_shared_texts_once_and_changes_no_metric(dataset, first_run, tmp_path):
+    """The first run (with a cache dir) used the store; a run without it encodes every text and scores the same."""
+    _, with_store, manifest = first_run
+    raw = json.loads((dataset / "data.json").read_text())
+    turns = [t["content"] for q in raw for s in dict(zip(q["haystack_session_ids"], q["haystack_sessions"])).values()
+             for t in s if isinstance(t.get("content"), str) and t["content"].strip()]
+    texts = turns + [q["question"] for q in raw]  # what the model is given: every turn, then each question
+    counts = manifest["embedding_store"]
+    assert counts["texts_encoded"] == len(set(texts)), "each distinct text once"
+    assert counts["texts_served"] == len(texts) - len(set(texts)) > 0
+    assert (dataset / "cache" / "embeddings.sqlite").is_file()
+    out = tmp_path / "plain.json"
+    result = _run("--dataset", dataset / "data.json", "--questions", dataset / "questions.json", "--cache-dir",
+                  tmp_path / "cache", "--no-embedding-store", "--output", out)
+    assert result.exit_code == 0, result.output
+    plain = json.loads(out.read_text())
+    assert json.loads((tmp_path / "plain.manifest.json").read_text())["embedding_store"] == {
+        "texts_encoded": 0, "texts_served": 0}
+    assert not (tmp_path / "cache" / "embeddings.sqlite").exists()
+    for level in ("session", "turn"):
+        for name, value in plain["metrics"]["all"][level].items():
+            assert value == pytest.approx(with_store["metrics"]["all"][level][name], abs=0.002), (level, name)

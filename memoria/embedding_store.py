@@ -1,0 +1,159 @@
+"""A content-addressed store of embeddings on local disk: each distinct text is encoded once per machine.
+
+In LongMemEval-S most filler sessions recur across questions with identical
+content, so most of a cold run's encoding is of texts encoded before. The store
+keys a vector by (the embedder's signature and model files, SHA-256 of the exact
+text the model is given) and keeps it in SQLite (WAL mode), so every process of
+a worker shares it safely: readers never block, writers wait their turn, and an
+insert of a vector another process wrote first is a no-op. Each row carries a
+checksum of its key and bytes; a row that fails it is deleted and encoded again.
+A size cap evicts the least recently used rows. Vectors are raw float32 bytes:
+no pickle anywhere.
+
+`StoredEmbedder` wraps any embedder (same `encode`, `signature`, `dimension`) and
+counts texts encoded and texts served from the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+#: Default cap of a store, in bytes of vectors (a 384-d vector is 1.5 KiB: about 700k vectors).
+DEFAULT_MAX_BYTES = 1 << 30
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors (
+    key TEXT PRIMARY KEY,
+    vector BLOB NOT NULL,
+    checksum TEXT NOT NULL,
+    used REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used);
+"""
+
+
+def text_key(space: str, text: str) -> str:
+    """The key of `text` in a vector space: SHA-256 over the space and the exact text."""
+    return hashlib.sha256(f"{space}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _checksum(key: str, blob: bytes) -> str:
+    return hashlib.sha256(key.encode() + b"\0" + blob).hexdigest()[:32]
+
+
+class EmbeddingStore:
+    """Vectors by key in one SQLite file; safe for many processes and threads at once."""
+
+    def __init__(self, path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
+        self._local = threading.local()
+        with self._connection() as db:
+            db.executescript(_SCHEMA)
+
+    def _connection(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=60000")
+            self._local.db = db
+        return db
+
+    def get(self, keys: list[str], dimension: int) -> tuple[dict[str, np.ndarray], int]:
+        """({key: vector} for the keys held and intact, how many damaged rows were dropped)."""
+        found, damaged = {}, []
+        db = self._connection()
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            rows = db.execute(f"SELECT key, vector, checksum FROM vectors WHERE key IN ({','.join('?' * len(chunk))})",
+                              chunk).fetchall()
+            for key, blob, checksum in rows:
+                if len(blob) != 4 * dimension or _checksum(key, blob) != checksum:
+                    damaged.append(key)
+                    continue
+                found[key] = np.frombuffer(blob, dtype=np.float32)
+        if damaged:
+            logger.warning("embedding store %s: %d damaged vectors dropped, to be encoded again", self.path,
+                           len(damaged))
+            db.executemany("DELETE FROM vectors WHERE key = ?", [(k,) for k in damaged])
+        if found:
+            now = time.time()
+            db.executemany("UPDATE vectors SET used = ? WHERE key = ?", [(now, k) for k in found])
+        return found, len(damaged)
+
+    def put(self, vectors: dict[str, np.ndarray]) -> None:
+        if not vectors:
+            return
+        now = time.time()
+        rows = []
+        for key, vector in vectors.items():
+            blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+            rows.append((key, blob, _checksum(key, blob), now))
+        db = self._connection()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("INSERT OR IGNORE INTO vectors (key, vector, checksum, used) VALUES (?, ?, ?, ?)", rows)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self._evict()
+
+    def _evict(self) -> None:
+        """Drop the least recently used rows while the store holds more than its cap."""
+        db = self._connection()
+        count, size = db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(vector)), 0) FROM vectors").fetchone()
+        if size <= self.max_bytes or not count:
+            return
+        excess = int(count * (size - self.max_bytes) / size) + 1
+        db.execute("DELETE FROM vectors WHERE key IN (SELECT key FROM vectors ORDER BY used LIMIT ?)", (excess,))
+
+    def stats(self) -> dict:
+        count, size = self._connection().execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(vector)), 0) FROM vectors").fetchone()
+        return {"vectors": count, "bytes": size, "max_bytes": self.max_bytes, "path": str(self.path)}
+
+
+class StoredEmbedder:
+    """An embedder that asks the store first and encodes only what it lacks."""
+
+    def __init__(self, embedder, store: EmbeddingStore, model_files: str = ""):
+        self.embedder = embedder
+        self.store = store
+        self.dimension = embedder.dimension
+        self.space = json.dumps({"signature": embedder.signature, "model_files": model_files}, sort_keys=True)
+        self.counts = {"encoded": 0, "served": 0, "damaged": 0}
+
+    @property
+    def signature(self) -> dict:
+        return self.embedder.signature
+
+    def encode(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        keys = [text_key(self.space, t) for t in texts]
+        found, damaged = self.store.get(list(dict.fromkeys(keys)), self.dimension)
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
+        if missing:
+            options = {"batch_size": batch_size} if batch_size else {}
+            fresh = self.embedder.encode(missing, **options)
+            made = {text_key(self.space, t): v for t, v in zip(missing, fresh)}
+            self.store.put(made)
+            found.update(made)
+        self.counts["encoded"] += len(missing)
+        self.counts["served"] += len(texts) - len(missing)
+        self.counts["damaged"] += damaged
+        return np.ascontiguousarray(np.stack([found[k] for k in keys]), dtype=np.float32)
