@@ -133,7 +133,9 @@ def run_longmemeval_bench(questions: int, scale: float, rss_questions: int, work
     write(data, questions, seed=17, scale=scale)
     extract_questions(data, companion)
     base = ["run", "longmemeval", "--dataset", str(data), "--questions", str(companion), "--cache-dir", str(cache)]
-    cold_s, cold_rss = _peak_rss_of(base + ["--rebuild-cache", "--output", str(workdir / "cold.json")])
+    # cold: every item built and every text encoded (the embedding store is `bench coldrun`'s subject)
+    cold_s, cold_rss = _peak_rss_of(base + ["--rebuild-cache", "--no-embedding-store",
+                                            "--output", str(workdir / "cold.json")])
     warm_s, warm_rss = _peak_rss_of(base + ["--output", str(workdir / "warm.json")])
     warm_manifest = json.loads((workdir / "warm.manifest.json").read_text())
     cold_records = json.loads((workdir / "cold.json").read_text())["records"]
@@ -546,3 +548,66 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
 def _same_record(farm_record: dict, local_record: dict) -> bool:
     return (farm_record["metrics"] == local_record["metrics"]
             and [c["id"] for c in farm_record["candidates"]] == [c["id"] for c in local_record["candidates"]])
+
+
+def sharing_statistics(path: str | Path) -> dict:
+    """How much a LongMemEval-S file repeats itself: session occurrences vs distinct ids, turns vs distinct texts."""
+    from adapters.jsonstream import iter_array
+
+    occurrences, sessions, turns, texts = 0, set(), 0, set()
+    for question in iter_array(path):
+        for sid, session in dict(zip(question["haystack_session_ids"], question["haystack_sessions"])).items():
+            occurrences += 1
+            sessions.add(sid)
+            for turn in session:
+                if isinstance(turn.get("content"), str) and turn["content"].strip():
+                    turns += 1
+                    texts.add(turn["content"])
+        texts.add(question["question"])
+        turns += 1
+    return {"session_occurrences": occurrences, "distinct_sessions": len(sessions),
+            "texts_given_to_the_model": turns, "distinct_texts": len(texts),
+            "real_file": {"session_occurrences": 23867, "distinct_sessions": 19195}}
+
+
+def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output) -> str:
+    """A cold run with and without the embedding store, side by side on one generated file."""
+    workdir = Path(workdir)
+    if workdir.exists():
+        shutil.rmtree(workdir)  # cold means cold: no item cache, no store from an earlier bench
+    workdir.mkdir(parents=True)
+    from adapters.longmemeval import extract_questions
+    from adapters.longmemeval_synth import write
+
+    data, companion = workdir / "bench.json", workdir / "bench_q.json"
+    write(data, questions, seed=29, scale=scale)
+    extract_questions(data, companion)
+    sharing = sharing_statistics(data)
+    variants = []
+    for name, extra in (("torch, no store (the old path)", ["--no-embedding-store"]), ("store + torch", [])):
+        slug = "plain" if extra else "store"
+        seconds, rss = _peak_rss_of(["run", "longmemeval", "--dataset", str(data), "--questions", str(companion),
+                                     "--cache-dir", str(workdir / f"cache_{slug}"), *extra,
+                                     "--output", str(workdir / f"{slug}.json")])
+        manifest = json.loads((workdir / f"{slug}.manifest.json").read_text())
+        session = json.loads((workdir / f"{slug}.json").read_text())["metrics"]["all"]["session"]
+        encoded = manifest["embedding_store"]["texts_encoded"] if not extra else sharing["texts_given_to_the_model"]
+        variants.append({"name": name, "seconds_per_question": round(seconds / questions, 3),
+                         "texts_encoded": encoded, "peak_rss_mib": round(rss / 2**20, 1),
+                         "session_metrics": {k: round(v, 4) for k, v in session.items()}})
+    plain, stored = variants
+    differences = [abs(plain["session_metrics"][k] - stored["session_metrics"][k]) for k in plain["session_metrics"]]
+    data_out = {"questions": questions, "scale": scale, "sharing": sharing, "variants": variants,
+                "speedup": round(plain["seconds_per_question"] / stored["seconds_per_question"], 3),
+                "largest_session_metric_difference": round(max(differences), 4),
+                "not_yet_measured": ["onnx", "onnx-int8"]}
+    path = write_bench("coldrun", data_out, output)
+    lines = [f"{questions} questions at scale {scale}: {sharing['distinct_sessions']} distinct sessions in "
+             f"{sharing['session_occurrences']} occurrences, {sharing['distinct_texts']} distinct texts in "
+             f"{sharing['texts_given_to_the_model']} (the real file: 19,195 sessions in 23,867)",
+             f"{'variant':<32}{'s/question':>11}{'texts encoded':>15}{'peak RSS MiB':>14}{'sess R@5':>10}"]
+    lines += [f"{v['name']:<32}{v['seconds_per_question']:>11.3f}{v['texts_encoded']:>15}{v['peak_rss_mib']:>14.1f}"
+              f"{v['session_metrics']['recall_any@5']:>10.3f}" for v in variants]
+    lines.append(f"speedup {data_out['speedup']:.2f}x; largest session metric difference "
+                 f"{data_out['largest_session_metric_difference']}; wrote {path}")
+    return "\n".join(lines)

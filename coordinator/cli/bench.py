@@ -100,6 +100,19 @@ def bench_fleet(questions, scale, workers, time_limit, workdir, output):
     click.echo(run_fleet_bench(questions, scale, workdir, output, workers=workers, time_limit=time_limit))
 
 
+@bench.command("coldrun")
+@click.option("--questions", type=click.IntRange(2), default=60, show_default=True)
+@click.option("--scale", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
+              help="Haystack size relative to the real file's.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_coldrun", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/coldrun.json", show_default=True)
+def bench_coldrun(questions, scale, workdir, output):
+    """A cold LongMemEval-S run with and without the embedding store, side by side."""
+    from coordinator.benches import run_coldrun_bench
+
+    click.echo(run_coldrun_bench(questions, scale, workdir, output))
+
+
 @bench.command("mutation")
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/mutation.json", show_default=True)
 @click.option("--area", "areas", multiple=True,
