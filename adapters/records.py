@@ -77,6 +77,8 @@ def question_record(question: dict, item_id: str, candidates: list[dict], *, lev
         "worker": worker,
         "attempt": attempt,
     }
+    if ranking is not None and len(ranking) > len(candidates) and level == "turn":
+        record["ranking"] = [r["turn_id"] for r in ranking]  # the whole ranking scored, for `memfarm rankings`
     for key in _QUESTION_EXTRAS:
         if key in question:
             record[key] = question[key]

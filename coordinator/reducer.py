@@ -82,6 +82,12 @@ def by_profile(records: list[dict], group_key: str | None, chosen: str | None) -
     return {p: {"own_corpus": p == chosen, "corpus": chosen, **summarize(records, group_key, p)} for p in profiles}
 
 
+def _short(record: dict) -> bool:
+    """Did the system return fewer docs than it was asked for (the official profile asks for all)?"""
+    depth = (record.get("diagnostics") or {}).get("ranking_depth") or {}
+    return depth.get("returned", 0) < min(depth.get("asked", 0), depth.get("docs", 0))
+
+
 def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
     """(results, manifest) from item outcomes in dataset order and the run's context."""
     records = [r for outcome in outcomes for r in outcome["records"]]
@@ -94,6 +100,7 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
     failed = [r for r in records if r.get("status") != "ok"]
     evaluable = sum(1 for r in ok if r.get("metrics"))
     summary = summarize(records, context.get("group_key"))
+    short = sum(1 for r in ok if _short(r))
     signature = context.get("embedding_signature") or {}
     results = {
         "format": RESULTS_FORMAT,
@@ -107,6 +114,7 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         "failed": len(failed),
         "metrics": summary,
         "metrics_by_profile": by_profile(records, context.get("group_key"), context["scoring_profile"]),
+        "short_rankings": short,
         "records": records,
         "dataset_checksum": context["dataset_sha256"],
         "embedder": signature.get("model_id"),
@@ -161,6 +169,8 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
             "excluded": excluded,
             "failed": len(failed),
             "truncated_texts": sum(o.get("stats", {}).get("truncated_texts", 0) for o in outcomes),
+            # questions whose system returned fewer docs than asked (the official profile asks for all)
+            "short_rankings": short,
         },
         "embedding_store": {  # texts encoded by the model vs served from the machine's store, over all items
             "texts_encoded": sum(o.get("stats", {}).get("texts_encoded", 0) for o in outcomes),

@@ -25,6 +25,10 @@ def metrics_table(results: dict) -> str:
                 lines.append(f"{name[:28]:<28}{group['evaluable']['session']:>5} "
                              f"{session.get('recall_any@5', float('nan')):>9.3f} {turn.get('recall_any@10', float('nan')):>10.3f}")
     lines += profile_lines(results)
+    if results.get("short_rankings") and results.get("scoring_profile") == "longmemeval-official":
+        lines.append(f"note: for {results['short_rankings']} questions the system returned fewer docs than the corpus "
+                     "holds; the official numbers count the rest as never ranked (LongMemEval's own code ranks "
+                     "every doc)")
     lines.append("")
     lines.append(
         f"questions {results['question_count']}: evaluable {results['retrieval_evaluable']}, "

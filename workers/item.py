@@ -144,7 +144,8 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
         records.append(question_record(
             question, item["item_id"], candidates, level="turn", k_values=k_values, profile=profile,
             ranking=[native[hit["external_id"]] for hit in hits], runtime_ms=runtime_ms, worker=worker, attempt=attempt,
-            diagnostics={"system": getattr(system, "last_diagnostics", {}) or {}, "rejected_hits": problems}))
+            diagnostics={"system": getattr(system, "last_diagnostics", {}) or {}, "rejected_hits": problems,
+                         "ranking_depth": {"asked": task["top_k"], "returned": len(hits), "docs": len(docs)}}))
     return outcome(item["item_id"], records, cache=cache_state,
                    timings={"build_or_restore_ms": round(build_ms, 3),
                             "total_ms": round((time.perf_counter() - started) * 1000, 3)},

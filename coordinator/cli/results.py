@@ -100,6 +100,10 @@ def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, 
     outcomes, report = score_rankings(adapter, rankings, level, scoring_profile, K_VALUES)
     for problem in report["problems"]:
         click.echo(f"warning: {problem}", err=True)
+    if report["dropped_ids"]:
+        click.echo(f"warning: {report['dropped_ids']} ranked ids are not in the {level} corpus of their question, "
+                   f"or repeat an entry already ranked, and were dropped (first: "
+                   f"{'; '.join(report['dropped_examples'])}); is --level right?", err=True)
     if report["missing"]:
         click.echo(f"warning: {len(report['missing'])} questions have no ranking and score 0 "
                    f"(first: {', '.join(report['missing'][:5])})", err=True)

@@ -261,3 +261,101 @@ def test_official_metrics_match_an_independent_reading_of_the_facts(haystack, da
                                      _reference(session_ids, session_rank, k, widen=False))):
             assert (values[f"recall_any@{k}"], values[f"recall_all@{k}"]) == want[:2], (level, k)
             assert values[f"ndcg_any@{k}"] == pytest.approx(want[2], abs=1e-12), (level, k)
+
+
+# -- what an outside review found: repeated ids, collisions, short rankings, exports, silent drops ----------------
+def _one(tmp_path, ids, sessions, name="one.json"):
+    raw = {"question_id": "q1", "question": "q?", "answer": "a", "question_type": "t", "haystack_session_ids": ids,
+           "haystack_dates": ["2023/01/01 (Sun) 10:00"] * len(ids), "haystack_sessions": sessions,
+           "answer_session_ids": [i for i in ids if "answer" in i][:1]}
+    path = tmp_path / name
+    path.write_text(json.dumps([raw]))
+    return path
+
+
+def _score_file(tmp_path, data, level, ranked, *extra):
+    rankings = tmp_path / f"r_{level}.jsonl"
+    rankings.write_text(json.dumps({"question_id": "q1", "ranking": ranked}) + "\n")  # the `ranking` alias
+    out = tmp_path / f"s_{level}.json"
+    result = CliRunner().invoke(main, ["score", "--dataset", str(data), "--rankings", str(rankings), "--level", level,
+                                       "--profile", OFFICIAL, "--output", str(out), *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(out.read_text())["records"][0], result
+
+
+def test_a_session_listed_twice_with_different_content_is_two_entries(tmp_path):
+    data = _one(tmp_path, ["answer_s", "answer_s"], [[{"role": "user", "content": "x"}],
+                                                     [{"role": "user", "content": "y", "has_answer": True}]])
+    turn, _ = _score_file(tmp_path, data, "turn", ["answer_s_1", "noans_s_1"])
+    assert turn["metrics"]["turn"]["recall_any@1"] == 1.0 and turn["metrics"]["session"]["recall_any@1"] == 1.0
+    session, _ = _score_file(tmp_path, data, "session", ["answer_s", "noans_s"])
+    assert session["metrics"]["session"]["recall_any@1"] == 1.0
+
+
+def test_an_official_id_two_entries_share_stands_for_both(tmp_path):
+    data = _one(tmp_path, ["answer_x", "noans_x"], [
+        [{"role": "user", "content": "a"}, {"role": "user", "content": "b", "has_answer": True}],
+        [{"role": "user", "content": "c"}]])
+    record, result = _score_file(tmp_path, data, "turn", ["noans_x_1", "noans_x_1", "answer_x_2", "answer_x#1"])
+    assert record["metrics"]["turn"]["ndcg_any@3"] == pytest.approx(1 / L3)  # gold third; ideal 1
+    assert record["diagnostics"]["dropped_ids"] == 1  # answer_x#1 is answer_x_2 again
+    assert "1 ranked ids are not in the turn corpus" in result.output and "q1: answer_x#1" in result.output
+
+
+def test_rare_id_shapes_follow_the_official_rules():
+    haystack = [("answer_answer_q", [{"role": "user", "content": "u"}, {"role": "system", "content": "s"},
+                                     {"content": "no role"}, {"role": "user", "content": "v", "has_answer": True}])]
+    turns, sessions = official.corpora(haystack)
+    assert turns == ["noans_noans_q_1", "answer_answer_q_4"], "every 'answer' is replaced; only user turns count"
+    assert sessions == ["answer_answer_q"]
+    assert official.session_id("answer_answer_q", [{"role": "user", "content": "u"}]) == "noans_noans_q"
+    assert not official.question_gold("a_abs_b", [])["scored"], "_abs anywhere in the id leaves it out"
+
+
+def test_memoria_reads_only_the_kept_candidates_of_a_deeper_ranking():
+    from adapters.metrics import profile_metrics
+
+    ranked = [{"session_id": "X", "turn_id": "X#0"}, {"session_id": "G", "turn_id": "G#0"}]
+    question = {"question_id": "q", "gold_sessions": ["G"], "gold_turns": ["G#0"]}
+    deep = profile_metrics(question, ranked, level="turn", k_values=(2,), depth=1)
+    assert deep["memoria"]["turn"]["recall_any@2"] == 0.0 and deep["memoria"]["session"]["recall_any@2"] == 0.0
+
+
+def test_a_short_ranking_is_said_and_the_export_reproduces_the_official_numbers(tmp_path):
+    data = _dataset(tmp_path)
+    shy = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system",
+                                    "tests/adapters/systems/scripted_system.py:Shy", "--profile", OFFICIAL,
+                                    "--output", str(tmp_path / "shy.json")])
+    assert shy.exit_code == 0, shy.output
+    assert json.loads((tmp_path / "shy.json").read_text())["short_rankings"] == 1  # q1: 2 of 6 docs; q2, q3: 1 of 1
+    assert "returned fewer docs than the corpus" in shy.output
+    out = tmp_path / "deep.json"
+    run = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system",
+                                    "tests/adapters/systems/scripted_system.py:Scripted", "--profile", OFFICIAL,
+                                    "--top-k", "1", "--output", str(out)])
+    assert run.exit_code == 0, run.output
+    assert "fewer docs" not in run.output, "a system that ranks every doc is not short, whatever --top-k"
+    exported = tmp_path / "deep.jsonl"
+    assert CliRunner().invoke(main, ["rankings", str(out), "--level", "turn", "--output", str(exported)]).exit_code == 0
+    scored = tmp_path / "rescored.json"
+    again = CliRunner().invoke(main, ["score", "--dataset", str(data), "--rankings", str(exported), "--level", "turn",
+                                      "--profile", OFFICIAL, "--output", str(scored)])
+    assert again.exit_code == 0, again.output
+    assert json.loads(scored.read_text())["metrics"] == json.loads(out.read_text())["metrics"]
+
+
+def test_score_records_a_malformed_item_as_failed_and_says_each_problem_once(tmp_path):
+    bad = _haystack_q1()
+    bad["question_id"], bad["haystack_dates"] = "broken", ["2023/01/01 (Sun) 10:00"]  # one date for four sessions
+    data = tmp_path / "two.json"
+    data.write_text(json.dumps([_haystack_q1(), bad]))
+    rankings = tmp_path / "r.jsonl"
+    rankings.write_text('{"question_id": "q1", "ranked": ["answer_e1_1"]}\n{"question_id": "nobody", "ranked": []}\n')
+    out = tmp_path / "s.json"
+    result = CliRunner().invoke(main, ["score", "--dataset", str(data), "--rankings", str(rankings), "--level", "turn",
+                                       "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    results = json.loads(out.read_text())
+    assert results["question_count"] == 2 and results["failed"] == 1
+    assert [r["status"] for r in results["records"]] == ["ok", "failed"]
+    assert result.output.count("unknown question_id 'nobody'") == 1
