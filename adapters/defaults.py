@@ -29,6 +29,11 @@ MAX_TEXT_CHARS = 100_000
 #: Farm: attempts per item before it is a final failure.
 DEFAULT_MAX_ATTEMPTS = 3
 
+#: How MiniLM is run: `torch` (sentence-transformers), `onnx` (ONNX Runtime, the same vectors, faster) or
+#: `onnx-int8` (dynamically quantised: faster still, at a small quality cost). Part of the signature.
+EMBEDDER_BACKENDS = ("torch", "onnx", "onnx-int8")
+DEFAULT_EMBEDDER_BACKEND = "torch"
+
 #: The embedding store's file inside a cache directory (a local run's, or a farm worker's).
 EMBEDDING_STORE_FILE = "embeddings.sqlite"
 

@@ -12,7 +12,8 @@ import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from adapters.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K, EMBEDDING_STORE_FILE, K_VALUES
+from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K,
+                               EMBEDDING_STORE_FILE, K_VALUES)
 from adapters.errors import MemfarmError
 from adapters.files import content_hash, file_sha256
 from adapters.registry import Benchmark, benchmark
@@ -46,6 +47,8 @@ class RunSpec:
     max_seq_length: int | None = None
     #: Keep each distinct text's vector in `<cache dir>/embeddings.sqlite` (a farm worker: its own cache dir).
     embedding_store: bool = True
+    #: How MiniLM runs: torch, onnx or onnx-int8 (part of the embedding signature).
+    embedder_backend: str = DEFAULT_EMBEDDER_BACKEND
     command: str = ""
     #: Option names the user gave explicitly (the others are defaults).
     explicit: frozenset = frozenset()
@@ -96,7 +99,8 @@ class RunSpec:
                        + (" (use --ablation)" if "ablation" in system.settings else ""))
             for option, setting in (("ablation", "ablation"), ("weights_file", "weights"),
                                     ("batch_size", "batch_size"), ("extraction_threads", "max_workers"),
-                                    ("max_seq_length", "max_seq_length"), ("embedding_store", "embedding_store")):
+                                    ("max_seq_length", "max_seq_length"), ("embedding_store", "embedding_store"),
+                                    ("embedder_backend", "embedder_backend")):
                 if setting not in system.settings:
                     refuse(option, f"is not a setting of {system.name}")
         if self.weights_file and self.retrieval_mode not in engine.RANKED_MODES:
@@ -137,6 +141,8 @@ class RunSpec:
         """The settings the system is built with (also what a farm worker rebuilds it from)."""
         settings = {"mode": self.retrieval_mode, "batch_size": self.batch_size, "max_workers": self.extraction_threads,
                     "ablation": self.ablation, "max_seq_length": self.max_seq_length, **self.extra_settings}
+        if self.embedder_backend != DEFAULT_EMBEDDER_BACKEND:
+            settings["embedder_backend"] = self.embedder_backend
         if self.embedding_store and self.cache_dir:
             settings["embedding_store"] = str(Path(self.cache_dir).resolve() / EMBEDDING_STORE_FILE)
         if self.weights_file:

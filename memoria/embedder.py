@@ -55,13 +55,13 @@ def model_files_sha256() -> str:
     return digest.hexdigest()
 
 
-def _signature(dimension: int, max_seq_length: int) -> dict:
+def _signature(dimension: int, max_seq_length: int, backend: str = BACKEND) -> dict:
     return {
         "model_id": defaults.EMBEDDING_MODEL_ID,
         "dimension": dimension,
         "max_seq_length": max_seq_length,
         "normalized": True,
-        "backend": BACKEND,
+        "backend": backend,
     }
 
 
@@ -123,17 +123,29 @@ class Embedder:
 
 
 class LazyEmbedder:
-    """Stands for `Embedder.shared(max_seq_length)`: the model loads on the first encode, and
-    `signature` and `dimension` are read from the packaged config without loading it."""
+    """Stands for `Embedder.shared(max_seq_length)` (or the ONNX embedder of `backend`): the model loads on
+    the first encode, and `signature` and `dimension` are read from the packaged config without loading it."""
 
-    def __init__(self, max_seq_length: int | None = None):
+    def __init__(self, max_seq_length: int | None = None, backend: str = "torch", onnx_dir: str | Path | None = None,
+                 threads: int | None = None):
+        from memoria.onnx_backend import BACKENDS
+
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown embedder backend {backend!r}; choose from {', '.join(BACKENDS)}")
+        if backend != "torch" and not onnx_dir:
+            raise ValueError(f"the {backend} backend needs a folder for its exported model (onnx_dir)")
         self.max_seq_length = max_seq_length
-        self._signature = packaged_signature(max_seq_length)
+        self.backend, self.onnx_dir, self.threads = backend, onnx_dir, threads
+        self._signature = {**packaged_signature(max_seq_length), "backend": BACKENDS[backend]}
         self.dimension = self._signature["dimension"]
 
     @property
-    def loaded(self) -> Embedder:
-        return Embedder.shared(self.max_seq_length)
+    def loaded(self):
+        if self.backend == "torch":
+            return Embedder.shared(self.max_seq_length)
+        from memoria.onnx_backend import OnnxEmbedder
+
+        return OnnxEmbedder.shared(self.onnx_dir, self.backend, self.max_seq_length, self.threads)
 
     @property
     def signature(self) -> dict:

@@ -55,6 +55,8 @@ def _system(meta: dict):
     settings = dict(meta["system_settings"])
     if max_seq_length() is not None:
         settings["max_seq_length"] = max_seq_length()
+    if os.environ.get("MEMFARM_EMBEDDER_BACKEND"):  # the worker's own backend: the signature check decides
+        settings["embedder_backend"] = os.environ["MEMFARM_EMBEDDER_BACKEND"]
     cache_dir = os.environ.get("MEMFARM_CACHE_DIR")
     info = SYSTEMS.get(meta["system"])
     if meta.get("embedding_store") and cache_dir and info and "embedding_store" in info.settings:

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
+
+
+def onnx_folder() -> Path:
+    """Where the ONNX export of the packaged model lives (MEMFARM_ONNX_DIR; one per machine by default)."""
+    return Path(os.environ.get("MEMFARM_ONNX_DIR") or Path.home() / ".cache" / "memoria-farm" / "onnx")
+
+
+def embedder_threads() -> int:
+    """Threads for ONNX Runtime: a worker's --torch-threads, else every core (torch's own default)."""
+    return int(os.environ.get("MEMFARM_TORCH_THREADS") or 0) or os.cpu_count() or 1
 
 
 class MemoriaSystem:
@@ -20,7 +31,8 @@ class MemoriaSystem:
     def __init__(self, mode: str = defaults.DEFAULT_MODE, batch_size: int = defaults.DEFAULT_BATCH_SIZE,
                  max_workers: int = defaults.DEFAULT_MAX_WORKERS, parallel_extract: bool = True, embedder=None,
                  weights: dict | None = None, without: tuple[str, ...] = (), mmr_lambda: float | None = None,
-                 max_seq_length: int | None = None, embedding_store: str | None = None):
+                 max_seq_length: int | None = None, embedding_store: str | None = None,
+                 embedder_backend: str = "torch"):
         if mode not in defaults.MODE_SOURCES:
             raise ValueError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
         unknown = set(without) - set(defaults.MODE_SOURCES[mode])
@@ -34,7 +46,9 @@ class MemoriaSystem:
         if mmr_lambda is not None:
             options["mmr_lambda"] = mmr_lambda
         self.max_seq_length = max_seq_length
-        embedder = embedder or LazyEmbedder(max_seq_length)
+        embedder = embedder or LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
+                                            threads=embedder_threads())
+        self.embedder_backend = embedder_backend
         self.embedding_store = embedding_store
         if embedding_store:  # each distinct text is encoded once per machine (memoria.embedding_store)
             from memoria.embedder import model_files_sha256

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from adapters.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K, SCORING_PROFILES
+from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE, DEFAULT_SCORING_PROFILE,
+                               DEFAULT_TOP_K, EMBEDDER_BACKENDS, SCORING_PROFILES)
 from adapters.registry import BENCHMARKS
 from coordinator.cli import broker_option, main
 from memoria import defaults as engine
@@ -49,6 +50,9 @@ def run_options(command):
                      help="AdaMem configuration (system adamem; 'all' runs each, the default for adamem-*)."),
         click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,
                      help="Shorten the embedder's window (tokens); it changes the embedding signature."),
+        click.option("--embedder-backend", type=click.Choice(EMBEDDER_BACKENDS), default=DEFAULT_EMBEDDER_BACKEND,
+                     show_default=True, help="How MiniLM runs: torch, onnx (the same vectors, faster) or onnx-int8 "
+                                             "(faster still, a small quality cost); part of the signature."),
         click.option("--embedding-store/--no-embedding-store", default=True, show_default=True,
                      help="Encode each distinct text once per machine, in <cache dir>/embeddings.sqlite "
                           "(needs --cache-dir locally; a farm worker uses its own)."),

@@ -219,14 +219,18 @@ def test_the_same_item_twice_leaves_one_record(redis_server, data, monkeypatch):
     assert len(ledger.outcome(run_id, item_id)["records"]) == 1
 
 
-def test_a_worker_with_another_signature_refuses(redis_server, workers, data):
-    workers(redis_server.url, "odd", MEMFARM_MAX_SEQ_LENGTH=128).wait_ready()
+@pytest.mark.parametrize("setting, shown", [
+    ({"MEMFARM_MAX_SEQ_LENGTH": 128}, "'max_seq_length': 128"),
+    ({"MEMFARM_EMBEDDER_BACKEND": "onnx"}, "'backend': 'onnxruntime/fp32'"),
+])
+def test_a_worker_with_another_signature_refuses(redis_server, workers, data, setting, shown):
+    workers(redis_server.url, "odd", **setting).wait_ready()
     ledger = RunLedger(connect(redis_server.url))
     run_id = _submit(redis_server.url, data["small"], "--limit", "2")
     state = watch(ledger, make_app(redis_server.url), run_id, timeout=120)
     assert state["final_failures"] == 2 and state["done"] == 0
     error = ledger.info(run_id, ledger.order(run_id)[0])["error"]
-    assert "refused by odd@" in error and "embedding signature" in error and "'max_seq_length': 128" in error
+    assert "refused by odd@" in error and "embedding signature" in error and shown in error
 
 
 def test_the_farm_runs_the_system_it_was_given(redis_server, workers, data, tmp_path):

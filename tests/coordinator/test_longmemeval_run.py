@@ -348,3 +348,20 @@ def test_the_embedding_store_encodes_shared_texts_once_and_changes_no_metric(dat
     for level in ("session", "turn"):
         for name, value in plain["metrics"]["all"][level].items():
             assert value == pytest.approx(with_store["metrics"]["all"][level][name], abs=0.002), (level, name)
+
+
+def test_the_onnx_backend_scores_as_torch_does_and_keys_its_own_cache(dataset, first_run, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMFARM_ONNX_DIR", str(tmp_path / "onnx"))
+    _, torch_results, _ = first_run
+    out = tmp_path / "onnx.json"
+    result = _run("--dataset", dataset / "data.json", "--questions", dataset / "questions.json", "--cache-dir",
+                  dataset / "cache", "--embedder-backend", "onnx", "--output", out)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "onnx.manifest.json").read_text())
+    assert manifest["cache"]["hits"] == 0, "the torch run's cache entries are not this backend's"
+    assert manifest["cache"]["signature"]["backend"] == "onnxruntime/fp32"
+    assert manifest["embedding_store"]["texts_encoded"] > 0, "nor are its stored vectors"
+    results = json.loads(out.read_text())
+    for level in ("session", "turn"):
+        for name, value in results["metrics"]["all"][level].items():
+            assert value == pytest.approx(torch_results["metrics"]["all"][level][name], abs=0.002), (level, name)

@@ -1,0 +1,62 @@
+"""The ONNX backends: the torch vectors again (fp32), a measured cost (int8), an export checked by hash."""
+
+import json
+
+import numpy as np
+import pytest
+
+from memoria.embedder import LazyEmbedder
+from memoria.onnx_backend import BACKENDS, OnnxEmbedder, _valid, export
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("onnx")
+
+
+@pytest.fixture(scope="module")
+def locomo_turns(locomo_path):
+    conversations = json.loads(locomo_path.read_text())
+    turns = [turn["text"] for c in conversations[:2] for key, session in c["conversation"].items()
+             if key.startswith("session_") and isinstance(session, list) for turn in session if turn.get("text")]
+    return turns[:240] + ["x " * 400]  # and one text past the 256-token window
+
+
+def test_onnx_gives_the_torch_vectors_on_real_locomo_turns(embedder, folder, locomo_turns):
+    torch_vectors = embedder.encode(locomo_turns)
+    onnx = OnnxEmbedder(folder, "onnx", threads=2)
+    cosines = (onnx.encode(locomo_turns, batch_size=16) * torch_vectors).sum(axis=1)
+    assert cosines.min() >= 0.9999, cosines.min()
+    assert onnx.signature == {**embedder.signature, "backend": BACKENDS["onnx"]}
+    assert onnx.signature != embedder.signature, "the backend is part of the signature"
+
+
+def test_int8_is_close_and_its_cost_is_measured(embedder, folder, locomo_turns):
+    torch_vectors = embedder.encode(locomo_turns)
+    int8 = OnnxEmbedder(folder, "onnx-int8", threads=2)
+    cosines = (int8.encode(locomo_turns) * torch_vectors).sum(axis=1)
+    assert 0.9 <= cosines.mean() < 0.99999, cosines.mean()  # close, and not the same vectors
+    print(f"onnx-int8 vs torch on {len(locomo_turns)} LoCoMo turns: cosine mean {cosines.mean():.4f}, "
+          f"min {cosines.min():.4f}")
+
+
+def test_a_damaged_export_is_found_by_its_hash_and_made_again(folder):
+    path = export(folder, "onnx")
+    assert _valid(folder, "onnx")
+    with open(path, "r+b") as handle:
+        handle.seek(1000)
+        handle.write(b"\0" * 64)
+    assert not _valid(folder, "onnx")
+    export(folder, "onnx")
+    assert _valid(folder, "onnx")
+
+
+def test_the_lazy_embedder_names_its_backend_without_loading_anything(folder):
+    lazy = LazyEmbedder(backend="onnx-int8", onnx_dir=folder)
+    assert lazy.signature["backend"] == "onnxruntime/int8-dynamic" and lazy.dimension == 384
+    with pytest.raises(ValueError, match="needs a folder"):
+        LazyEmbedder(backend="onnx")
+    with pytest.raises(ValueError, match="unknown embedder backend"):
+        LazyEmbedder(backend="tensorrt")
