@@ -227,7 +227,8 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
     port, password = free_port(), secrets.token_urlsafe(12)
     redis_proc = start_redis(workdir / "redis", port, password, workdir / "redis.log")
     broker = f"redis://:{password}@127.0.0.1:{port}/0"
-    base = ["run", "longmemeval", "--dataset", str(data), "--questions", str(companion)]
+    # farm against local, like for like: no embedding store on either side (bench coldrun measures the store)
+    base = ["run", "longmemeval", "--dataset", str(data), "--questions", str(companion), "--no-embedding-store"]
     running: list = []
 
     def start_workers(count: int, threads: int, tag: str) -> None:
@@ -456,7 +457,10 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
     saved = {k: os.environ.get(k) for k in limits}
     os.environ.update(limits)
     try:
-        spec = RunSpec("longmemeval", dataset=str(data), questions=str(companion), rebuild_cache=True)
+        # no embedding store: each item encodes its own texts in one call, locally and on every machine, so
+        # that the farm's records can be compared with the local ones exactly
+        spec = RunSpec("longmemeval", dataset=str(data), questions=str(companion), rebuild_cache=True,
+                       embedding_store=False)
         t0 = time.perf_counter()
         local, _ = run_local(spec)
         local_s = time.perf_counter() - t0

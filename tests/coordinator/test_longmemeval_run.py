@@ -38,8 +38,10 @@ def dataset(tmp_path_factory):
 @pytest.fixture(scope="module")
 def first_run(dataset):
     out = dataset / "out.json"
+    # without the embedding store, so that every item encodes its own texts in one call, as a run without a
+    # cache dir does: the tests comparing runs exactly rely on that (the store's own test compares within 0.002)
     result = _run("--dataset", dataset / "data.json", "--questions", dataset / "questions.json",
-                  "--cache-dir", dataset / "cache", "--output", out)
+                  "--cache-dir", dataset / "cache", "--no-embedding-store", "--output", out)
     assert result.exit_code == 0, result.output
     return result, json.loads(out.read_text()), json.loads((dataset / "out.manifest.json").read_text())
 
@@ -327,27 +329,25 @@ def test_two_processes_storing_and_restoring_the_same_entries_agree(tmp_path, da
 
 
 def test_the_embedding_store_encodes_shared_texts_once_and_changes_no_metric(dataset, first_run, tmp_path):
-    """The first run (with a cache dir) used the store; a run without it encodes every text and scores the same."""
-    _, with_store, manifest = first_run
+    """A run with the store encodes each distinct text once and scores as the run without it (first_run)."""
+    _, plain, plain_manifest = first_run
+    assert plain_manifest["embedding_store"] == {"texts_encoded": 0, "texts_served": 0}
+    out = tmp_path / "stored.json"
+    result = _run("--dataset", dataset / "data.json", "--questions", dataset / "questions.json", "--cache-dir",
+                  tmp_path / "cache", "--output", out)
+    assert result.exit_code == 0, result.output
     raw = json.loads((dataset / "data.json").read_text())
     turns = [t["content"] for q in raw for s in dict(zip(q["haystack_session_ids"], q["haystack_sessions"])).values()
              for t in s if isinstance(t.get("content"), str) and t["content"].strip()]
     texts = turns + [q["question"] for q in raw]  # what the model is given: every turn, then each question
-    counts = manifest["embedding_store"]
+    counts = json.loads((tmp_path / "stored.manifest.json").read_text())["embedding_store"]
     assert counts["texts_encoded"] == len(set(texts)), "each distinct text once"
     assert counts["texts_served"] == len(texts) - len(set(texts)) > 0
-    assert (dataset / "cache" / "embeddings.sqlite").is_file()
-    out = tmp_path / "plain.json"
-    result = _run("--dataset", dataset / "data.json", "--questions", dataset / "questions.json", "--cache-dir",
-                  tmp_path / "cache", "--no-embedding-store", "--output", out)
-    assert result.exit_code == 0, result.output
-    plain = json.loads(out.read_text())
-    assert json.loads((tmp_path / "plain.manifest.json").read_text())["embedding_store"] == {
-        "texts_encoded": 0, "texts_served": 0}
-    assert not (tmp_path / "cache" / "embeddings.sqlite").exists()
+    assert (tmp_path / "cache" / "embeddings.sqlite").is_file()
+    stored = json.loads(out.read_text())
     for level in ("session", "turn"):
-        for name, value in plain["metrics"]["all"][level].items():
-            assert value == pytest.approx(with_store["metrics"]["all"][level][name], abs=0.002), (level, name)
+        for name, value in stored["metrics"]["all"][level].items():
+            assert value == pytest.approx(plain["metrics"]["all"][level][name], abs=0.002), (level, name)
 
 
 def test_the_onnx_backend_scores_as_torch_does_and_keys_its_own_cache(dataset, first_run, tmp_path, monkeypatch):
@@ -355,7 +355,7 @@ def test_the_onnx_backend_scores_as_torch_does_and_keys_its_own_cache(dataset, f
     _, torch_results, _ = first_run
     out = tmp_path / "onnx.json"
     result = _run("--dataset", dataset / "data.json", "--questions", dataset / "questions.json", "--cache-dir",
-                  dataset / "cache", "--embedder-backend", "onnx", "--output", out)
+                  tmp_path / "cache", "--embedder-backend", "onnx", "--output", out)
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "onnx.manifest.json").read_text())
     assert manifest["cache"]["hits"] == 0, "the torch run's cache entries are not this backend's"

@@ -214,6 +214,8 @@ def test_a_tls_cluster_refuses_plain_clients_and_runs_over_rediss(tmp_path, monk
         assert run.exit_code == 0, run.output + (state_dir / "logs" / "worker1.log").read_text()[-3000:]
         manifest = json.loads((tmp_path / "r.manifest.json").read_text())
         assert manifest["farm"]["broker"].startswith("rediss://coordinator:***@")
+        assert manifest["embedding_store"]["texts_encoded"] > 0, "the worker encodes through its machine's store"
+        assert (tmp_path / "cache" / "worker1" / "embeddings.sqlite").is_file()
         assert sum(w["items"] for w in manifest["farm"]["workers"].values()) == 2
     finally:
         CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(state_dir)])
