@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -94,12 +96,19 @@ class StreamedDataset:
         return list(seen)
 
     def iter_items(self, limit: int | None = None) -> Iterator[Item]:
-        for index, raw in enumerate(iter_array(self.path)):
+        elements = enumerate(iter_array(self.path))
+        while True:
+            started = time.perf_counter()  # reading the element from the file and building the item: parsing
+            try:
+                index, raw = next(elements)
+            except StopIteration:
+                return
             if limit is not None and index >= limit:
                 return
             item_id = self.item_id(raw, index)
             try:
                 item = self.build(raw, item_id)
+                item.setdefault("stats", {})["parse_ms"] = round((time.perf_counter() - started) * 1000, 3)
             except BadField as bad:
                 item = {"item_id": item_id, "benchmark": self.benchmark.name, "error": str(bad), "field": bad.field}
             except Exception as exc:  # one malformed item never sinks a run: it becomes a recorded failure

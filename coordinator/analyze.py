@@ -130,6 +130,8 @@ def analyze(results: dict) -> dict:
                 "max_shift": max((m.get("max_shift", 0) for m in mmr), default=0)},
         "recall_at_k": {k: _rate(sum(1 for x in ranks if x is not None and x <= k), n) for k in K_VALUES},
         "official": results["metrics"]["all"],
+        "phases_ms": results.get("phases_ms") or {},
+        "embedding_store": results.get("embedding_store") or {},
         "groups": {"key": group_key[3:] if group_key else None,
                    "values": results["metrics"].get(group_key, {}) if group_key else {}},
     }
@@ -168,6 +170,15 @@ def render_analysis(report: dict) -> str:
     mmr = report["mmr"]
     lines.append(f"MMR: applied on {mmr['applied']}/{mmr['recalls']} recalls, mean moved {mmr['mean_moved']:.1f}, "
                  f"max shift {mmr['max_shift']}")
+    phases = {k: v for k, v in report["phases_ms"].items() if v}
+    if phases:
+        total = sum(phases.values())
+        lines += ["", f"time by phase ({total / 1000:.1f} s over every item)"]
+        lines += [f"  {name[:-3]:<9} {value / 1000:>9.1f} s  {100 * value / total:>5.1f}%" for name, value in phases.items()]
+        store = report["embedding_store"]
+        if store.get("texts_encoded") or store.get("texts_served"):
+            lines.append(f"  texts encoded {store['texts_encoded']}, served from the embedding store "
+                         f"{store['texts_served']}")
     lines += ["", "Recall@K (first gold)"] + [f"  @{k:<3} {_fmt_rate(e)}" for k, e in report["recall_at_k"].items()]
     lines += ["", "official metrics (evaluable: session "
               f"{report['official']['evaluable']['session']}, turn {report['official']['evaluable']['turn']})"]

@@ -82,6 +82,21 @@ def by_profile(records: list[dict], group_key: str | None, chosen: str | None) -
     return {p: {"own_corpus": p == chosen, "corpus": chosen, **summarize(records, group_key, p)} for p in profiles}
 
 
+#: The phases of an item, in the order a person reads them.
+PHASES = ("parse_ms", "cache_ms", "encode_ms", "extract_ms", "index_ms", "recall_ms", "scoring_ms")
+
+
+def phase_totals(outcomes: list[dict]) -> dict:
+    """Milliseconds per phase over every item (parsing, cache, encoding, extraction, index builds, recall,
+    scoring), so that a reader sees where a run's time went."""
+    totals = {name: 0.0 for name in PHASES}
+    for outcome in outcomes:
+        for name, value in ((outcome.get("timings") or {}).get("phases_ms") or {}).items():
+            if name in totals:
+                totals[name] += value
+    return {name: round(value, 1) for name, value in totals.items()}
+
+
 def _short(record: dict) -> bool:
     """Did the system return fewer docs than it was asked for (the official profile asks for all)?"""
     depth = (record.get("diagnostics") or {}).get("ranking_depth") or {}
@@ -101,6 +116,11 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
     evaluable = sum(1 for r in ok if r.get("metrics"))
     summary = summarize(records, context.get("group_key"))
     short = sum(1 for r in ok if _short(r))
+    phases = phase_totals(outcomes)
+    store_counts = {  # texts encoded by the model vs served from the machine's store, over all items
+        "texts_encoded": sum(o.get("stats", {}).get("texts_encoded", 0) for o in outcomes),
+        "texts_served": sum(o.get("stats", {}).get("texts_served", 0) for o in outcomes),
+    }
     signature = context.get("embedding_signature") or {}
     results = {
         "format": RESULTS_FORMAT,
@@ -115,6 +135,8 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         "metrics": summary,
         "metrics_by_profile": by_profile(records, context.get("group_key"), context["scoring_profile"]),
         "short_rankings": short,
+        "phases_ms": phases,
+        "embedding_store": store_counts,
         "records": records,
         "dataset_checksum": context["dataset_sha256"],
         "embedder": signature.get("model_id"),
@@ -172,10 +194,8 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
             # questions whose system returned fewer docs than asked (the official profile asks for all)
             "short_rankings": short,
         },
-        "embedding_store": {  # texts encoded by the model vs served from the machine's store, over all items
-            "texts_encoded": sum(o.get("stats", {}).get("texts_encoded", 0) for o in outcomes),
-            "texts_served": sum(o.get("stats", {}).get("texts_served", 0) for o in outcomes),
-        },
+        "phases_ms": phases,
+        "embedding_store": store_counts,
         "failures": [{"question_id": r["question_id"], "item_id": r["item_id"], "attempt": r.get("attempt"),
                       "error": r.get("error"), "field": r.get("field")} for r in failed],
         "items": [{"item_id": o["item_id"], "timings": o.get("timings", {}), "stats": o.get("stats", {}),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 from memoria import defaults
 from memoria.extract import extract_many
@@ -22,6 +23,7 @@ class BatchLoader:
 
     def __init__(self, memory):
         self.memory = memory
+        self.timings: dict[str, float] = {}
 
     def insert_batch(
         self,
@@ -46,10 +48,15 @@ class BatchLoader:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         vectors = None
+        started = time.perf_counter()
         if not skip_embedding and texts:
             vectors = self.memory.embedder.encode(texts, batch_size=batch_size)
+        encoded = time.perf_counter()
         derived = extract_many(texts, metadatas, parallel=parallel_extract, max_workers=max_workers)
+        extracted = time.perf_counter()
         self.memory.insert(texts, metadatas, vectors, derived, defer_vectors=skip_embedding_build)
+        self.timings = {"encode_ms": (encoded - started) * 1000, "extract_ms": (extracted - encoded) * 1000,
+                        "index_ms": (time.perf_counter() - extracted) * 1000}  # where this insert's time went
         logger.debug("stored %d memories", len(texts))
         return len(texts)
 

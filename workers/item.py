@@ -113,14 +113,19 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
         reason = cache.restore(item["item_id"], system, expected)
         cache_state = {"hit": reason is None, "reason": reason}
     counts_before = getattr(system, "embedding_counts", None)
+    phases = {"cache_ms": (time.perf_counter() - started) * 1000}
     if not cache_state["hit"]:
         system.reset()
         system.ingest(docs)
+        phases.update(getattr(system, "ingest_timings", None) or {})
         if can_cache:
+            stored = time.perf_counter()
             failure = cache.store(item["item_id"], system, expected, dataset_sha256)
+            phases["cache_ms"] += (time.perf_counter() - stored) * 1000
             if failure:
                 cache_state["store_error"] = failure
     build_ms = (time.perf_counter() - started) * 1000
+    recall_ms = scoring_ms = 0.0
 
     by_id = {d["external_id"]: d for d in docs}
     # The official profile widens k until it spans k sessions, so it reads the whole ranking: the system is asked
@@ -132,6 +137,8 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
         t0 = time.perf_counter()
         hits = system.retrieve(task["label"], task["question"], task["top_k"])
         runtime_ms = (time.perf_counter() - t0) * 1000
+        recall_ms += runtime_ms
+        t1 = time.perf_counter()
         hits, problems = clean_hits(hits, by_id, task["top_k"])
         candidates = []
         for rank, hit in enumerate(hits[:top_k], start=1):
@@ -146,9 +153,12 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
             ranking=[native[hit["external_id"]] for hit in hits], runtime_ms=runtime_ms, worker=worker, attempt=attempt,
             diagnostics={"system": getattr(system, "last_diagnostics", {}) or {}, "rejected_hits": problems,
                          "ranking_depth": {"asked": task["top_k"], "returned": len(hits), "docs": len(docs)}}))
+        scoring_ms += (time.perf_counter() - t1) * 1000
+    phases.update(recall_ms=recall_ms, scoring_ms=scoring_ms, parse_ms=item.get("stats", {}).get("parse_ms", 0.0))
     return outcome(item["item_id"], records, cache=cache_state,
                    timings={"build_or_restore_ms": round(build_ms, 3),
-                            "total_ms": round((time.perf_counter() - started) * 1000, 3)},
+                            "total_ms": round((time.perf_counter() - started) * 1000, 3),
+                            "phases_ms": {name: round(value, 3) for name, value in phases.items()}},
                    stats={"docs": len(docs), **item.get("stats", {}), **_store_counts(counts_before, system)})
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from memoria import BatchLoader, MemoryInterface, defaults
@@ -60,6 +61,7 @@ class MemoriaSystem:
         if without:
             self.memory.mode_sources[mode] = self.sources
         self.last_diagnostics: dict = {}
+        self.ingest_timings: dict[str, float] = {}
 
     @property
     def embedding_counts(self) -> dict | None:
@@ -102,10 +104,15 @@ class MemoriaSystem:
     def ingest(self, docs: list[dict]) -> None:
         texts = [d["text"] for d in docs]
         metadatas = [{"external_id": d["external_id"], "label": d["label"], **d["props"]} for d in docs]
-        BatchLoader(self.memory).insert_batch(
+        loader = BatchLoader(self.memory)
+        loader.insert_batch(
             texts, metadatas, batch_size=self.batch_size,
             parallel_extract=self.parallel_extract, max_workers=self.max_workers,
         )
+        started = time.perf_counter()
+        self.memory.build_indexes()  # the FAISS build, here rather than inside the first question's recall
+        self.ingest_timings = {**loader.timings,
+                               "index_ms": loader.timings["index_ms"] + (time.perf_counter() - started) * 1000}
 
     def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
         response = self.memory.recall(query, mode=self.mode, limit=top_k)

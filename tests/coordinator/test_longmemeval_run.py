@@ -365,3 +365,19 @@ def test_the_onnx_backend_scores_as_torch_does_and_keys_its_own_cache(dataset, f
     for level in ("session", "turn"):
         for name, value in results["metrics"]["all"][level].items():
             assert value == pytest.approx(torch_results["metrics"]["all"][level][name], abs=0.002), (level, name)
+
+
+def test_every_item_says_where_its_time_went_and_analyze_adds_it_up(dataset, first_run):
+    _, results, manifest = first_run
+    phases = ("parse_ms", "cache_ms", "encode_ms", "extract_ms", "index_ms", "recall_ms", "scoring_ms")
+    for item in manifest["items"]:
+        timing = item["timings"]["phases_ms"]
+        assert set(timing) == set(phases) and all(v >= 0 for v in timing.values())
+        assert timing["encode_ms"] > 0 and timing["recall_ms"] > 0 and timing["parse_ms"] > 0  # cold: built here
+        assert sum(timing.values()) <= item["timings"]["total_ms"] + timing["parse_ms"] + 1
+    for name in phases:
+        assert results["phases_ms"][name] == pytest.approx(
+            sum(i["timings"]["phases_ms"][name] for i in manifest["items"]), abs=0.5)
+    report = CliRunner().invoke(main, ["analyze", str(dataset / "out.json")])
+    assert report.exit_code == 0, report.output
+    assert "time by phase" in report.output and "encode" in report.output and "recall" in report.output
