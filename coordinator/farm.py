@@ -127,7 +127,7 @@ def progress(ledger: RunLedger, run_id: str, per_worker: bool = True, now: float
         "run_id": run_id, "total": total, "done": counts.get(DONE, 0),
         "running": counts.get(STARTED, 0), "queued": counts.get(QUEUED, 0),
         "failed": counts.get(FAILED, 0) + final, "final_failures": final, "finished": finished,
-        "workers": {}, "eta_seconds": eta, "staging_done": staging_done,
+        "eta_seconds": eta, "staging_done": staging_done,
         "complete": staging_done and total > 0 and finished >= total,
     }
     if per_worker:
@@ -157,7 +157,7 @@ def _detail(ledger: RunLedger, run_id: str, states: dict[str, str], remaining: i
     recent = None
     if len(ends) >= 2 and now > ends[0]:
         recent = (len(ends) - 1) / (now - ends[0])  # items per second over the recent window
-    return {"workers": {name: rate["done"] for name, rate in rates.items()}, "worker_rates": rates,
+    return {"worker_rates": rates,
             "slowest": [{"item_id": i, "worker": w, "age_seconds": round(age, 1)} for age, i, w in running[:3]],
             "throughput_per_minute": recent * 60 if recent else None,
             "eta_seconds": remaining / recent if recent else eta}

@@ -8,7 +8,7 @@ import io
 from pathlib import Path
 
 from adapters.defaults import K_VALUES
-from coordinator.analyze import COMPARE_K
+from coordinator.analyze import COMPARE_K, percentile
 
 
 def _figure():
@@ -159,7 +159,7 @@ def _image(name: str, data: bytes) -> str:
     return f"<figure><img alt='{html.escape(name)}' src='data:image/png;base64,{base64.b64encode(data).decode()}'></figure>"
 
 
-def farm_section(farm: dict, index: int) -> str:
+def farm_section(farm: dict, index: int, chart_data: dict[str, bytes]) -> str:
     """A farm run at a glance: workers, items over time, queue wait against run time, retries and failures."""
     items = farm["items"]
     waits = [t["queue_wait_ms"] for t in items if t.get("queue_wait_ms") is not None]
@@ -178,8 +178,8 @@ def farm_section(farm: dict, index: int) -> str:
              f"{_median(waits) / 1000:.1f} s, run time median {_median(runs) / 1000:.1f} s; "
              f"max attempts {farm.get('max_attempts')}.</p>",
              "<h3>Workers</h3>", _table(worker_rows, ["worker", "items", "questions", "run s", "s per item"]),
-             _image(f"farm_workers_{index}", farm_workers_chart(farm)),
-             _image(f"farm_timeline_{index}", farm_timeline_chart(farm)),
+             _image(f"farm_workers_{index}", chart_data[f"farm_workers_{index}.png"]),
+             _image(f"farm_timeline_{index}", chart_data[f"farm_timeline_{index}.png"]),
              f"<h3>Retries ({len(retry_rows)})</h3>",
              _table(retry_rows, ["item", "attempts", "lost attempts", "state", "worker"]) if retry_rows
              else "<p class='note'>Every item ran once.</p>",
@@ -191,8 +191,7 @@ def farm_section(farm: dict, index: int) -> str:
 
 
 def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2] if ordered else 0.0
+    return percentile(values, 0.5) if values else 0.0
 
 
 def html_report(files: list[dict]) -> str:
@@ -209,13 +208,14 @@ def html_report(files: list[dict]) -> str:
              "<h2>Comparison</h2>", "<div id='comparison'>",
              _table(rows, ["file", "benchmark", "system", "mode", "profile", "evaluable"]
                     + [f"R@{k}" for k in COMPARE_K] + ["NDCG@10"]), "</div>", "<h2>Charts</h2><div id='charts'>"]
-    for name, data in charts(files).items():
+    chart_data = charts(files)
+    for name, data in chart_data.items():
         if not name.startswith("farm_"):  # the farm's charts sit in their own section
             parts.append(_image(name, data))
     parts.append("</div>")
     for index, f in enumerate(files):
         if (f.get("farm") or {}).get("items"):
-            parts.append(farm_section(f["farm"], index))
+            parts.append(farm_section(f["farm"], index, chart_data))
         report = analyze(f)
         parts.append(f"<h2>{html.escape(Path(f['_path']).name)}</h2>")
         rate_rows = [{"measure": n, "rate": e["rate"], "count": e["count"], "of": e["of"]}

@@ -22,6 +22,7 @@ import logging
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,9 @@ logger = logging.getLogger(__name__)
 
 #: Default cap of a store, in bytes of vectors (a 384-d vector is 1.5 KiB: about 700k vectors).
 DEFAULT_MAX_BYTES = 1 << 30
+#: How often (per cap's worth of bytes written by one process) the size is summed and the cap enforced;
+#: a store may overshoot its cap by about 1/this per writing process between two checks.
+EVICTION_CHECKS_PER_CAP = 64
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vectors (
     key TEXT PRIMARY KEY,
@@ -57,6 +61,7 @@ class EmbeddingStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.max_bytes = max_bytes
+        self._written = 0  # bytes this process put since it last summed the store's size
         self._local = threading.local()
         with self._connection() as db:
             db.executescript(_SCHEMA)
@@ -87,11 +92,23 @@ class EmbeddingStore:
         if damaged:
             logger.warning("embedding store %s: %d damaged vectors dropped, to be encoded again", self.path,
                            len(damaged))
-            db.executemany("DELETE FROM vectors WHERE key = ?", [(k,) for k in damaged])
-        if found:
+        if damaged or found:  # one write transaction per call, not one per row
             now = time.time()
-            db.executemany("UPDATE vectors SET used = ? WHERE key = ?", [(now, k) for k in found])
+            with self._transaction() as tx:
+                tx.executemany("DELETE FROM vectors WHERE key = ?", [(k,) for k in damaged])
+                tx.executemany("UPDATE vectors SET used = ? WHERE key = ?", [(now, k) for k in found])
         return found, len(damaged)
+
+    @contextmanager
+    def _transaction(self):
+        db = self._connection()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     def put(self, vectors: dict[str, np.ndarray]) -> None:
         if not vectors:
@@ -101,15 +118,14 @@ class EmbeddingStore:
         for key, vector in vectors.items():
             blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
             rows.append((key, blob, _checksum(key, blob), now))
-        db = self._connection()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            db.executemany("INSERT OR IGNORE INTO vectors (key, vector, checksum, used) VALUES (?, ?, ?, ?)", rows)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        self._evict()
+        with self._transaction() as tx:
+            tx.executemany("INSERT OR IGNORE INTO vectors (key, vector, checksum, used) VALUES (?, ?, ?, ?)", rows)
+        # Summing the store's size reads every row, so it is done once per slice of the cap this process
+        # wrote, not after every insert.
+        self._written += sum(len(row[1]) for row in rows)
+        if self._written >= self.max_bytes / EVICTION_CHECKS_PER_CAP:
+            self._written = 0
+            self._evict()
 
     def _evict(self) -> None:
         """Drop the least recently used rows while the store holds more than its cap."""
@@ -144,16 +160,16 @@ class StoredEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        keys = [text_key(self.space, t) for t in texts]
-        found, damaged = self.store.get(list(dict.fromkeys(keys)), self.dimension)
-        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
+        key_of = {t: text_key(self.space, t) for t in dict.fromkeys(texts)}
+        found, damaged = self.store.get(list(key_of.values()), self.dimension)
+        missing = [t for t, k in key_of.items() if k not in found]
         if missing:
             options = {"batch_size": batch_size} if batch_size else {}
             fresh = self.embedder.encode(missing, **options)
-            made = {text_key(self.space, t): v for t, v in zip(missing, fresh)}
+            made = {key_of[t]: v for t, v in zip(missing, fresh)}
             self.store.put(made)
             found.update(made)
         self.counts["encoded"] += len(missing)
         self.counts["served"] += len(texts) - len(missing)
         self.counts["damaged"] += damaged
-        return np.ascontiguousarray(np.stack([found[k] for k in keys]), dtype=np.float32)
+        return np.ascontiguousarray(np.stack([found[key_of[t]] for t in texts]), dtype=np.float32)

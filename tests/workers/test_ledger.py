@@ -302,7 +302,6 @@ def test_progress_detail_rates_slowest_and_recent_eta(ledger):
         ledger.r.hset(ledger._key("r1", "info", item), mapping={"started_at": started, "finished_at": ended})
     ledger.r.hset(ledger._key("r1", "info", "d"), "started_at", 150.0)
     state = progress(ledger, "r1", now=200.0)
-    assert state["workers"] == {"w1": 2, "w2": 1}
     assert state["worker_rates"] == {"w1": {"done": 2, "per_minute": 2.0}, "w2": {"done": 1, "per_minute": 60 / 90}}
     assert state["slowest"] == [{"item_id": "d", "worker": "w2", "age_seconds": 50.0}]
     # 3 ends at 130, 160, 190: 2 more items in the 70 s since the first; 2 items left -> 70 s
