@@ -224,11 +224,12 @@ def _start(state_dir: Path, settings: dict, users: dict[str, str], certificates:
     if address != "127.0.0.1":  # what workers on other machines use
         urls["remote_worker"] = f"{scheme}://worker:{users['worker']}@{address}:{port}/0"
     broker = urls["coordinator"]
-    env = dict(os.environ, MEMFARM_BROKER=broker, **(tls_environment(certificates) if tls else {}))
+    tls_env = tls_environment(certificates) if tls else {}
+    env = dict(os.environ, MEMFARM_BROKER=broker, **tls_env)
     state = {"broker": broker, "brokers": urls, "pids": {"redis": redis_proc.pid}, "started": time.time(),
              "settings": settings, "users": users}
     if tls:
-        state["tls"] = tls_environment(certificates)
+        state["tls"] = tls_env
     cache_dir = settings["cache_dir"]
     for number in range(1, settings["workers"] + 1):
         proc = start_worker(urls["worker"], f"worker{number}", f"{cache_dir}/worker{number}",

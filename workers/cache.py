@@ -50,31 +50,31 @@ class ItemCache:
     def folder(self, item_id: str, system: str) -> Path:
         return self.directory / entry_name(item_id, system)
 
-    def _check(self, folder: Path, item_id: str, system: str, expected: dict) -> tuple[str | None, dict]:
-        """(None, artifacts) if the copied entry in `folder` is valid for `expected`; else (why not, {})."""
+    def _check(self, folder: Path, item_id: str, system: str, expected: dict) -> str | None:
+        """None if the copied entry in `folder` is valid for `expected`; else why not."""
         try:
             manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return "no cache entry", {}
+            return "no cache entry"
         except (OSError, ValueError) as exc:
-            return f"manifest unreadable ({exc})", {}
+            return f"manifest unreadable ({exc})"
         if not isinstance(manifest, dict):
-            return "manifest is not an object", {}
+            return "manifest is not an object"
         if manifest.get("item_id") != item_id or manifest.get("system") != system:
-            return "entry belongs to another item or system", {}
+            return "entry belongs to another item or system"
         for key, label in KEY_FIELDS:
             if manifest.get(key) != expected.get(key):
-                return f"{label} changed", {}
+                return f"{label} changed"
         artifacts = manifest.get("artifacts")
         if not isinstance(artifacts, dict) or not artifacts:
-            return "manifest lists no artifacts", {}
+            return "manifest lists no artifacts"
         for name, digest in sorted(artifacts.items()):
             path = folder / name
             if Path(name).name != name or not path.is_file():
-                return f"artifact {name} missing", {}
+                return f"artifact {name} missing"
             if file_sha256(path) != digest:
-                return f"artifact {name} does not match its hash", {}
-        return None, artifacts
+                return f"artifact {name} does not match its hash"
+        return None
 
     def restore(self, item_id: str, system, expected: dict) -> str | None:
         """Restore `system` from the cache; returns None on a hit, else the rebuild reason (never raises)."""
@@ -87,7 +87,7 @@ class ItemCache:
             with tempfile.TemporaryDirectory(dir=self.directory, prefix=".read-") as private:
                 copy = Path(private) / "entry"
                 shutil.copytree(source, copy)  # from here on, no writer can change what is checked and loaded
-                reason, _ = self._check(copy, item_id, system.name, expected)
+                reason = self._check(copy, item_id, system.name, expected)
                 if reason is None:
                     system.restore(copy)
         except Exception as exc:  # a cache that cannot be read or loaded is only ever a miss

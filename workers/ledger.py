@@ -69,6 +69,10 @@ def tls_files(url: str) -> dict[str, str]:
     files = {name: os.environ.get(f"MEMFARM_TLS_{name.upper()}") for name in ("ca", "cert", "key")}
     if not files["ca"]:
         raise MemfarmError("a rediss:// broker needs MEMFARM_TLS_CA (the CA that signed the server's certificate)")
+    if bool(files["cert"]) != bool(files["key"]):
+        missing = "MEMFARM_TLS_CERT" if not files["cert"] else "MEMFARM_TLS_KEY"
+        raise MemfarmError(f"MEMFARM_TLS_CERT and MEMFARM_TLS_KEY go together (the client certificate and its key); "
+                           f"{missing} is not set")
     return {k: v for k, v in files.items() if v}
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from adapters.errors import MemfarmError
 from coordinator.cli import main
 from coordinator.cluster import process_alive as alive
 from coordinator.farm import watch
@@ -204,10 +205,14 @@ def test_a_tls_cluster_refuses_plain_clients_and_runs_over_rediss(tmp_path, monk
         plain = state["brokers"]["coordinator"].replace("rediss://", "redis://")
         with pytest.raises(redis.exceptions.ConnectionError):
             redis.Redis.from_url(plain, socket_connect_timeout=3, socket_timeout=3).ping()
-        monkeypatch.delenv("MEMFARM_TLS_CERT")  # no client certificate: the server refuses the handshake too
-        with pytest.raises(Exception):
+        monkeypatch.delenv("MEMFARM_TLS_CERT")  # half a client identity: said, never a TypeError from ssl
+        with pytest.raises(MemfarmError, match="MEMFARM_TLS_CERT is not set"):
             connect(state["broker"])
-        monkeypatch.setenv("MEMFARM_TLS_CERT", state["tls"]["MEMFARM_TLS_CERT"])
+        monkeypatch.delenv("MEMFARM_TLS_KEY")  # no client certificate: the server refuses the handshake
+        with pytest.raises(MemfarmError, match="cannot reach redis"):
+            connect(state["broker"])
+        for name in ("MEMFARM_TLS_CERT", "MEMFARM_TLS_KEY"):
+            monkeypatch.setenv(name, state["tls"][name])
         data = write_dataset(tmp_path / "d.json", questions=2, seed=3, scale=0.04)
         run = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--broker", state["broker"],
                                         "--output", str(tmp_path / "r.json")])

@@ -126,11 +126,6 @@ class ObsidianParser:
         self.max_frontmatter_bytes = max_frontmatter_bytes
         self.skipped: list[SkippedFile] = []
 
-    def discover(self) -> list[Path]:
-        """Markdown files of the vault, sorted, outside hidden and system folders; see `_discover`."""
-        notes, _ = self._discover()
-        return [self.vault.joinpath(*PurePosixPath(relative).parts) for relative in notes]
-
     def _discover(self) -> tuple[list[str], list[SkippedFile]]:
         """(vault-relative note paths in path order, what was passed over and why).
 
