@@ -2,8 +2,10 @@
 
 One line per episode:
 `{"id", "observations": [{label, content, importance, valid_from, valid_to, cause_labels, metadata}],
-  "queries": [{id, query, expected_substrings, forbidden_substrings, top_k, now}]}`.
-This measures retrieval support: does the top_k hold every expected string and no forbidden one.
+  "queries": [{id, query, expected_substrings, forbidden_substrings, top_k, now, answer?}]}`.
+This measures retrieval support: does the top_k hold every expected string and no forbidden one;
+each query also carries the six measures of `adapters.adamem_measures` (an optional `answer` is the
+gold answer for answer support, else the expected strings are; forbidden strings name stale facts).
 Each episode is one item of a run; its queries are its records. Also: the
 deterministic four-failure-mode suite and the LoCoMo converter.
 """
@@ -15,7 +17,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from adapters.adamem_measures import entry_recall, query_measures, timed_context, write_amplification
 from adapters.dataset import BadField, check_list, check_text
+from adapters.defaults import K_VALUES
 from adapters.errors import DatasetError
 from adapters.jsonstream import iter_json_lines
 from adapters.locomo import CATEGORIES, normalise_evidence, render
@@ -60,6 +64,8 @@ def episode_problem(episode: dict) -> None:
         for field in ("expected_substrings", "forbidden_substrings"):
             for text in check_list(query.get(field, []), at, field, str):
                 check_text(text, at, field)
+        if "answer" in query:
+            check_text(query["answer"], at, "answer")
         top_k = query.get("top_k", 5)
         if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
             raise BadField(f"{at}: top_k must be a positive integer, not {top_k!r}", "top_k")
@@ -120,13 +126,29 @@ def evaluate_episode(item: dict, memory, worker: str = "local", attempt: int = 1
     build_ms = (time.perf_counter() - started) * 1000
     records = []
     for query in episode["queries"]:
+        top_k = int(query.get("top_k", 5))
         t0 = time.perf_counter()
-        retrieved = memory.retrieve(query["query"], now=query.get("now"), top_k=int(query.get("top_k", 5)))
-        records.append(judged_record(query, item["item_id"], retrieved, runtime_ms=(time.perf_counter() - t0) * 1000,
-                                     worker=worker, attempt=attempt))
-    return outcome(item["item_id"], records, stats={"observations": len(episode["observations"])},
+        retrieved = memory.retrieve(query["query"], now=query.get("now"), top_k=top_k)
+        runtime_ms = (time.perf_counter() - t0) * 1000
+        record = judged_record(query, item["item_id"], retrieved, runtime_ms=runtime_ms, worker=worker, attempt=attempt)
+        record["measures"] = _episode_measures(memory, query, retrieved, top_k, runtime_ms)
+        records.append(record)
+    return outcome(item["item_id"], records, stats={"observations": len(episode["observations"]),
+                                                    "write": write_amplification(memory)},
                    timings={"build_or_restore_ms": round(build_ms, 3),
                             "total_ms": round((time.perf_counter() - started) * 1000, 3)})
+
+
+def _episode_measures(memory, query: dict, retrieved: list[dict], top_k: int, runtime_ms: float) -> dict:
+    """A query's six measures: the gold answer is its `answer` if it has one, else its expected substrings;
+    gold entries (for recall) are those holding an expected substring."""
+    expected = query.get("expected_substrings", [])
+    block, context_ms = timed_context(memory, query["query"], now=query.get("now"), top_k=top_k)
+    gold = [e.id for e in memory.entries if any(s in e.content for s in expected)]
+    return query_measures(answers=[query["answer"]] if query.get("answer") else expected, block=block,
+                          context_ms=context_ms, retrieve_ms=runtime_ms,
+                          forbidden=query.get("forbidden_substrings", []), texts=[r["content"] for r in retrieved],
+                          recall=entry_recall([r["id"] for r in retrieved], gold, K_VALUES))
 
 
 def synthetic_suite() -> list[dict]:

@@ -53,6 +53,7 @@ class Question(TypedDict, total=False):
     question_date: str
     question_type: str
     expected: str
+    answer: str  # the gold answer text: answer support of a context block, never a retrieval score
     expected_ids: list[str]
     gold_sessions: list[str]
     gold_turns: list[str]

@@ -26,6 +26,10 @@ DEFAULT_OBJECTIVE = "session:ndcg_any@10"
 #: file, and counted. The real LongMemEval-S file's longest turns are a few tens of thousands.
 MAX_TEXT_CHARS = 100_000
 
+#: Entries a system's `context()` block packs on LoCoMo and LongMemEval-S (AdaMem's answer support and
+#: prompt tokens); AdaMem episodes pack each query's own top_k.
+CONTEXT_ENTRIES = 10
+
 #: Farm: attempts per item before it is a final failure.
 DEFAULT_MAX_ATTEMPTS = 3
 

@@ -191,6 +191,7 @@ class LongMemEval(StreamedDataset):
             "question_date": str(raw.get("question_date", "")),
             "question_type": str(raw.get("question_type", "")),
             "expected": expected,
+            "answer": str(raw.get("answer", "")),
             "expected_ids": answer_ids,
             "gold_sessions": answer_ids,
             "gold_turns": gold_turns,

@@ -14,6 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from adapters import defaults as harness
+from adapters.adamem_measures import run_measures
 from adapters.errors import ResultsError
 from adapters.files import write_json
 from adapters.metrics import METRIC_NAMES, average
@@ -204,6 +205,9 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         "elapsed_seconds": results["elapsed_seconds"],
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    measures = run_measures(records, outcomes, summary["all"])
+    if measures:  # AdaMem's six measures (systems that pack a context block), in both files
+        results["measures"] = manifest["measures"] = measures
     if context.get("farm"):  # in both: the analyzer reads results files only
         manifest["farm"] = results["farm"] = context["farm"]
     return results, manifest

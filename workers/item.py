@@ -14,8 +14,9 @@ import socket
 import time
 
 from adapters.adamem_jsonl import evaluate_episode
+from adapters.adamem_measures import query_measures, timed_context
 from adapters.contracts import DOC_PROPS, TASK_FIELDS
-from adapters.defaults import DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K, K_VALUES
+from adapters.defaults import CONTEXT_ENTRIES, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K, K_VALUES
 from adapters.files import content_hash
 from adapters.official import PROFILE as OFFICIAL
 from adapters.records import candidate, failure_outcome, outcome, question_record
@@ -128,6 +129,7 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
     recall_ms = scoring_ms = 0.0
 
     by_id = {d["external_id"]: d for d in docs}
+    packs = callable(getattr(system, "context", None))  # a system that packs a prompt block (AdaMem) is measured
     # The official profile widens k until it spans k sessions, so it reads the whole ranking: the system is asked
     # for every doc, and the results file keeps the first top_k as candidates.
     depth = max(top_k, len(docs)) if profile == OFFICIAL else top_k
@@ -138,6 +140,7 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
         hits = system.retrieve(task["label"], task["question"], task["top_k"])
         runtime_ms = (time.perf_counter() - t0) * 1000
         recall_ms += runtime_ms
+        measures = _context_measures(system, task, question, hits, by_id, runtime_ms) if packs else None
         t1 = time.perf_counter()
         hits, problems = clean_hits(hits, by_id, task["top_k"])
         candidates = []
@@ -153,13 +156,27 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
             ranking=[native[hit["external_id"]] for hit in hits], runtime_ms=runtime_ms, worker=worker, attempt=attempt,
             diagnostics={"system": getattr(system, "last_diagnostics", {}) or {}, "rejected_hits": problems,
                          "ranking_depth": {"asked": task["top_k"], "returned": len(hits), "docs": len(docs)}}))
+        if measures:
+            records[-1]["measures"] = measures
         scoring_ms += (time.perf_counter() - t1) * 1000
     phases.update(recall_ms=recall_ms, scoring_ms=scoring_ms, parse_ms=item.get("stats", {}).get("parse_ms", 0.0))
     return outcome(item["item_id"], records, cache=cache_state,
                    timings={"build_or_restore_ms": round(build_ms, 3),
                             "total_ms": round((time.perf_counter() - started) * 1000, 3),
                             "phases_ms": {name: round(value, 3) for name, value in phases.items()}},
-                   stats={"docs": len(docs), **item.get("stats", {}), **_store_counts(counts_before, system)})
+                   stats={"docs": len(docs), **item.get("stats", {}), **_store_counts(counts_before, system),
+                          **({"write": system.write_stats()} if callable(getattr(system, "write_stats", None)) else {})})
+
+
+def _context_measures(system, task: dict, question: dict, hits, by_id: dict, retrieve_ms: float) -> dict:
+    """AdaMem's measures of one question: its context block set against the gold answer, timed and counted.
+    Nothing in LoCoMo or LongMemEval-S is marked stale, so the stale fact is not measured (None)."""
+    block, context_ms = timed_context(system, task["label"], task["question"], CONTEXT_ENTRIES)
+    answer = question.get("answer", question.get("expected", ""))
+    measures = query_measures(answers=[answer], block=block, context_ms=context_ms, retrieve_ms=retrieve_ms,
+                              forbidden=[], texts=[by_id[h["external_id"]]["text"] for h in hits
+                                                   if isinstance(h, dict) and h.get("external_id") in by_id])
+    return {**measures, "answer": answer}
 
 
 def _store_counts(before: dict | None, system) -> dict:

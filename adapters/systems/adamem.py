@@ -87,6 +87,8 @@ class AdaMem:
         self.dedup_threshold, self.auto_link_threshold = dedup_threshold, auto_link_threshold
         self.weights = dict(WEIGHTS if weights is None else weights)
         self.entries: list[Entry] = []
+        #: Events observed, and those folded into an existing entry (write amplification's denominators).
+        self.events = self.folded = 0
 
     @classmethod
     def ablation(cls, name: str, **options) -> "AdaMem":
@@ -107,9 +109,11 @@ class AdaMem:
         metadata = dict(event.get("metadata") or {})
         vector = self.embedder.encode([self._indexed_text(content, metadata)])[0] if vector is None else vector
         key = metadata.get("memory_key") or event.get("memory_key")
+        self.events += 1
         for entry in self.entries:
             if entry.active and entry.memory_key == key and float(entry.vector @ vector) >= self.dedup_threshold:
                 entry.confidence = min(1.0, entry.confidence + 0.1)
+                self.folded += 1
                 return entry.id
         entry = Entry(id=len(self.entries), content=content, label=event.get("label"), vector=vector,
                       importance=float(event.get("importance", 0.5)), valid_from=_time(event.get("valid_from")),
@@ -253,6 +257,16 @@ class AdaMemSystem:
         events = [{"content": d["text"], "label": d["external_id"], "importance": importance(d["text"]),
                    "metadata": {"external_id": d["external_id"]}} for d in docs]
         self.memory.observe_many(events)
+
+    def context(self, label: str, query: str, top_k: int) -> str:
+        """The packed prompt block of `top_k` entries (the runner measures it; it never reaches a score)."""
+        return self.memory.context(query, top_k=top_k)
+
+    def write_stats(self) -> dict:
+        """Entries, folded duplicates, edges and bytes stored for the events observed since `reset()`."""
+        from adapters.adamem_measures import write_amplification
+
+        return write_amplification(self.memory)
 
     def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
         return [{"external_id": r["metadata"]["external_id"], "score": r["score"],
