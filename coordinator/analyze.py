@@ -13,6 +13,7 @@ from pathlib import Path
 
 from adapters.defaults import K_VALUES
 from adapters.errors import ResultsError
+from coordinator.bench_adamem import MEASURES_NOTE, cell, render_rows, row_of
 from coordinator.reducer import RESULTS_FORMAT
 
 RANK_BUCKETS = ((1, 1), (2, 3), (4, 5), (6, 10), (11, 30), (31, 50))
@@ -134,6 +135,7 @@ def analyze(results: dict) -> dict:
         "embedding_store": results.get("embedding_store") or {},
         "groups": {"key": group_key[3:] if group_key else None,
                    "values": results["metrics"].get(group_key, {}) if group_key else {}},
+        "measures": row_of(results) if results.get("measures") else None,
     }
 
 
@@ -187,6 +189,9 @@ def render_analysis(report: dict) -> str:
         cells = "  ".join(f"{m}@{k}={values[f'{m}@{k}']:.3f}" for m in ("recall_any", "recall_all", "ndcg_any")
                           for k in (1, 5, 10) if f"{m}@{k}" in values)
         lines.append(f"  {level:<8} {cells}")
+    if report.get("measures"):
+        lines += ["", f"AdaMem measures ({MEASURES_NOTE})"]
+        lines += render_rows({str(report["retrieval_mode"]): report["measures"]})
     if report["groups"]["key"]:
         lines += ["", f"by {report['groups']['key']}"]
         for name, group in report["groups"]["values"].items():
@@ -212,7 +217,8 @@ def compare(files: list[dict], force: bool = False) -> list[dict]:
                      "mode": f.get("retrieval_mode"), "profile": f.get("scoring_profile"),
                      "evaluable": f["metrics"]["all"]["evaluable"]["session"],
                      **{f"R@{k}": session.get(f"recall_any@{k}") for k in COMPARE_K},
-                     "NDCG@10": session.get("ndcg_any@10")})
+                     "NDCG@10": session.get("ndcg_any@10"),
+                     "measures": row_of(f) if f.get("measures") else None})
     return rows
 
 
@@ -222,8 +228,13 @@ def render_compare(rows: list[dict]) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{Path(r['file']).name[:40]:<40} {str(r['system'])[:8]:<8} {str(r['mode']):<7} "
-                     f"{str(r['profile']):<11} {r['evaluable']:>5}" + "".join(f"{r[f'R@{k}']:>7.3f}" for k in COMPARE_K)
-                     + f"{r['NDCG@10']:>9.3f}")
+                     f"{str(r['profile']):<11} {r['evaluable']:>5}" + "".join(cell(r[f'R@{k}'], 7) for k in COMPARE_K)
+                     + cell(r["NDCG@10"], 9))
+    modes = [str(r["mode"]) for r in rows if r.get("measures")]
+    measured = {(str(r["mode"]) if modes.count(str(r["mode"])) == 1 else Path(r["file"]).name): r["measures"]
+                for r in rows if r.get("measures")}
+    if measured:  # AdaMem's ablations lined up by the design's six measures
+        lines += ["", f"AdaMem measures ({MEASURES_NOTE})"] + render_rows(measured)
     return "\n".join(lines)
 
 

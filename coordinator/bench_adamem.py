@@ -15,6 +15,8 @@ from pathlib import Path
 SUITES = ("synthetic", "locomo", "longmemeval")
 #: The generated LongMemEval-S file's seed (so that two benches read the same file).
 LONGMEMEVAL_SEED = 107
+#: What the measures' columns mean, said wherever they are printed.
+MEASURES_NOTE = "EM / F1 / in ctx: the gold answer against the context() block, no LLM; tokens: MiniLM's; stale - = not measured"
 _NOTE = ("answer support: no LLM is available, so the gold answer is matched against the packed context() block; "
          "prompt tokens: MiniLM's WordPiece tokenizer; stale: null where nothing in the dataset is marked stale")
 
@@ -75,7 +77,7 @@ def row_of(results: dict) -> dict:
     }
 
 
-def _cell(value, width: int, digits: int = 3) -> str:
+def cell(value, width: int, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return f"{'-':>{width}}"
     if isinstance(value, bool) or isinstance(value, int):
@@ -85,17 +87,17 @@ def _cell(value, width: int, digits: int = 3) -> str:
 
 def render_rows(rows: dict[str, dict]) -> list[str]:
     """The measures table: one line per ablation (or per file), the columns in the issue's order."""
-    head = (f"  {'ablation':<28}{'n':>4}{'passed':>7}{'EM':>7}{'F1':>7}{'in ctx':>7}{'turn R@5':>9}{'sess R@5':>9}"
+    head = (f"  {'ablation':<36}{'n':>4}{'passed':>7}{'EM':>7}{'F1':>7}{'in ctx':>7}{'turn R@5':>9}{'sess R@5':>9}"
             f"{'stale':>7}{'p50 ms':>8}{'p95 ms':>8}{'ctx p95':>8}{'tokens':>8}{'ent/ev':>7}{'B/ev':>8}")
     lines = [head]
     for label, r in rows.items():
         w, lat = r["write_amplification"], r["latency_ms"]
-        lines.append(f"  {label[:27]:<28}{r['queries']:>4}{_cell(r['passed'], 7)}{_cell(r['answer_exact'], 7)}"
-                     f"{_cell(r['answer_f1'], 7)}{_cell(r['answer_in_context'], 7)}{_cell(r['turn_recall_any@5'], 9)}"
-                     f"{_cell(r['session_recall_any@5'], 9)}{_cell(r['stale_fact_rate'], 7)}"
-                     f"{_cell(lat['p50'], 8, 1)}{_cell(lat['p95'], 8, 1)}{_cell(lat['context_p95'], 8, 1)}"
-                     f"{_cell(r['prompt_tokens'], 8, 1)}{_cell(w['entries_per_event'], 7)}"
-                     f"{_cell(w['bytes_per_event'], 8, 0)}")
+        lines.append(f"  {label[:35]:<36}{r['queries']:>4}{cell(r['passed'], 7)}{cell(r['answer_exact'], 7)}"
+                     f"{cell(r['answer_f1'], 7)}{cell(r['answer_in_context'], 7)}{cell(r['turn_recall_any@5'], 9)}"
+                     f"{cell(r['session_recall_any@5'], 9)}{cell(r['stale_fact_rate'], 7)}"
+                     f"{cell(lat['p50'], 8, 1)}{cell(lat['p95'], 8, 1)}{cell(lat['context_p95'], 8, 1)}"
+                     f"{cell(r['prompt_tokens'], 8, 1)}{cell(w['entries_per_event'], 7)}"
+                     f"{cell(w['bytes_per_event'], 8, 0)}")
     return lines
 
 

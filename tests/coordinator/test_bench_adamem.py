@@ -46,6 +46,20 @@ def test_the_synthetic_table_reproduces_the_suites_pass_counts(tmp_path, embedde
     assert json.loads((tmp_path / "wd" / "adamem_synthetic.full.manifest.json").read_text())["measures"] == \
         json.loads(open(files["full"]).read())["measures"]
 
+    # the analyzer lines the ablations up by the same columns, read from the results files alone
+    compared = CliRunner().invoke(main, ["analyze", "--compare", *files.values()])
+    assert compared.exit_code == 0, compared.output
+    rows = {line.split()[0]: line.split() for line in compared.output.splitlines() if line.startswith("  adamem:")}
+    assert sorted(rows) == sorted(f"adamem:{name}" for name in ABLATIONS)
+    for name in ABLATIONS:
+        printed = rows[f"adamem:{name}"]
+        assert int(printed[2]) == expected[name]
+        assert printed[8] == (f"{table[name]['stale_fact_rate']:.3f}")
+        assert printed[12] == f"{table[name]['prompt_tokens']:.1f}"
+    single = CliRunner().invoke(main, ["analyze", files["full"]])
+    assert single.exit_code == 0, single.output
+    assert "AdaMem measures" in single.output and "  adamem:full" in single.output
+
 
 def _tiny_longmemeval(path):
     """Two questions, each over two sessions of two short turns (four entries: every context block holds all)."""
