@@ -137,7 +137,6 @@ class LoCoMo(StreamedDataset):
             "question_type": CATEGORIES.get(category, f"category {category}"),
             "category": category,
             "expected": str(answer),
-            "answer": str(answer),
             "expected_ids": gold_sessions,
             "gold_turns": resolved,
             "gold_sessions": gold_sessions,

@@ -193,7 +193,7 @@ def test_every_field_of_a_question_under_each_rule(tmp_path):
         items = LongMemEval(data, companion if with_companion else None, profile).iter_items()
         return {i["item_id"]: i["questions"][0] for i in items}
 
-    common = {"question": "What is my dog called?", "question_date": "", "question_type": ""}
+    common = {"question": "What is my dog called?", "question_date": "", "question_type": "", "answer": "Rex"}
     seed = questions("memoria", True)
     assert {k: v for k, v in seed["aa11bb22"].items() if k != "gold_by_profile"} == {
         **common, "question_id": "aa11bb22", "question_date": "2023/05/30 (Tue) 23:40",
