@@ -3,6 +3,7 @@
 
 import copy
 import json
+import math
 import os
 
 import pytest
@@ -70,6 +71,19 @@ def damage(draw):
     return data, index, kind
 
 
+def _standard_json(value) -> bool:
+    """Whether `value` is what RFC 8259 JSON and a 64-bit parser hold: no NaN or infinity, no integer past 64 bits."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -2**63 <= value < 2**63
+    if isinstance(value, list):
+        return all(_standard_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(_standard_json(v) for v in value.values())
+    return True
+
+
 @given(damage())
 def test_damaged_files_never_escape_as_tracebacks_and_nothing_damaged_is_scored(tmp_path_factory, case):
     data, index, kind = case
@@ -82,7 +96,9 @@ def test_damaged_files_never_escape_as_tracebacks_and_nothing_damaged_is_scored(
     try:
         adapter.scan()
     except DatasetError as exc:  # the whole file is unusable: one line naming the file and the positions
-        assert str(path) in str(exc) and kind == "duplicate_id"
+        assert str(path) in str(exc)
+        if kind != "duplicate_id":  # only what is not JSON at all (NaN, Infinity) or past 64-bit integers
+            assert not _standard_json(data) and f"element {index}" in str(exc), str(exc)
         return
     outcomes = run_items(adapter.iter_items(), Echo(), top_k=10, k_values=(1, 5), profile="memoria", cache=None,
                          dataset_sha256="x")
@@ -157,6 +173,11 @@ def test_damaged_locomo_files_name_the_harm_and_score_nothing_damaged(tmp_path_f
     TRIED["locomo"] = TRIED.get("locomo", 0) + 1
     path = tmp_path_factory.mktemp("fuzz-locomo") / "l.json"
     path.write_text(json.dumps(data))
+    if not _standard_json(data):  # NaN, Infinity or a 65-bit integer: not JSON a 64-bit parser reads
+        with pytest.raises(DatasetError, match=f"element {index}") as refused:
+            list(LoCoMo(path).iter_items())
+        assert str(path) in str(refused.value)
+        return
     items = list(LoCoMo(path).iter_items())
     outcomes = run_items(iter(items), Echo(), top_k=10, k_values=(1, 5), profile="memoria", cache=None,
                          dataset_sha256="x")
