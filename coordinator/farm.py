@@ -57,6 +57,7 @@ def run_meta(spec: RunSpec, system, *, broker: str) -> dict:
         "code_version": CODE_VERSION,
         "max_attempts": spec.max_attempts,
         "embedding_store": spec.embedding_store,
+        "shared_embeddings": spec.shared_embeddings,
         "task_time_limit": task_time_limit(),
         "lost_grace_seconds": DEFAULT_LOST_GRACE_SECONDS,
         "system": spec.system_name,
@@ -102,8 +103,17 @@ def stage_run(ledger: RunLedger, app, run_id: str, adapter, limit: int | None, o
             staged.append(item["item_id"])
         if on_item:
             on_item(item["item_id"])
-    ledger.update_meta(run_id, staging_done=True, staged_at=time.time())
+    ledger.update_meta(run_id, staging_done=True, staged_at=time.time(),
+                       staging={**ledger.staging_stats, "redis_used_memory": redis_used_memory(ledger.r)})
     return staged
+
+
+def redis_used_memory(client) -> int | None:
+    """Bytes the Redis server holds (INFO memory), or None where this user may not ask (a farm's ACL)."""
+    try:
+        return int(client.info("memory")["used_memory"])
+    except redis.RedisError:
+        return None
 
 
 #: The recent window the ETA is measured over: the last finished items, at most this many.

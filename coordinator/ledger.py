@@ -14,7 +14,8 @@ import time
 
 from adapters.errors import MemfarmError
 from workers.app import QUEUE
-from workers.ledger import ItemState, Ledger, check_run_id, connect, pack, redact, unpack
+from workers.ledger import (ItemState, Ledger, check_run_id, connect, pack, pack_session, redact, session_dictionary,
+                            split_sessions, unpack)
 
 __all__ = ["ItemState", "RunLedger", "check_run_id", "connect", "redact"]
 
@@ -61,6 +62,10 @@ class RunLedger(Ledger):
 
     def __init__(self, client, **options):
         super().__init__(client, **options)
+        #: What this ledger's `stage` calls stored: items, session occurrences and the distinct ones, bytes.
+        self.staging_stats = dict.fromkeys(("items", "item_bytes", "session_occurrences", "sessions_stored",
+                                            "session_bytes"), 0)
+        self._dictionaries: dict[str, bytes] = {}
         self._requeue = client.register_script(_REQUEUE)
         self._lost = client.register_script(_LOST)
 
@@ -106,16 +111,50 @@ class RunLedger(Ledger):
 
     # -- staging --------------------------------------------------------------
     def stage(self, run_id: str, item: dict) -> bool:
-        """Stage one item, once: an id already staged is left as it is (a resumed staging skips it)."""
+        """Stage one item, once: an id already staged is left as it is (a resumed staging skips it).
+
+        Its sessions go to Redis as content-addressed chunks, each stored once per run however many items
+        hold it (LongMemEval-S repeats a fifth of its session occurrences); the chunks are written before
+        the item is marked staged, so a worker never finds an item without its sessions.
+        """
         item_id = item["item_id"]
+        if self.r.hexists(self._key(run_id, "state"), item_id):
+            return False
+        staged, chunks = split_sessions(item)
+        payload = pack(staged)
+        zdict = self._session_dictionary(run_id, chunks)
+        packed = {digest: pack_session(raw, zdict) for digest, raw in chunks.items()}
+        pipe = self.r.pipeline()
+        for digest, chunk in packed.items():
+            pipe.set(self._key(run_id, "session", digest), chunk, nx=True)
+        stored = pipe.execute()
         if not self.r.hsetnx(self._key(run_id, "state"), item_id, ItemState.QUEUED.value):
             return False
         pipe = self.r.pipeline()
-        pipe.set(self._key(run_id, "item", item_id), pack(item))
+        pipe.set(self._key(run_id, "item", item_id), payload)
         pipe.rpush(self._key(run_id, "order"), item_id)
         pipe.hset(self._key(run_id, "info", item_id), mapping={"queued_at": time.time()})
         pipe.execute()
+        stats = self.staging_stats
+        stats["items"] += 1
+        stats["item_bytes"] += len(payload)
+        stats["session_occurrences"] += len(staged.get("turn_chunks", ()))
+        stats["sessions_stored"] += sum(1 for s in stored if s)
+        stats["session_bytes"] += sum(len(c) for c, s in zip(packed.values(), stored) if s)
         return True
+
+    def _session_dictionary(self, run_id: str, chunks: dict[str, bytes]) -> bytes:
+        """The run's preset dictionary: made from the first item staged with sessions, then read back (a
+        resumed or second staging uses the one already there)."""
+        if run_id not in self._dictionaries:
+            key = self._key(run_id, "zdict")
+            if chunks:
+                self.r.set(key, session_dictionary(chunks), nx=True)
+            zdict = self.r.get(key)
+            if zdict is None:
+                return b""
+            self._dictionaries = {run_id: zdict}
+        return self._dictionaries[run_id]
 
     def order(self, run_id: str) -> list[str]:
         return [i.decode() for i in self.r.lrange(self._key(run_id, "order"), 0, -1)]

@@ -121,6 +121,7 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
     store_counts = {  # texts encoded by the model vs served from the machine's store, over all items
         "texts_encoded": sum(o.get("stats", {}).get("texts_encoded", 0) for o in outcomes),
         "texts_served": sum(o.get("stats", {}).get("texts_served", 0) for o in outcomes),
+        "texts_from_shared": sum(o.get("stats", {}).get("texts_from_shared", 0) for o in outcomes),  # of those served
     }
     signature = context.get("embedding_signature") or {}
     results = {

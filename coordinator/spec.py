@@ -47,6 +47,8 @@ class RunSpec:
     max_seq_length: int | None = None
     #: Keep each distinct text's vector in `<cache dir>/embeddings.sqlite` (a farm worker: its own cache dir).
     embedding_store: bool = True
+    #: Farm: workers also share vectors through the run's Redis (workers.shared_vectors), float32, bounded.
+    shared_embeddings: bool = False
     #: How MiniLM runs: torch, onnx or onnx-int8 (part of the embedding signature).
     embedder_backend: str = DEFAULT_EMBEDDER_BACKEND
     command: str = ""
@@ -106,8 +108,11 @@ class RunSpec:
         if self.weights_file and self.retrieval_mode not in engine.RANKED_MODES:
             raise MemfarmError(f"--weights sets the ranking of --retrieval-mode full, not {self.retrieval_mode}")
         if not farm:
-            for option in ("max_attempts", "run_id"):
+            for option in ("max_attempts", "run_id", "shared_embeddings"):
                 refuse(option, "is a farm setting: give --broker (or MEMFARM_BROKER) to run on the farm")
+        if self.shared_embeddings and not self.embedding_store:
+            raise MemfarmError("--shared-embeddings shares what each worker's embedding store holds: "
+                               "drop --no-embedding-store")
             if not self.cache_dir:
                 refuse("rebuild_cache", "needs --cache-dir (or MEMFARM_CACHE_DIR): there is no cache to rebuild")
         warnings = []

@@ -11,7 +11,8 @@ A size cap evicts the least recently used rows. Vectors are raw float32 bytes:
 no pickle anywhere.
 
 `StoredEmbedder` wraps any embedder (same `encode`, `signature`, `dimension`) and
-counts texts encoded and texts served from the store.
+counts texts encoded and texts served from the store; it may also ask a second,
+shared tier (a farm's Redis) before encoding, and give it what it encoded.
 """
 
 from __future__ import annotations
@@ -145,12 +146,15 @@ class EmbeddingStore:
 class StoredEmbedder:
     """An embedder that asks the store first and encodes only what it lacks."""
 
-    def __init__(self, embedder, store: EmbeddingStore, model_files: str = ""):
+    def __init__(self, embedder, store: EmbeddingStore, model_files: str = "", shared=None):
         self.embedder = embedder
         self.store = store
+        #: A second tier other machines also fill (e.g. a farm's Redis): `get(keys, dimension) -> {key: vector}`
+        #: and `put({key: vector})`, asked after the local store and before the model; it may fail silently.
+        self.shared = shared
         self.dimension = embedder.dimension
         self.space = json.dumps({"signature": embedder.signature, "model_files": model_files}, sort_keys=True)
-        self.counts = {"encoded": 0, "served": 0, "damaged": 0}
+        self.counts = {"encoded": 0, "served": 0, "damaged": 0, "shared": 0}
 
     @property
     def signature(self) -> dict:
@@ -163,11 +167,20 @@ class StoredEmbedder:
         key_of = {t: text_key(self.space, t) for t in dict.fromkeys(texts)}
         found, damaged = self.store.get(list(key_of.values()), self.dimension)
         missing = [t for t, k in key_of.items() if k not in found]
+        if missing and self.shared is not None:
+            fetched = self.shared.get([key_of[t] for t in missing], self.dimension)
+            if fetched:
+                self.store.put(fetched)
+                found.update(fetched)
+                self.counts["shared"] += len(fetched)
+                missing = [t for t in missing if key_of[t] not in fetched]
         if missing:
             options = {"batch_size": batch_size} if batch_size else {}
             fresh = self.embedder.encode(missing, **options)
             made = {key_of[t]: v for t, v in zip(missing, fresh)}
             self.store.put(made)
+            if self.shared is not None:
+                self.shared.put(made)
             found.update(made)
         self.counts["encoded"] += len(missing)
         self.counts["served"] += len(texts) - len(missing)

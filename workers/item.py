@@ -184,4 +184,5 @@ def _store_counts(before: dict | None, system) -> dict:
     after = getattr(system, "embedding_counts", None)
     if before is None or after is None:
         return {}
-    return {"texts_encoded": after["encoded"] - before["encoded"], "texts_served": after["served"] - before["served"]}
+    return {"texts_encoded": after["encoded"] - before["encoded"], "texts_served": after["served"] - before["served"],
+            "texts_from_shared": after.get("shared", 0) - before.get("shared", 0)}

@@ -14,6 +14,7 @@ reduce) is `coordinator.ledger.RunLedger`, built on this class.
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 import logging
 import re
@@ -176,6 +177,81 @@ def unpack(payload: bytes):
     return json.loads(zlib.decompress(payload))
 
 
+#: Turn props that belong to one occurrence of a session in a haystack, not to its content: lifted out of
+#: the staged session so that the same session in two questions is one chunk in Redis.
+OCCURRENCE_PROPS = ("date", "session_index")
+
+
+def split_sessions(item: dict) -> tuple[dict, dict[str, bytes]]:
+    """The item with its turns replaced by references to session chunks, and those chunks (JSON bytes, not yet
+    compressed) by their SHA-256.
+
+    A chunk is one run of consecutive turns of a session, with the occurrence props (when every turn of
+    the run has the same value) blanked, keys kept, so that `join_sessions` gives back the very same dicts.
+    """
+    turns = item.get("turns")
+    if not turns:
+        return item, {}
+    occurrences, chunks, start = [], {}, 0
+    while start < len(turns):
+        end = start + 1
+        while end < len(turns) and turns[end].get("session_id") == turns[start].get("session_id"):
+            end += 1
+        run = turns[start:end]
+        lifted = {name: run[0]["props"][name] for name in OCCURRENCE_PROPS if _same_in_all(run, name)}
+        chunk = [{**t, "props": {k: (None if k in lifted else v) for k, v in t["props"].items()}} for t in run] \
+            if lifted else run
+        payload = json.dumps(chunk, ensure_ascii=False).encode()
+        digest = hashlib.sha256(payload).hexdigest()
+        chunks[digest] = payload
+        occurrences.append({"chunk": digest, "props": lifted})
+        start = end
+    staged = {("turn_chunks" if k == "turns" else k): (occurrences if k == "turns" else v) for k, v in item.items()}
+    return staged, chunks
+
+
+def _same_in_all(run: list[dict], name: str) -> bool:
+    props = [t.get("props") for t in run]
+    if not all(isinstance(p, dict) and name in p for p in props):
+        return False
+    first = props[0][name]
+    return all(type(p[name]) is type(first) and p[name] == first for p in props)
+
+
+#: The preset dictionary a run's session chunks are compressed with: the end of the first staged item's
+#: sessions. A chunk is one session (a few KiB); alone, zlib would start each from nothing and the
+#: turns' recurring keys and phrasing would cost what whole-item compression gets for free.
+ZDICT_BYTES = 32 * 1024
+
+
+def session_dictionary(chunks: dict[str, bytes]) -> bytes:
+    return b"".join(chunks.values())[-ZDICT_BYTES:]
+
+
+def pack_session(raw: bytes, zdict: bytes) -> bytes:
+    packer = zlib.compressobj(6, zdict=zdict) if zdict else zlib.compressobj(6)
+    return packer.compress(raw) + packer.flush()
+
+
+def unpack_session(payload: bytes, zdict: bytes) -> bytes:
+    unpacker = zlib.decompressobj(zdict=zdict) if zdict else zlib.decompressobj()
+    return unpacker.decompress(payload) + unpacker.flush()
+
+
+def join_sessions(staged: dict, chunks: dict[str, list]) -> dict:
+    """The item `split_sessions` was given, from its staged form and its chunks (unpacked, by hash)."""
+    if "turn_chunks" not in staged:
+        return staged
+    turns = []
+    for occurrence in staged["turn_chunks"]:
+        lifted = occurrence["props"]
+        for turn in chunks[occurrence["chunk"]]:
+            if lifted:
+                turn = {**turn, "props": {k: (lifted[k] if k in lifted else v) for k, v in turn["props"].items()}}
+            turns.append(turn)
+    return {("turns" if k == "turn_chunks" else k): (turns if k == "turn_chunks" else v) for k, v in staged.items()}
+
+
 class Ledger:
     """What a worker reads and writes: a run's settings, its staged items and their lifecycle."""
 
@@ -206,7 +282,26 @@ class Ledger:
         payload = self.r.get(self._key(run_id, "item", item_id))
         if payload is None:
             raise MemfarmError(f"run {run_id}: item {item_id} was never staged")
-        return unpack(payload)
+        staged = unpack(payload)
+        if "turn_chunks" not in staged:
+            return staged
+        digests = list(dict.fromkeys(o["chunk"] for o in staged["turn_chunks"]))
+        zdict = self.r.get(self._key(run_id, "zdict")) or b""
+        chunks = {}
+        for start in range(0, len(digests), 200):
+            part = digests[start:start + 200]
+            for digest, payload in zip(part, self.r.mget([self._key(run_id, "session", d) for d in part])):
+                if payload is None:
+                    raise MemfarmError(f"run {run_id}: item {item_id}: staged session {digest[:12]} is missing "
+                                       f"from Redis (lost with a Redis that kept no data?); stage the run again")
+                try:
+                    raw = unpack_session(payload, zdict)
+                except zlib.error:
+                    raw = b""
+                if hashlib.sha256(raw).hexdigest() != digest:
+                    raise MemfarmError(f"run {run_id}: item {item_id}: staged session {digest[:12]} is damaged")
+                chunks[digest] = json.loads(raw)
+        return join_sessions(staged, chunks)
 
     def state(self, run_id: str, item_id: str) -> str | None:
         value = self.r.hget(self._key(run_id, "state"), item_id)

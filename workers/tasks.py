@@ -21,6 +21,7 @@ from workers.version import CODE_VERSION
 logger = logging.getLogger(__name__)
 _SYSTEMS: dict[tuple, object] = {}
 _LEDGER: Ledger | None = None
+_SHARED = None  # the farm's shared vectors (workers.shared_vectors), made once per process
 
 
 def max_seq_length() -> int | None:
@@ -66,7 +67,21 @@ def _system(meta: dict):
         from adapters.systems import make_system
 
         _SYSTEMS[key] = make_system(meta["system"], **settings)
-    return _SYSTEMS[key]
+    system = _SYSTEMS[key]
+    embedder = getattr(getattr(system, "memory", None), "embedder", None)
+    if hasattr(embedder, "shared"):  # a stored embedder: the run decides whether the farm shares vectors
+        embedder.shared = _shared_vectors() if meta.get("shared_embeddings") else None
+    return system
+
+
+def _shared_vectors():
+    global _SHARED
+    if _SHARED is None:
+        from workers.shared_vectors import DEFAULT_MAX_BYTES, RedisVectors
+
+        mib = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_MIB")
+        _SHARED = RedisVectors(_ledger().r, max_bytes=int(float(mib) * 2**20) if mib else DEFAULT_MAX_BYTES)
+    return _SHARED
 
 
 def allowed_systems() -> set[str]:

@@ -56,6 +56,9 @@ def run_options(command):
         click.option("--embedding-store/--no-embedding-store", default=True, show_default=True,
                      help="Encode each distinct text once per machine, in <cache dir>/embeddings.sqlite "
                           "(needs --cache-dir locally; a farm worker uses its own)."),
+        click.option("--shared-embeddings", is_flag=True, default=False,
+                     help="Farm: workers also share vectors through the run's Redis (float32, bounded by "
+                          "MEMFARM_SHARED_EMBEDDINGS_MIB, default 256)."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -150,7 +153,19 @@ def _submit(cli, broker: str, spec) -> str:
             on_item=lambda _: bars[0].update(1))
     click.echo(f"run id: {run_id}", err=True)
     click.echo(f"enqueued {len(staged)} items of run {run_id}", err=True)
+    click.echo(staging_line(ledger.staging_stats, ledger.meta(run_id).get("staging", {}).get("redis_used_memory")),
+               err=True)
     return run_id
+
+
+def staging_line(stats: dict, used_memory: int | None) -> str:
+    """One line on what staging stored: sessions once each, the bytes, and the Redis server's memory."""
+    mib = 1024 * 1024
+    redis_part = f"redis holds {used_memory / mib:.1f} MiB" if used_memory is not None else \
+        "redis memory: not readable by this user"
+    return (f"staged {stats['session_occurrences']} session occurrences as {stats['sessions_stored']} distinct "
+            f"({stats['session_bytes'] / mib:.1f} MiB of sessions, {stats['item_bytes'] / mib:.1f} MiB of items, "
+            f"compressed); {redis_part}")
 
 
 def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run: bool, save_to) -> None:

@@ -443,3 +443,31 @@ def test_resume_sends_nothing_for_items_still_waiting_and_heals_a_lost_message(r
     assert heal_orphans(ledger, app, run_id, older_than=3600) == [], "too recent to call lost"
     assert sorted(heal_orphans(ledger, app, run_id, older_than=0.0)) == sorted(staged)
     assert ledger.waiting_messages(run_id) == set(staged)
+
+
+def test_shared_embeddings_let_a_fresh_worker_encode_nothing_another_encoded(redis_server, workers, data, tmp_path):
+    """Worker w1 runs the file; w2, with an empty cache and store of its own, runs it again and fetches every
+    vector from the farm's Redis: it encodes nothing, and the numbers are the same."""
+    def run(name):
+        out = tmp_path / f"{name}.json"
+        result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data["small"]), "--questions",
+                                           str(data["questions"]), "--broker", redis_server.url, "--output", str(out),
+                                           "--shared-embeddings"])
+        assert result.exit_code == 0, result.output
+        return json.loads(out.read_text()), json.loads((tmp_path / f"{name}.manifest.json").read_text())
+
+    first = workers(redis_server.url, "w1").wait_ready()
+    results_1, manifest_1 = run("first")
+    first.stop()
+    assert manifest_1["embedding_store"]["texts_encoded"] > 0
+    workers(redis_server.url, "w2").wait_ready()
+    results_2, manifest_2 = run("second")
+    store = manifest_2["embedding_store"]
+    assert store["texts_encoded"] == 0 and store["texts_from_shared"] > 0
+    assert {w for w in manifest_2["farm"]["workers"]} == {n for n in manifest_2["farm"]["workers"] if "w2" in n}
+    assert _comparable(results_2["records"]) == _comparable(results_1["records"])
+
+
+def test_shared_embeddings_is_a_farm_setting():
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", __file__, "--shared-embeddings"])
+    assert result.exit_code != 0 and "--shared-embeddings" in result.output and "farm setting" in result.output

@@ -1,14 +1,19 @@
 """Every ledger transition against a real redis-server: atomic, tied to its attempt, races provoked."""
 
+import json
 import threading
 import time
+import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapters.errors import MemfarmError
 from coordinator.farm import progress
 from coordinator.ledger import RunLedger, check_run_id, connect, redact
 from tests.farm_support import RedisServer
+from workers.ledger import join_sessions, pack, split_sessions
 
 pytestmark = pytest.mark.server
 
@@ -307,3 +312,77 @@ def test_progress_detail_rates_slowest_and_recent_eta(ledger):
     # 3 ends at 130, 160, 190: 2 more items in the 70 s since the first; 2 items left -> 70 s
     assert state["throughput_per_minute"] == 60 * 2 / 70 and state["eta_seconds"] == 70.0
     assert "worker_rates" not in progress(ledger, "r1", per_worker=False, now=200.0)
+
+
+# -- sessions staged once ---------------------------------------------------------------------------------------
+def _longmemeval_items(tmp_path, questions=6):
+    from adapters.longmemeval import LongMemEval
+    from tests.helpers import write_dataset
+
+    return list(LongMemEval(write_dataset(tmp_path / "d.json", questions=questions, seed=5, scale=0.1)).iter_items())
+
+
+def test_shared_sessions_are_stored_once_and_items_come_back_exactly(ledger, tmp_path):
+    items = _longmemeval_items(tmp_path)
+    ledger.create_run("s1", {"created": time.time(), "max_attempts": 3, "task_time_limit": 60})
+    for item in items[:3]:
+        assert ledger.stage("s1", item)
+    resumed = RunLedger(ledger.r)  # a staging resumed by another coordinator finds the run's dictionary
+    for item in items[3:]:
+        assert resumed.stage("s1", item)
+    occurrences = [(t["session_id"], t["props"]["session_index"]) for i in items for t in i["turns"]]
+    distinct = {}
+    for item in items:  # what a session is: its turns without the occurrence's date and position
+        for sid in dict.fromkeys(t["session_id"] for t in item["turns"]):
+            body = [{**t, "props": {k: v for k, v in t["props"].items() if k not in ("date", "session_index")}}
+                    for t in item["turns"] if t["session_id"] == sid]
+            distinct[json.dumps(body, sort_keys=True)] = True
+    stored = list(ledger.r.scan_iter("memfarm:s1:session:*"))
+    assert len(stored) == len(distinct) < len(set(occurrences))  # the generated file repeats sessions
+    stats = {k: ledger.staging_stats[k] + resumed.staging_stats[k] for k in ledger.staging_stats}
+    assert stats["sessions_stored"] == len(distinct) and stats["items"] == len(items)
+    assert stats["session_occurrences"] == sum(len(dict.fromkeys(t["session_id"] for t in i["turns"])) for i in items)
+    alone = sum(len(zlib.compress(json.dumps(json.loads(body)).encode(), 6)) for body in distinct)
+    assert stats["session_bytes"] < alone, "the run's preset dictionary makes each session smaller than alone"
+    for item in items:  # the very same dicts, key order included (caches hash what they are given)
+        assert json.dumps(ledger.load_item("s1", item["item_id"])) == json.dumps(item)
+
+
+def test_staging_an_item_again_stores_nothing_new(ledger, tmp_path):
+    item = _longmemeval_items(tmp_path, questions=1)[0]
+    ledger.create_run("s2", {"created": time.time()})
+    assert ledger.stage("s2", item) and not ledger.stage("s2", item)
+    assert ledger.staging_stats["items"] == 1
+
+
+@pytest.mark.parametrize("harm, words", [("delete", "is missing"), ("damage", "is damaged")])
+def test_a_lost_or_damaged_session_chunk_is_a_clear_error(ledger, tmp_path, harm, words):
+    item = _longmemeval_items(tmp_path, questions=1)[0]
+    ledger.create_run("s3", {"created": time.time()})
+    ledger.stage("s3", item)
+    key = next(ledger.r.scan_iter("memfarm:s3:session:*"))
+    if harm == "delete":
+        ledger.r.delete(key)
+    else:
+        ledger.r.set(key, pack([{"session_id": "x", "turn_id": "x#0", "text": "planted", "props": {}}]))
+    with pytest.raises(MemfarmError, match=f"item {item['item_id']}: staged session .* {words}"):
+        ledger.load_item("s3", item["item_id"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["s1", "s2", "s3"]), st.sampled_from(["a", "b"]),
+                          st.one_of(st.integers(0, 2), st.just(True), st.just(1.0)),
+                          st.sampled_from(["2023/01/01", "2023/02/02", None])), max_size=12))
+def test_split_and_join_give_back_any_turn_list(rows):
+    """Whatever the turns' props (mixed per session, a bool beside an equal int, missing), the item comes back."""
+    turns = []
+    for n, (sid, text, index, date) in enumerate(rows):
+        props = {"role": "user", "session_index": index}
+        if date is not None:
+            props["date"] = date
+        turns.append({"session_id": sid, "turn_id": f"{sid}#{n}", "text": text, "props": props})
+    item = {"item_id": "q", "benchmark": "x", "turns": turns, "questions": []}
+    staged, chunks = split_sessions(item)
+    back = join_sessions(staged, {digest: json.loads(payload) for digest, payload in chunks.items()})
+    assert json.dumps(back) == json.dumps(item)
+    assert [type(t["props"]["session_index"]) for t in back["turns"]] == [type(i) for _, _, i, _ in rows]

@@ -1,0 +1,95 @@
+"""Vectors shared by every worker of a farm through its Redis (`--shared-embeddings`).
+
+A worker's embedding store (`memoria.embedding_store`) saves re-encoding on one
+machine; this tier saves it across machines: a text one worker encoded is
+fetched by the others instead of encoded again. Each vector is stored under
+`memfarm:vectors:<key>` (the store's key: SHA-256 over the embedder's signature,
+model files and the exact text) as float32 bytes after a 16-byte checksum.
+
+Float32, not float16: a vector fetched from Redis is then bit for bit the one the
+fetching worker would have made, so a run's numbers never depend on which worker
+encoded which text (float16 halves the memory but moves scores in their fourth
+digit, enough to flip near ties). Memory is bounded: at most `max_bytes` of
+vectors are written per `ttl_seconds` (a counter that expires with them), and
+every vector expires. Any Redis error leaves the worker encoding by itself: this
+tier is an optimisation and never fails an item.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+import numpy as np
+import redis
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "memfarm:vectors:"
+BUDGET_KEY = "memfarm:vectors-budget"
+DEFAULT_MAX_BYTES = 256 << 20
+DEFAULT_TTL_SECONDS = 7 * 24 * 3600
+_CHECK = 16
+
+
+def _checksum(key: str, blob: bytes) -> bytes:
+    return hashlib.sha256(key.encode() + b"\0" + blob).digest()[:_CHECK]
+
+
+class RedisVectors:
+    """The shared tier of `memoria.embedding_store.StoredEmbedder`, in a farm's Redis."""
+
+    def __init__(self, client: redis.Redis, max_bytes: int = DEFAULT_MAX_BYTES, ttl_seconds: int = DEFAULT_TTL_SECONDS):
+        self.r = client
+        self.max_bytes = max_bytes
+        self.ttl_seconds = ttl_seconds
+        self.counts = {"fetched": 0, "written": 0, "damaged": 0, "skipped_full": 0, "errors": 0}
+        self._warned = False
+
+    def _failed(self, exc: Exception) -> None:
+        self.counts["errors"] += 1
+        if not self._warned:
+            logger.warning("shared embeddings unavailable (%s); this worker encodes by itself", exc)
+            self._warned = True
+
+    def get(self, keys: list[str], dimension: int) -> dict[str, np.ndarray]:
+        found = {}
+        try:
+            for start in range(0, len(keys), 500):
+                part = keys[start:start + 500]
+                for key, raw in zip(part, self.r.mget([PREFIX + k for k in part])):
+                    if raw is None:
+                        continue
+                    blob = raw[_CHECK:]
+                    if len(blob) != 4 * dimension or raw[:_CHECK] != _checksum(key, blob):
+                        self.counts["damaged"] += 1
+                        continue
+                    found[key] = np.frombuffer(blob, dtype=np.float32)
+        except redis.RedisError as exc:
+            self._failed(exc)
+        self.counts["fetched"] += len(found)
+        return found
+
+    def put(self, vectors: dict) -> None:
+        if not vectors:
+            return
+        payloads = {}
+        for key, vector in vectors.items():
+            blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+            payloads[key] = _checksum(key, blob) + blob
+        size = sum(len(p) for p in payloads.values())
+        try:
+            pipe = self.r.pipeline(transaction=True)
+            pipe.incrby(BUDGET_KEY, size)
+            pipe.expire(BUDGET_KEY, self.ttl_seconds, nx=True)  # the first write of a window starts its clock
+            used = pipe.execute()[0]
+            if used > self.max_bytes:
+                self.counts["skipped_full"] += len(payloads)
+                return
+            pipe = self.r.pipeline(transaction=False)
+            for key, payload in payloads.items():
+                pipe.set(PREFIX + key, payload, ex=self.ttl_seconds, nx=True)
+            pipe.execute()
+            self.counts["written"] += len(payloads)
+        except redis.RedisError as exc:
+            self._failed(exc)
