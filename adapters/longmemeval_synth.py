@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import random
 from pathlib import Path
 
@@ -38,12 +39,13 @@ def generate(questions: int, seed: int = 0, scale: float = 1.0) -> list[dict]:
     return list(iter_questions(questions, seed, scale))
 
 
-def write(path: str | Path, questions: int, seed: int = 0, scale: float = 1.0) -> int:
+def write(path: str | Path, questions: int, seed: int = 0, scale: float = 1.0,
+          distinct_share: float | None = None) -> int:
     """Write a JSON array one question at a time; returns the question count."""
     count = 0
     with open(path, "w", encoding="utf-8") as out:
         out.write("[")
-        for question in iter_questions(questions, seed, scale):
+        for question in iter_questions(questions, seed, scale, distinct_share):
             out.write(",\n" if count else "\n")
             out.write(json.dumps(question, ensure_ascii=False))
             count += 1
@@ -51,7 +53,10 @@ def write(path: str | Path, questions: int, seed: int = 0, scale: float = 1.0) -
     return count
 
 
-def iter_questions(questions: int, seed: int = 0, scale: float = 1.0):
+def iter_questions(questions: int, seed: int = 0, scale: float = 1.0, distinct_share: float | None = None):
+    """The questions of a generated file. With `distinct_share` (e.g. DISTINCT_SESSION_SHARE, the real file's
+    0.804), the filler pool is sized so that about that share of session occurrences are distinct; without
+    it the pool holds that share of the occurrences, and a file repeats itself more (about 0.6 distinct)."""
     if questions < 1:
         raise ValueError("questions must be at least 1")
     if not 0 < scale <= 1.0:
@@ -59,11 +64,29 @@ def iter_questions(questions: int, seed: int = 0, scale: float = 1.0):
     rng = random.Random(seed)
     plan = _plan_types(questions, rng)
     sessions_per_q = max(3, round(SESSIONS_PER_QUESTION * scale))
-    pool = _filler_pool(rng, max(4, round(questions * sessions_per_q * DISTINCT_SESSION_SHARE)))
+    occurrences = questions * sessions_per_q
+    size = occurrences * DISTINCT_SESSION_SHARE if distinct_share is None else occurrences / _draws_per_session(
+        distinct_share)
+    pool = _filler_pool(rng, max(4, round(size)))
     quirks = {name: set(rng.sample(range(questions), _quirk_count(rate, questions))) for name, rate in QUIRK_RATES.items()}
     used_ids: set[str] = set()
     for index, (qtype, abstention) in enumerate(plan):
         yield _question(rng, seed, index, qtype, abstention, sessions_per_q, pool, quirks, used_ids)
+
+
+def _draws_per_session(distinct_share: float) -> float:
+    """x with (1 - e^-x) / x = distinct_share: drawing x * P sessions (with repeats) from a pool of P leaves
+    about that share of the draws distinct."""
+    if not 0 < distinct_share < 1:
+        raise ValueError("distinct_share must be in (0, 1)")
+    low, high = 1e-9, 50.0
+    for _ in range(100):
+        middle = (low + high) / 2
+        if (1 - math.exp(-middle)) / middle > distinct_share:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
 
 
 def _quirk_count(rate: float, questions: int) -> int:

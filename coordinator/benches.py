@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from coordinator.analyze import percentile
-from coordinator.reducer import git_commit
+from coordinator.reducer import git_commit, summarize
 
 
 def sample_turns(count: int, seed: int = 11) -> list[str]:
@@ -583,17 +583,53 @@ def _extrapolate(seconds_per_question: float, scale: float) -> dict:
             "text": ", ".join(f"{n} worker{'s' if n > 1 else ''} {h:.2f} h" for n, h in hours.items())}
 
 
-def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output) -> str:
-    """A cold run with and without the embedding store, side by side on one generated file."""
+def backend_quality(locomo: str | Path, workdir: Path) -> dict:
+    """Session R@5 and turn R@10 on a LoCoMo file for each embedder backend (fusion, the default mode)."""
+    rows = {}
+    for backend in ("torch", "onnx", "onnx-int8"):
+        out = workdir / f"locomo_{backend}.json"
+        seconds, _ = _peak_rss_of(["run", "locomo", "--dataset", str(locomo), "--embedder-backend", backend,
+                                   "--cache-dir", str(workdir / f"locomo_cache_{backend}"), "--output", str(out)])
+        metrics = json.loads(out.read_text())["metrics"]["all"]
+        rows[backend] = {"session_recall_any@5": round(metrics["session"]["recall_any@5"], 4),
+                         "turn_recall_any@10": round(metrics["turn"]["recall_any@10"], 4), "seconds": round(seconds, 1)}
+    for backend in ("onnx", "onnx-int8"):
+        rows[backend]["cost_vs_torch"] = {k: round(rows[backend][k] - rows["torch"][k], 4)
+                                          for k in ("session_recall_any@5", "turn_recall_any@10")}
+    return {"dataset": str(locomo), "mode": "fusion", "backends": rows}
+
+
+def _question_slices(data: Path, workdir: Path, rounds: int) -> list[tuple[Path, Path]]:
+    """`data` cut into `rounds` files of consecutive questions, each with its companion questions file."""
+    from adapters.longmemeval import extract_questions
+
+    questions = json.loads(data.read_text(encoding="utf-8"))
+    size = -(-len(questions) // rounds)
+    slices = []
+    for number in range(rounds):
+        part = questions[number * size:(number + 1) * size]
+        if not part:
+            break
+        path, companion = workdir / f"round_{number}.json", workdir / f"round_{number}_q.json"
+        path.write_text(json.dumps(part, ensure_ascii=False), encoding="utf-8")
+        extract_questions(path, companion)
+        slices.append((path, companion))
+    return slices
+
+
+def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output, locomo: str | Path | None = None,
+                      rounds: int = 4) -> str:
+    """A cold run with and without the embedding store, side by side on one generated file whose sessions
+    repeat as often as the real file's; with `locomo`, each backend's quality on that file too."""
     workdir = Path(workdir)
     if workdir.exists():
         shutil.rmtree(workdir)  # cold means cold: no item cache, no store from an earlier bench
     workdir.mkdir(parents=True)
     from adapters.longmemeval import extract_questions
-    from adapters.longmemeval_synth import write
+    from adapters.longmemeval_synth import DISTINCT_SESSION_SHARE, write
 
     data, companion = workdir / "bench.json", workdir / "bench_q.json"
-    write(data, questions, seed=29, scale=scale)
+    write(data, questions, seed=29, scale=scale, distinct_share=DISTINCT_SESSION_SHARE)
     extract_questions(data, companion)
     sharing = sharing_statistics(data)
     # the ONNX files are made once per machine: export them first, so that the runs time running, not exporting
@@ -607,19 +643,33 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output)
     export(onnx_dir, "onnx")
     export(onnx_dir, "onnx-int8")
     export_seconds = round(time.perf_counter() - started, 1)
+    # Rounds: each variant runs a slice of the questions in turn, so that a change in the machine's load
+    # falls on every variant alike; a variant's store lives on across its rounds, as in one long run.
+    # Seconds are the items' own (process start and model load are not a question's cost).
+    rounds = _question_slices(data, workdir, max(1, min(rounds, questions)))
+    setups = (("torch, no store (the old path)", "plain", ["--no-embedding-store"]),
+              ("store + torch", "store", []),
+              ("store + onnx", "onnx", ["--embedder-backend", "onnx"]),
+              ("store + onnx-int8", "int8", ["--embedder-backend", "onnx-int8"]))
+    runs = {slug: {"ms": 0.0, "rss": 0, "encoded": 0, "records": []} for _, slug, _ in setups}
+    for number, (chunk, chunk_questions) in enumerate(rounds):
+        for _, slug, extra in setups:
+            out = workdir / f"{slug}_{number}.json"
+            _, rss = _peak_rss_of(["run", "longmemeval", "--dataset", str(chunk), "--questions", str(chunk_questions),
+                                   "--cache-dir", str(workdir / f"cache_{slug}"), *extra, "--output", str(out)])
+            manifest = json.loads((workdir / f"{slug}_{number}.manifest.json").read_text())
+            run = runs[slug]
+            run["ms"] += sum(i["timings"].get("total_ms", 0) + i["stats"].get("parse_ms", 0) for i in manifest["items"])
+            run["rss"] = max(run["rss"], rss)
+            run["encoded"] += manifest["embedding_store"]["texts_encoded"]
+            run["records"] += json.loads(out.read_text())["records"]
     variants = []
-    for name, slug, extra in (("torch, no store (the old path)", "plain", ["--no-embedding-store"]),
-                              ("store + torch", "store", []),
-                              ("store + onnx", "onnx", ["--embedder-backend", "onnx"]),
-                              ("store + onnx-int8", "int8", ["--embedder-backend", "onnx-int8"])):
-        seconds, rss = _peak_rss_of(["run", "longmemeval", "--dataset", str(data), "--questions", str(companion),
-                                     "--cache-dir", str(workdir / f"cache_{slug}"), *extra,
-                                     "--output", str(workdir / f"{slug}.json")])
-        manifest = json.loads((workdir / f"{slug}.manifest.json").read_text())
-        session = json.loads((workdir / f"{slug}.json").read_text())["metrics"]["all"]["session"]
-        encoded = sharing["texts_given_to_the_model"] if slug == "plain" else manifest["embedding_store"]["texts_encoded"]
-        variants.append({"name": name, "seconds_per_question": round(seconds / questions, 3),
-                         "texts_encoded": encoded, "peak_rss_mib": round(rss / 2**20, 1),
+    for name, slug, _ in setups:
+        run = runs[slug]
+        session = summarize(run["records"], None)["all"]["session"]
+        encoded = sharing["texts_given_to_the_model"] if slug == "plain" else run["encoded"]
+        variants.append({"name": name, "seconds_per_question": round(run["ms"] / 1000 / questions, 3),
+                         "texts_encoded": encoded, "peak_rss_mib": round(run["rss"] / 2**20, 1),
                          "session_metrics": {k: round(v, 4) for k, v in session.items()}})
     plain, stored, onnx, int8 = variants
 
@@ -627,7 +677,9 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output)
         return round(max(abs(plain["session_metrics"][k] - variant["session_metrics"][k])
                          for k in plain["session_metrics"]), 4)
 
-    data_out = {"questions": questions, "scale": scale, "sharing": sharing, "variants": variants,
+    data_out = {"questions": questions, "scale": scale, "rounds": len(rounds), "sharing": sharing, "variants": variants,
+                "seconds": "the items' own time (reading, build or restore, questions), summed over the rounds; "
+                           "process start and model load are left out",
                 "speedup": round(plain["seconds_per_question"] / onnx["seconds_per_question"], 3),
                 "speedup_store_torch": round(plain["seconds_per_question"] / stored["seconds_per_question"], 3),
                 "speedup_store_int8": round(plain["seconds_per_question"] / int8["seconds_per_question"], 3),
@@ -636,6 +688,8 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output)
                                                       "store + onnx-int8": gap(int8)},
                 "extrapolation": _extrapolate(onnx["seconds_per_question"], scale),
                 "onnx_export_seconds_once_per_machine": export_seconds}
+    if locomo:
+        data_out["backend_quality"] = backend_quality(locomo, workdir)
     path = write_bench("coldrun", data_out, output)
     lines = [f"{questions} questions at scale {scale}: {sharing['distinct_sessions']} distinct sessions in "
              f"{sharing['session_occurrences']} occurrences, {sharing['distinct_texts']} distinct texts in "
@@ -646,5 +700,12 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output)
     lines.append(f"speedup over the old path: store + torch {data_out['speedup_store_torch']:.2f}x, store + onnx "
                  f"{data_out['speedup']:.2f}x (target 2.0), store + onnx-int8 {data_out['speedup_store_int8']:.2f}x")
     lines.append(f"largest session metric difference from the old path: {data_out['largest_session_metric_difference']}")
+    if locomo:
+        quality = data_out["backend_quality"]["backends"]
+        lines.append(f"{'backend on ' + Path(locomo).name:<32}{'sess R@5':>10}{'turn R@10':>11}{'vs torch':>18}")
+        lines += [f"{name:<32}{row['session_recall_any@5']:>10.3f}{row['turn_recall_any@10']:>11.3f}"
+                  + (f"{row['cost_vs_torch']['session_recall_any@5']:>+9.3f}"
+                     f"{row['cost_vs_torch']['turn_recall_any@10']:>+9.3f}" if "cost_vs_torch" in row else "")
+                  for name, row in quality.items()]
     lines.append(f"500 questions at full scale, store + onnx: {data_out['extrapolation']['text']}; wrote {path}")
     return "\n".join(lines)

@@ -104,13 +104,45 @@ def bench_fleet(questions, scale, workers, time_limit, workdir, output):
 @click.option("--questions", type=click.IntRange(2), default=60, show_default=True)
 @click.option("--scale", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
               help="Haystack size relative to the real file's.")
+@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Also measure each backend's session R@5 / turn R@10 on this LoCoMo file (e.g. locomo_dev5.json).")
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_coldrun", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/coldrun.json", show_default=True)
-def bench_coldrun(questions, scale, workdir, output):
+@click.option("--rounds", type=click.IntRange(1), default=4, show_default=True,
+              help="Slices of the questions each variant runs in turn, so load changes hit every variant alike.")
+def bench_coldrun(questions, scale, locomo, workdir, output, rounds):
     """A cold LongMemEval-S run with and without the embedding store, side by side."""
     from coordinator.benches import run_coldrun_bench
 
-    click.echo(run_coldrun_bench(questions, scale, workdir, output))
+    click.echo(run_coldrun_bench(questions, scale, workdir, output, locomo=locomo, rounds=rounds))
+
+
+@bench.command("staging")
+@click.option("--questions", type=click.IntRange(1), default=500, show_default=True)
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=1.0, show_default=True)
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Stage this file instead of a generated one.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_staging", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/staging.json", show_default=True)
+def bench_staging(questions, scale, dataset, workdir, output):
+    """`memfarm submit` of a full-scale file: peak RSS, seconds, Redis memory, sessions stored once."""
+    from coordinator.bench_staging import run_staging_bench
+
+    click.echo(run_staging_bench(questions, scale, workdir, output, dataset=dataset))
+
+
+@bench.command("shared-embeddings")
+@click.option("--questions", type=click.IntRange(2), default=16, show_default=True)
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.3, show_default=True)
+@click.option("--workers", type=click.IntRange(2), default=4, show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_shared", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/shared_embeddings.json",
+              show_default=True)
+def bench_shared_embeddings(questions, scale, workers, workdir, output):
+    """A cold farm run on N workers with and without --shared-embeddings."""
+    from coordinator.bench_staging import run_shared_embeddings_bench
+
+    click.echo(run_shared_embeddings_bench(questions, scale, workers, workdir, output))
 
 
 @bench.command("mutation")
