@@ -21,13 +21,13 @@ _NOTE = ("answer support: no LLM is available, so the gold answer is matched aga
          "prompt tokens: MiniLM's WordPiece tokenizer; stale: null where nothing in the dataset is marked stale")
 
 
-def _specs(suite: str, workdir: Path, locomo, longmemeval, questions: int, scale: float, limit: int | None):
+def _specs(suite: str, workdir: Path, locomo, longmemeval, questions: int, scale: float, conversations: int | None):
     from coordinator.spec import RunSpec
 
     if suite == "synthetic":
         return RunSpec("adamem-synthetic", ablation="all")
     if suite == "locomo":
-        return RunSpec("locomo", dataset=str(locomo), system="adamem", ablation="all", limit=limit)
+        return RunSpec("locomo", dataset=str(locomo), system="adamem", ablation="all", limit=conversations)
     from adapters.longmemeval import extract_questions
     from adapters.longmemeval_synth import write
 
@@ -35,8 +35,7 @@ def _specs(suite: str, workdir: Path, locomo, longmemeval, questions: int, scale
     if not longmemeval:
         write(data, questions, seed=LONGMEMEVAL_SEED, scale=scale)
     extract_questions(data, companion)
-    return RunSpec("longmemeval", dataset=str(data), questions=str(companion), system="adamem", ablation="all",
-                   limit=limit)
+    return RunSpec("longmemeval", dataset=str(data), questions=str(companion), system="adamem", ablation="all")
 
 
 def _evaluate(spec, broker: str | None, timeout: float) -> tuple[dict, dict]:
@@ -102,11 +101,12 @@ def render_rows(rows: dict[str, dict]) -> list[str]:
 
 
 def run_adamem_bench(locomo: str | Path | None, questions: int, scale: float, workdir: str | Path, output, *,
-                     suites=SUITES, limit: int | None = None, broker: str | None = None, longmemeval=None,
+                     suites=SUITES, conversations: int | None = None, broker: str | None = None, longmemeval=None,
                      timeout: float = 3600) -> str:
     """Every ablation on every suite; writes each run's results and manifest, the bench JSON, returns the tables.
 
-    `longmemeval`: a LongMemEval-S file to read instead of generating one of `questions` at `scale`.
+    `conversations`: only the first N LoCoMo conversations; `longmemeval`: a LongMemEval-S file to read
+    instead of generating one of `questions` at `scale`.
     """
     from coordinator.benches import write_bench
     from coordinator.reducer import write_results
@@ -117,7 +117,7 @@ def run_adamem_bench(locomo: str | Path | None, questions: int, scale: float, wo
     for suite in suites:
         if suite == "locomo" and not locomo:
             raise ValueError("the locomo suite needs a LoCoMo file (--locomo)")
-        base = _specs(suite, workdir, locomo, longmemeval, questions, scale, limit)
+        base = _specs(suite, workdir, locomo, longmemeval, questions, scale, conversations)
         base.check(farm=bool(broker))
         tables[suite], files[suite] = {}, {}
         for spec in base.ablations():
@@ -129,7 +129,7 @@ def run_adamem_bench(locomo: str | Path | None, questions: int, scale: float, wo
             sizes[suite] = {"items": len(manifest["items"]), "questions": results["question_count"],
                             "dataset": manifest["dataset"]["path"]}
     data = {"executor": "farm (one task per item)" if broker else "local", "suites": list(suites),
-            "locomo": str(locomo) if locomo else None, "limit": limit,
+            "locomo": str(locomo) if locomo else None, "locomo_conversations": conversations,
             "longmemeval": ({"file": str(longmemeval)} if longmemeval
                             else {"generated": True, "questions": questions, "scale": scale, "seed": LONGMEMEVAL_SEED}),
             "sizes": sizes, "tables": tables, "files": files, "note": _NOTE}

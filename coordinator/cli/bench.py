@@ -177,18 +177,18 @@ def bench_mutation(output, areas, lua_limit, timeout, keep):
 @click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.1, show_default=True)
 @click.option("--longmemeval", type=click.Path(exists=True, dir_okay=False), default=None,
               help="A LongMemEval-S file to use instead of a generated one.")
-@click.option("--limit", type=click.IntRange(1), default=None,
-              help="Only the first N items of LoCoMo and LongMemEval-S (conversations, questions).")
+@click.option("--conversations", type=click.IntRange(1), default=None,
+              help="Only the first N conversations of the LoCoMo file.")
 @click.option("--broker", envvar="MEMFARM_BROKER", default=None,
               help="Run on the farm (one task per item; start workers first); also MEMFARM_BROKER.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_adamem", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/adamem.json", show_default=True)
-def bench_adamem(locomo, suites, questions, scale, longmemeval, limit, broker, workdir, output):
+def bench_adamem(locomo, suites, questions, scale, longmemeval, conversations, broker, workdir, output):
     """The seven AdaMem ablations side by side, with the design's six measures, one table per suite."""
     from coordinator.bench_adamem import SUITES, run_adamem_bench
 
     suites = suites or SUITES
     if "locomo" in suites and not locomo:
         raise click.UsageError("the locomo suite needs --locomo FILE (or leave it out with --suite)")
-    click.echo(run_adamem_bench(locomo, questions, scale, workdir, output, suites=suites, limit=limit, broker=broker,
-                                longmemeval=longmemeval))
+    click.echo(run_adamem_bench(locomo, questions, scale, workdir, output, suites=suites, conversations=conversations,
+                                broker=broker, longmemeval=longmemeval))
