@@ -15,7 +15,7 @@ from pathlib import Path
 from adapters.defaults import DEFAULT_OBJECTIVE
 from adapters.errors import ResultsError
 from adapters.metrics import question_metrics
-from memoria.ranking import SIGNALS
+from memoria.ranking import KNOWN_SIGNALS
 #: Multiples of the step tried, in order, while the objective stays flat.
 PLATEAU_STEPS = (1, 2, 4, 8)
 
@@ -58,12 +58,12 @@ def optimise(records: list[dict], weights: dict[str, float], step: float = 0.02,
     if step <= 0:
         raise ValueError("step size must be positive")
     questions = _prepared(records)
-    current = {name: float(weights.get(name, 0.0)) for name in SIGNALS}
+    current = {name: float(weights.get(name, 0.0)) for name in KNOWN_SIGNALS}
     best = start = objective(questions, current, objective_name)
     moves = []
     for _ in range(max_rounds):
         improved = False
-        for name in SIGNALS:
+        for name in KNOWN_SIGNALS:
             moved = False
             for direction in (+1, -1):
                 # one step first; on a plateau (no change at all) a few steps further the same way
@@ -84,7 +84,7 @@ def optimise(records: list[dict], weights: dict[str, float], step: float = 0.02,
         if not improved:
             break
     return {"objective": objective_name, "questions": len(questions), "before": start, "after": best,
-            "weights_before": {n: float(weights.get(n, 0.0)) for n in SIGNALS}, "weights": current, "moves": moves,
+            "weights_before": {n: float(weights.get(n, 0.0)) for n in KNOWN_SIGNALS}, "weights": current, "moves": moves,
             "step_size": step}
 
 
@@ -96,7 +96,7 @@ def load_weights(path: str | Path) -> dict[str, float]:
     weights = data.get("weights", data) if isinstance(data, dict) else None
     if not isinstance(weights, dict) or not all(isinstance(v, (int, float)) for v in weights.values()):
         raise ResultsError(f"{path}: expected {{signal: number}} (or {{'weights': {{...}}}})")
-    unknown = set(weights) - set(SIGNALS)
+    unknown = set(weights) - set(KNOWN_SIGNALS)
     if unknown:
-        raise ResultsError(f"{path}: unknown signals {sorted(unknown)}; known: {sorted(SIGNALS)}")
+        raise ResultsError(f"{path}: unknown signals {sorted(unknown)}; known: {sorted(KNOWN_SIGNALS)}")
     return {k: float(v) for k, v in weights.items()}

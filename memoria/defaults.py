@@ -34,10 +34,12 @@ MODE_SOURCES = {
     "bm25": ("bm25",),
     "raw": ("faiss", "bm25"),
     "fusion": ("fusion",),
-    "full": ("faiss", "bm25", "graph", "phrase", "attribute"),
+    "full": ("faiss", "bm25", "graph", "phrase", "attribute", "window"),
 }
 #: Modes whose candidates go through the ranking pipeline.
 RANKED_MODES = ("full",)
+#: Ranking parts of a ranked mode that can be switched off by name (their weight set to 0), beside its sources.
+RANKING_SWITCHES = ("session", "name", "quoted", "date", "temporal")
 
 #: Scheduler: how long a recall waits for its sources, and the default policy.
 DEFAULT_SOURCE_BUDGET_MS = 5000.0
@@ -53,7 +55,23 @@ DEFAULT_WEIGHTS = {
     "attribute_boost": 0.05,
     "importance": 0.0,
     "recency": 0.0,
+    "window": 0.0,
+    "session": 0.0,
+    "name": 0.0,
+    "quoted": 0.0,
+    "date": 0.0,
+    "temporal": 0.0,
 }
+
+#: Turn windows (memoria.windows): turns per window and turns shared by neighbouring windows
+#: (about six with one of overlap, as the published systems that use windows do). 0 turns = no windows.
+DEFAULT_WINDOW_SIZE = 6
+DEFAULT_WINDOW_OVERLAP = 1
+#: Characters of each turn written into a window: six turns of 200 characters plus a date line
+#: fill about the 256 tokens MiniLM reads, so a long turn cannot push its neighbours out.
+DEFAULT_WINDOW_TURN_CHARS = 200
+#: Session aggregation: a session scores the mean of its best `n` turn scores.
+DEFAULT_SESSION_TOP_N = 3
 #: MMR trade-off (1.0 = relevance only) and how many top candidates it may reorder.
 DEFAULT_MMR_LAMBDA = 0.9
 DEFAULT_MMR_WINDOW = 20

@@ -23,11 +23,14 @@ from memoria.scheduler import SourceScheduler
 from memoria.sources import DerivedView, attribute_search, graph_search, phrase_search
 from memoria.store import MemoryStore
 from memoria.vectors import VectorIndex
+from memoria.windows import build_windows, credit_turns
 
 logger = logging.getLogger(__name__)
 
 #: File names of a snapshot; the item cache hashes each of them.
 SNAPSHOT_FILES = {"store": "memory.sqlite", "vectors": "vectors.faiss", "bm25": "bm25.json"}
+#: Files of the turn windows, in a snapshot only when windows were built; without them they are built again.
+WINDOW_FILES = {"window_vectors": "windows.faiss", "windows": "windows.json"}
 
 
 class MemoryInterface:
@@ -44,6 +47,10 @@ class MemoryInterface:
         policy: str = defaults.DEFAULT_SCHEDULER_POLICY,
         budget_ms: float = defaults.DEFAULT_SOURCE_BUDGET_MS,
         graph_seeds: int = defaults.DEFAULT_GRAPH_SEEDS,
+        window_size: int = defaults.DEFAULT_WINDOW_SIZE,
+        window_overlap: int = defaults.DEFAULT_WINDOW_OVERLAP,
+        window_turn_chars: int = defaults.DEFAULT_WINDOW_TURN_CHARS,
+        session_top_n: int = defaults.DEFAULT_SESSION_TOP_N,
     ):
         if embedder is None:
             from memoria.embedder import LazyEmbedder
@@ -55,6 +62,11 @@ class MemoryInterface:
         self.weights = dict(defaults.DEFAULT_WEIGHTS if weights is None else weights)
         self.mmr_lambda, self.mmr_window = mmr_lambda, mmr_window
         self.policy, self.budget_ms, self.graph_seeds = policy, budget_ms, graph_seeds
+        if window_size < 0 or (window_size and not 0 <= window_overlap < window_size):
+            raise ValueError(f"window size {window_size} with overlap {window_overlap}: need size >= 0 and "
+                             "0 <= overlap < size")
+        self.window_size, self.window_overlap, self.window_turn_chars = window_size, window_overlap, window_turn_chars
+        self.session_top_n = session_top_n
         self.scheduler = SourceScheduler()
         #: Extra or replacement sources by name (tests, experiments): {name: callable() -> [(id, score)]}.
         self.custom_sources: dict = {}
@@ -66,6 +78,7 @@ class MemoryInterface:
         self.store = MemoryStore()
         self.vectors = VectorIndex(self.dimension)
         self.bm25 = BM25Index()
+        self._clear_windows()
 
     def __len__(self) -> int:
         return len(self.store)
@@ -74,12 +87,17 @@ class MemoryInterface:
     def settings(self) -> dict:
         return {"candidate_pool": self.candidate_pool, "rrf_k": self.rrf_k,
                 "bm25": {"k1": self.bm25.k1, "b": self.bm25.b, "epsilon": self.bm25.epsilon},
-                "scheduler": {"policy": self.policy, "budget_ms": self.budget_ms}}
+                "scheduler": {"policy": self.policy, "budget_ms": self.budget_ms},
+                "windows": self.window_settings}
+
+    @property
+    def window_settings(self) -> dict:
+        return {"size": self.window_size, "overlap": self.window_overlap, "turn_chars": self.window_turn_chars}
 
     @property
     def ranking_settings(self) -> dict:
         return {"weights": dict(self.weights), "mmr_lambda": self.mmr_lambda, "mmr_window": self.mmr_window,
-                "graph_seeds": self.graph_seeds}
+                "graph_seeds": self.graph_seeds, "session_top_n": self.session_top_n}
 
     # -- writing -----------------------------------------------------------
     def insert(self, texts: list[str], metadatas: list[dict], vectors: np.ndarray | None,
@@ -118,8 +136,50 @@ class MemoryInterface:
         self.store.clear()
         self.vectors.clear()
         self.bm25.clear()
+        self._clear_windows()
         self._pending_vectors = []
         self._view = None
+
+    # -- turn windows --------------------------------------------------------
+    def _clear_windows(self) -> None:
+        self.window_vectors = VectorIndex(self.dimension)
+        self.window_turns: list[list[int]] = []
+        self._window_texts: list[str] = []
+        self._windows_built: dict | None = None  # the settings and row count the windows were built for
+
+    def _windows_current(self) -> bool:
+        return self._windows_built == {**self.window_settings, "rows": len(self.store)}
+
+    def build_windows(self, batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
+        """Build (or bring up to date) the turn windows and their vectors; returns how many texts were encoded.
+
+        Windows are built over every stored row, each session on its own; a window
+        whose text is unchanged since the last build keeps its vector.
+        """
+        if self.window_size <= 0 or self._windows_current():
+            return 0
+        windows = build_windows(self.store.all_rows(), self.window_size, self.window_overlap, self.window_turn_chars)
+        texts = [w["text"] for w in windows]
+        known = {}
+        if len(self.window_vectors) == len(self._window_texts):
+            known = {t: k for k, t in enumerate(self._window_texts)}
+        fresh = [t for t in dict.fromkeys(texts) if t not in known]
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        encoded = self.embedder.encode(fresh, batch_size=batch_size) if fresh else np.zeros((0, self.dimension))
+        by_text = {t: encoded[k] for k, t in enumerate(fresh)}
+        for k, text in enumerate(texts):
+            vectors[k] = by_text[text] if text in by_text else self.window_vectors.index.reconstruct(known[text])
+        self.window_vectors = VectorIndex(self.dimension)
+        self.window_vectors.add(list(range(len(texts))), vectors)
+        self.window_turns = [w["turns"] for w in windows]
+        self._window_texts = texts
+        self._windows_built = {**self.window_settings, "rows": len(self.store)}
+        return len(fresh)
+
+    def _window_search(self, query_vector, pool: int) -> list[tuple[int, float]]:
+        """Window hits as turn hits: each turn keeps its best window's cosine; at most `pool` turns."""
+        hits = self.window_vectors.search(query_vector, max(1, pool // max(1, self.window_size - self.window_overlap)))
+        return credit_turns(hits, self.window_turns)[:pool]
 
     # -- reading -----------------------------------------------------------
     def view(self) -> DerivedView:
@@ -141,6 +201,8 @@ class MemoryInterface:
             return phrase_search(self.view(), query, pool)
         if name == "attribute":
             return attribute_search(self.view(), query, pool)
+        if name == "window":
+            return self._window_search(query_vector, pool) if self._windows_current() else []
         raise UnknownModeError(f"unknown source {name!r}")
 
     def recall(self, query: str, mode: str = defaults.DEFAULT_MODE, limit: int = defaults.DEFAULT_RECALL_LIMIT,
@@ -165,8 +227,10 @@ class MemoryInterface:
                            "finish_reason": "empty_store" if len(self.store) == 0 else "empty_query"}
             return {"results": [], "diagnostics": diagnostics}
 
+        if "window" in submitted:
+            self.build_windows()
         query_vector, embed_ms = None, 0.0
-        if mode in defaults.RANKED_MODES or {"faiss", "fusion"} & set(submitted):
+        if mode in defaults.RANKED_MODES or {"faiss", "fusion", "window"} & set(submitted):
             t0 = time.perf_counter()
             query_vector = self.embedder.encode([query])[0]
             embed_ms = _ms(t0)
@@ -183,8 +247,9 @@ class MemoryInterface:
         if mode == "fusion" and "fusion" in outcome:
             ranked = outcome["fusion"]["fused"]
         elif mode in defaults.RANKED_MODES:
-            context = RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids)
-            ranked, diagnostics["ranking"] = rank(context, self.weights, limit, self.mmr_lambda, self.mmr_window)
+            context = RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids, query)
+            ranked, diagnostics["ranking"] = rank(context, self.weights, limit, self.mmr_lambda, self.mmr_window,
+                                                  self.session_top_n)
             ranked = [(i, score, {"kind": "ranking", **extra}) for i, score, extra in ranked]
         else:
             ranked = _round_robin(lists, submitted)
@@ -230,6 +295,12 @@ class MemoryInterface:
         self.store.save(paths["store"])
         self.vectors.save(paths["vectors"])
         self.bm25.save(paths["bm25"])
+        if self._windows_built is not None and self._windows_current():
+            paths["window_vectors"] = directory / WINDOW_FILES["window_vectors"]
+            paths["windows"] = directory / WINDOW_FILES["windows"]
+            self.window_vectors.save(paths["window_vectors"])
+            paths["windows"].write_text(json.dumps({"built": self._windows_built, "turns": self.window_turns,
+                                                    "texts": self._window_texts}), encoding="utf-8")
         return paths
 
     def restore(self, directory: str | Path) -> None:
@@ -248,6 +319,23 @@ class MemoryInterface:
         self.store, self.vectors, self.bm25 = store, vectors, bm25
         self._pending_vectors = []
         self._view = None
+        self._clear_windows()
+        if all((directory / f).is_file() for f in WINDOW_FILES.values()):
+            self._restore_windows(directory)
+
+    def _restore_windows(self, directory: Path) -> None:
+        """Load snapshotted windows; ones built under other settings are left to be built again."""
+        try:
+            saved = json.loads((directory / WINDOW_FILES["windows"]).read_text(encoding="utf-8"))
+            built, turns, texts = saved["built"], saved["turns"], saved["texts"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SnapshotError(f"{directory}: unreadable windows file ({exc})") from exc
+        vectors = VectorIndex.load(directory / WINDOW_FILES["window_vectors"], self.dimension)
+        if len(vectors) != len(turns) or len(texts) != len(turns) or built.get("rows") != len(self.store):
+            raise SnapshotError(f"{directory}: windows disagree with the snapshot ({len(turns)} windows, "
+                                f"{len(vectors)} vectors, built for {built.get('rows')} of {len(self.store)} rows)")
+        self.window_vectors, self.window_turns, self._window_texts = vectors, turns, texts
+        self._windows_built = built
 
 
 def _round_robin(lists: dict[str, list[tuple[int, float]]], order: list[str]) -> list[tuple[int, float, dict]]:

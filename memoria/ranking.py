@@ -8,9 +8,11 @@ MMR then may reorder the top of the list for diversity, and says how much.
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import numpy as np
 
-from memoria import defaults
+from memoria import boosts, defaults
 
 
 def _min_max(scores: dict[int, float], ids) -> dict[int, float]:
@@ -29,8 +31,10 @@ def _by_max(scores: dict[int, float], ids) -> dict[int, float]:
 class RankingContext:
     """What signals may read: the query's vector, the sources' lists, the derived view, the vectors."""
 
-    def __init__(self, query_vector, lists: dict[str, list[tuple[int, float]]], view, vectors, total_ids: list[int]):
+    def __init__(self, query_vector, lists: dict[str, list[tuple[int, float]]], view, vectors, total_ids: list[int],
+                 query: str = ""):
         self.query_vector = query_vector
+        self.query = query
         self.lists = {name: dict(pairs) for name, pairs in lists.items()}
         self.view = view
         self.vectors = vectors
@@ -62,6 +66,30 @@ def _recency(ctx: RankingContext, ids):
     return {i: (i - ctx.first_id) / span for i in ids}
 
 
+def _names(ctx: RankingContext, ids):
+    names = boosts.question_names(ctx.query, ctx.view.known_names)
+    return {i: boosts.name_boost(names, ctx.view.speaker_of.get(i, ""), ctx.view.entities_of.get(i, set()),
+                                 ctx.view.idf) for i in ids}
+
+
+def _quoted(ctx: RankingContext, ids):
+    phrases = boosts.quoted_phrases(ctx.query)
+    return {i: boosts.phrase_boost(phrases, ctx.view.texts.get(i, "")) for i in ids}
+
+
+def _dates(ctx: RankingContext, ids):
+    wanted = boosts.date_keys(ctx.query)
+    if not wanted:
+        return {i: 0.0 for i in ids}
+    return {i: boosts.date_boost(wanted, ctx.view.date_keys(i)) for i in ids}
+
+
+def _temporal(ctx: RankingContext, ids):
+    if not boosts.is_temporal_question(ctx.query):
+        return {i: 0.0 for i in ids}
+    return {i: 1.0 if ctx.view.mentions_time(i) else 0.0 for i in ids}
+
+
 SIGNALS = {
     "semantic": _semantic,
     "token": lambda ctx, ids: _min_max(ctx.lists.get("bm25", {}), ids),
@@ -70,28 +98,68 @@ SIGNALS = {
     "attribute_boost": lambda ctx, ids: _by_max(ctx.lists.get("attribute", {}), ids),
     "importance": lambda ctx, ids: {i: ctx.view.importance.get(i, 0.0) for i in ids},
     "recency": _recency,
+    "window": lambda ctx, ids: _min_max(ctx.lists.get("window", {}), ids),
+    "name": _names,
+    "quoted": _quoted,
+    "date": _dates,
+    "temporal": _temporal,
 }
+#: The second stage: a candidate's session, scored from the first stage's scores of its turns.
+SESSION_SIGNAL = "session"
+KNOWN_SIGNALS = tuple(SIGNALS) + (SESSION_SIGNAL,)
+
+
+def session_aggregate(scores: dict[int, float], session_of, top_n: int) -> dict[int, float]:
+    """Each candidate's session score: the mean of the `top_n` best candidate scores of its session.
+
+    A session with fewer than `top_n` candidates counts the missing ones as 0, so
+    a session holding several good turns outranks one holding a single good turn.
+    `session_of(id)` names the session of a candidate.
+    """
+    if top_n < 1:
+        raise ValueError(f"session top_n must be at least 1, got {top_n}")
+    members: dict = defaultdict(list)
+    for memory_id, score in scores.items():
+        members[session_of(memory_id)].append(score)
+    means = {key: sum(sorted(values, reverse=True)[:top_n]) / top_n for key, values in members.items()}
+    return {memory_id: means[session_of(memory_id)] for memory_id in scores}
 
 
 def rank(ctx: RankingContext, weights: dict[str, float], limit: int,
-         mmr_lambda: float = defaults.DEFAULT_MMR_LAMBDA, mmr_window: int = defaults.DEFAULT_MMR_WINDOW):
-    """Best-first `(id, final_score, diagnostics)` and the ranking's own diagnostics."""
-    unknown = set(weights) - set(SIGNALS)
+         mmr_lambda: float = defaults.DEFAULT_MMR_LAMBDA, mmr_window: int = defaults.DEFAULT_MMR_WINDOW,
+         session_top_n: int = defaults.DEFAULT_SESSION_TOP_N):
+    """Best-first `(id, final_score, diagnostics)` and the ranking's own diagnostics.
+
+    First every signal's weighted sum; then, with a `session` weight, each
+    candidate gains its session's aggregate of those sums (normalised by the
+    best session), so the final score is still the sum of the contributions.
+    """
+    unknown = set(weights) - set(KNOWN_SIGNALS)
     if unknown:
-        raise ValueError(f"unknown ranking signals {sorted(unknown)}; known: {sorted(SIGNALS)}")
+        raise ValueError(f"unknown ranking signals {sorted(unknown)}; known: {sorted(KNOWN_SIGNALS)}")
     pool = sorted({i for pairs in ctx.lists.values() for i in pairs})
     values = {name: SIGNALS[name](ctx, pool) for name in SIGNALS}
-    scored = []
+    first = {}
     for memory_id in pool:
         signal_values = {name: values[name][memory_id] for name in SIGNALS}
         contributions = {name: weights.get(name, 0.0) * signal_values[name] for name in SIGNALS}
+        first[memory_id] = (signal_values, contributions)
+    base = {i: sum(contributions.values()) for i, (_, contributions) in first.items()}
+    session_weight = weights.get(SESSION_SIGNAL, 0.0)
+    sessions = (_by_max(session_aggregate(base, lambda i: ctx.view.session_of.get(i, ("memory", i)), session_top_n),
+                        pool) if session_weight else {i: 0.0 for i in pool})
+    scored = []
+    for memory_id in pool:
+        signal_values, contributions = first[memory_id]
+        signal_values[SESSION_SIGNAL] = sessions[memory_id]
+        contributions[SESSION_SIGNAL] = session_weight * sessions[memory_id]
         scored.append((memory_id, sum(contributions.values()), {"signals": signal_values,
                                                                 "contributions": contributions}))
     scored.sort(key=lambda e: (-e[1], e[0]))
     reordered, mmr = _mmr(ctx, scored, mmr_lambda, mmr_window)
     final = reordered[:limit]
-    diagnostics = {"pool": len(pool), "weights": dict(weights), "mmr": {**mmr, "lambda": mmr_lambda,
-                                                                       "window": mmr_window}}
+    diagnostics = {"pool": len(pool), "weights": dict(weights), "session_top_n": session_top_n,
+                   "mmr": {**mmr, "lambda": mmr_lambda, "window": mmr_window}}
     return final, diagnostics
 
 

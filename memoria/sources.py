@@ -11,8 +11,10 @@ import math
 import re
 from collections import defaultdict
 
+from memoria.boosts import date_keys, mentions_time
 from memoria.bm25 import STOPWORDS
 from memoria.extract import query_attributes, query_entities
+from memoria.windows import session_key
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
@@ -48,11 +50,30 @@ class DerivedView:
         self.importance = {m: s for m, s in store.rows("importance")}
         rows = store.all_rows()
         self.texts = {memory_id: _normal_text(text) for memory_id, text, _ in rows}
+        self.raw_texts = {memory_id: text for memory_id, text, _ in rows}
+        self.speaker_of = {memory_id: str(m.get("speaker") or "").strip().lower() for memory_id, _, m in rows}
+        self.session_of = {memory_id: session_key(m) for memory_id, _, m in rows}
+        self.session_date = {memory_id: str(m.get("date") or "") for memory_id, _, m in rows}
+        self.known_names = set(self.entity_ids) | {s for s in self.speaker_of.values() if s}
         self.ids = sorted(self.texts)
         self.total = max(1, len(rows))
+        self._date_keys: dict[int, set[str]] = {}
+        self._mentions_time: dict[int, bool] = {}
 
     def idf(self, entity: str) -> float:
         return math.log(1 + self.total / (1 + len(self.entity_ids.get(entity, ()))))
+
+    def date_keys(self, memory_id: int) -> set[str]:
+        """Date keys of a memory's text and of its session's date (worked out once per memory)."""
+        if memory_id not in self._date_keys:
+            self._date_keys[memory_id] = (date_keys(self.raw_texts.get(memory_id, ""))
+                                          | date_keys(self.session_date.get(memory_id, "")))
+        return self._date_keys[memory_id]
+
+    def mentions_time(self, memory_id: int) -> bool:
+        if memory_id not in self._mentions_time:
+            self._mentions_time[memory_id] = mentions_time(self.raw_texts.get(memory_id, ""))
+        return self._mentions_time[memory_id]
 
 
 def graph_search(view: DerivedView, query: str, limit: int, seeds: int) -> list[tuple[int, float]]:

@@ -68,11 +68,11 @@ def test_phrase_source_prefers_the_exact_phrase(memory):
 
 def test_full_mode_candidates_sum_their_signal_contributions(memory):
     response = memory.recall("Where does Tom's sister live?", mode="full", limit=8)
-    assert response["diagnostics"]["sources_completed"] == ["faiss", "bm25", "graph", "phrase", "attribute"]
+    assert response["diagnostics"]["sources_completed"] == ["faiss", "bm25", "graph", "phrase", "attribute", "window"]
     for candidate in response["results"]:
         ranking = candidate["diagnostics"]["ranking"]
         assert set(ranking["signals"]) == {"semantic", "token", "phrase", "graph", "attribute_boost", "importance",
-                                           "recency"}
+                                           "recency", "window", "name", "quoted", "date", "temporal", "session"}
         assert candidate["final_score"] == pytest.approx(sum(ranking["contributions"].values()), abs=1e-6)
         for name, value in ranking["signals"].items():
             assert ranking["contributions"][name] == pytest.approx(memory.weights.get(name, 0.0) * value)
