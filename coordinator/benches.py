@@ -311,11 +311,11 @@ def _metric(summary: dict, level: str, name: str) -> float:
 
 
 def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: float, workdir: str | Path, output) -> str:
-    """fusion, full, and full without each source, on LoCoMo and a generated LongMemEval-S file."""
+    """fusion, full, full without each source and each ranking part, on LoCoMo and a generated LongMemEval-S file."""
     from adapters.longmemeval import extract_questions
     from adapters.longmemeval_synth import write
     from coordinator.spec import RunSpec
-    from memoria.defaults import MODE_SOURCES
+    from memoria.defaults import MODE_SOURCES, RANKING_SWITCHES
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -328,7 +328,9 @@ def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: fl
                                        cache_dir=str(workdir / "cache_longmemeval"))}
     configs = [("fusion", "fusion", {}), ("full", "full", {})]
     configs += [(f"full - {source}", "full", {"without": (source,)}) for source in MODE_SOURCES["full"]]
-    configs += [("full, no MMR", "full", {"mmr_lambda": 1.0})]
+    configs += [(f"full - {part}", "full", {"without": (part,)}) for part in RANKING_SWITCHES]
+    configs += [("full, no MMR", "full", {"mmr_lambda": 1.0}),
+                ("full, no new parts", "full", {"without": ("window",) + RANKING_SWITCHES})]
     table = {}
     for dataset, base in datasets.items():
         table[dataset] = {}
@@ -336,11 +338,14 @@ def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: fl
             spec = replace(base, retrieval_mode=mode, extra_settings=extra)
             results, _ = _quality_row(spec, workdir, label)
             summary = results["metrics"]["all"]
+            runtimes = [r["runtime_ms"] for r in results["records"] if r.get("status") == "ok"]
             table[dataset][label] = {
                 "evaluable": summary["evaluable"]["session"],
                 "session_recall_any@5": _metric(summary, "session", "recall_any@5"),
+                "session_recall_all@5": _metric(summary, "session", "recall_all@5"),
                 "turn_recall_any@10": _metric(summary, "turn", "recall_any@10"),
                 "session_ndcg_any@10": _metric(summary, "session", "ndcg_any@10"),
+                "recall_p50_ms": round(statistics.median(runtimes), 2) if runtimes else None,
             }
     path = write_bench("ablation", {"locomo": str(locomo), "longmemeval": {"questions": longmemeval_questions,
                                                                           "scale": scale, "seed": 101},
@@ -348,10 +353,12 @@ def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: fl
     lines = []
     for dataset, rows in table.items():
         lines.append(f"{dataset}  ({next(iter(rows.values()))['evaluable']} evaluable)")
-        lines.append(f"  {'configuration':<18}{'sess R@5':>10}{'turn R@10':>11}{'sess nDCG@10':>14}")
+        lines.append(f"  {'configuration':<22}{'sess R@5':>10}{'sess Rall@5':>13}{'turn R@10':>11}"
+                     f"{'sess nDCG@10':>14}{'p50 ms':>9}")
         for label, r in rows.items():
-            lines.append(f"  {label:<18}{r['session_recall_any@5']:>10.3f}{r['turn_recall_any@10']:>11.3f}"
-                         f"{r['session_ndcg_any@10']:>14.3f}")
+            lines.append(f"  {label:<22}{r['session_recall_any@5']:>10.3f}{r['session_recall_all@5']:>13.3f}"
+                         f"{r['turn_recall_any@10']:>11.3f}{r['session_ndcg_any@10']:>14.3f}"
+                         f"{r['recall_p50_ms'] or float('nan'):>9.1f}")
     lines.append(f"wrote {path}")
     return "\n".join(lines)
 

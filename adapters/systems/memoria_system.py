@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from memoria import BatchLoader, MemoryInterface, defaults
@@ -32,19 +33,31 @@ class MemoriaSystem:
                  max_workers: int = defaults.DEFAULT_MAX_WORKERS, parallel_extract: bool = True, embedder=None,
                  weights: dict | None = None, without: tuple[str, ...] = (), mmr_lambda: float | None = None,
                  max_seq_length: int | None = None, embedding_store: str | None = None,
-                 embedder_backend: str = "torch"):
+                 embedder_backend: str = "torch", window_size: int | None = None, window_overlap: int | None = None,
+                 session_top_n: int | None = None):
         if mode not in defaults.MODE_SOURCES:
             raise ValueError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
-        unknown = set(without) - set(defaults.MODE_SOURCES[mode])
+        switches = defaults.RANKING_SWITCHES if mode in defaults.RANKED_MODES else ()
+        unknown = set(without) - set(defaults.MODE_SOURCES[mode]) - set(switches)
         if unknown:
-            raise ValueError(f"mode {mode} has no sources {sorted(unknown)} to leave out")
+            raise ValueError(f"mode {mode} has no sources or ranking parts {sorted(unknown)} to leave out")
         self.mode = mode
         self.batch_size = batch_size
         self.max_workers = max_workers
         self.parallel_extract = parallel_extract
-        options = {"weights": weights} if weights is not None else {}
+        options = {"weights": dict(defaults.DEFAULT_WEIGHTS if weights is None else weights)}
+        for part in set(without) & set(switches):  # a ranking part switched off weighs nothing
+            options["weights"][part] = 0.0
         if mmr_lambda is not None:
             options["mmr_lambda"] = mmr_lambda
+        if session_top_n is not None:
+            options["session_top_n"] = session_top_n
+        if window_overlap is not None:
+            options["window_overlap"] = window_overlap
+        # Windows cost encoding: only a mode that submits the window source builds them.
+        uses_windows = "window" in defaults.MODE_SOURCES[mode] and "window" not in without
+        options["window_size"] = (defaults.DEFAULT_WINDOW_SIZE if window_size is None else window_size) \
+            if uses_windows else 0
         self.max_seq_length = max_seq_length
         embedder = embedder or LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
                                             threads=embedder_threads())
@@ -57,7 +70,8 @@ class MemoriaSystem:
             embedder = StoredEmbedder(embedder, EmbeddingStore(embedding_store), model_files=model_files_sha256())
         self.memory = MemoryInterface(embedder=embedder, **options)
         self.sources = tuple(s for s in defaults.MODE_SOURCES[mode] if s not in without)
-        if without:
+        self.without = tuple(without)
+        if set(without) - set(switches):
             self.memory.mode_sources[mode] = self.sources
         self.last_diagnostics: dict = {}
         self.ingest_timings: dict[str, float] = {}
@@ -88,7 +102,8 @@ class MemoriaSystem:
             "name": self.name,
             "retrieval_mode": self.mode,
             "sources": list(self.sources),
-            "ranking": ({"enabled": True, "mmr": self.memory.mmr_lambda < 1.0, **self.memory.ranking_settings}
+            "ranking": ({"enabled": True, "mmr": self.memory.mmr_lambda < 1.0, **self.memory.ranking_settings,
+                         "switched_off": [p for p in self.without if p in defaults.RANKING_SWITCHES]}
                         if self.mode in defaults.RANKED_MODES else {"enabled": False, "mmr": False}),
             "batch_size": self.batch_size,
             "extraction_threads": self.max_workers,
@@ -109,6 +124,11 @@ class MemoriaSystem:
             parallel_extract=self.parallel_extract, max_workers=self.max_workers,
         )
         self.ingest_timings = dict(loader.timings)  # vectors go into FAISS inside the insert: index_ms holds it
+        if "window" in self.sources:  # built now, so that the cached state holds them
+            started = time.perf_counter()
+            self.memory.build_windows(batch_size=self.batch_size)
+            self.ingest_timings["encode_ms"] = self.ingest_timings.get("encode_ms", 0.0) + \
+                (time.perf_counter() - started) * 1000
 
     def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
         response = self.memory.recall(query, mode=self.mode, limit=top_k)
