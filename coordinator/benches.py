@@ -310,12 +310,16 @@ def _metric(summary: dict, level: str, name: str) -> float:
     return round((summary.get(level) or {}).get(name, float("nan")), 4)
 
 
+#: The weight a ranking part that is off by default gets in its ablation row.
+ABLATION_TRIAL_WEIGHT = 0.1
+
+
 def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: float, workdir: str | Path, output) -> str:
     """fusion, full, full without each source and each ranking part, on LoCoMo and a generated LongMemEval-S file."""
     from adapters.longmemeval import extract_questions
     from adapters.longmemeval_synth import write
     from coordinator.spec import RunSpec
-    from memoria.defaults import MODE_SOURCES, RANKING_SWITCHES
+    from memoria.defaults import DEFAULT_WEIGHTS, MODE_SOURCES, RANKING_SWITCHES
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -327,10 +331,16 @@ def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: fl
                 "longmemeval": RunSpec("longmemeval", dataset=str(lme), questions=str(lme_q),
                                        cache_dir=str(workdir / "cache_longmemeval"))}
     configs = [("fusion", "fusion", {}), ("full", "full", {})]
-    configs += [(f"full - {source}", "full", {"without": (source,)}) for source in MODE_SOURCES["full"]]
-    configs += [(f"full - {part}", "full", {"without": (part,)}) for part in RANKING_SWITCHES]
+    configs += [(f"full - {source}", "full", {"without": (source,)}) for source in MODE_SOURCES["full"]
+                if source != "window"]
+    for part in ("window",) + RANKING_SWITCHES:  # a part on by default is left out; one off is switched on
+        if DEFAULT_WEIGHTS.get(part):
+            configs.append((f"full - {part}", "full", {"without": (part,)}))
+        else:
+            configs.append((f"full + {part} {ABLATION_TRIAL_WEIGHT}", "full",
+                            {"weights": {**DEFAULT_WEIGHTS, part: ABLATION_TRIAL_WEIGHT}}))
     configs += [("full, no MMR", "full", {"mmr_lambda": 1.0}),
-                ("full, no new parts", "full", {"without": ("window",) + RANKING_SWITCHES})]
+                ("full, no new parts", "full", {"without": RANKING_SWITCHES})]
     table = {}
     for dataset, base in datasets.items():
         table[dataset] = {}

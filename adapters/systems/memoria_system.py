@@ -54,8 +54,11 @@ class MemoriaSystem:
             options["session_top_n"] = session_top_n
         if window_overlap is not None:
             options["window_overlap"] = window_overlap
-        # Windows cost encoding: only a mode that submits the window source builds them.
-        uses_windows = "window" in defaults.MODE_SOURCES[mode] and "window" not in without
+        # Windows cost encoding: only a mode that submits the window source, with a weight on it, builds them.
+        uses_windows = ("window" in defaults.MODE_SOURCES[mode] and "window" not in without
+                        and options["weights"].get("window", 0.0) > 0)
+        if "window" in defaults.MODE_SOURCES[mode] and not uses_windows:
+            without = tuple(without) + ("window",) if "window" not in without else tuple(without)
         options["window_size"] = (defaults.DEFAULT_WINDOW_SIZE if window_size is None else window_size) \
             if uses_windows else 0
         self.max_seq_length = max_seq_length

@@ -7,19 +7,27 @@ from memoria import defaults
 
 
 def test_each_new_part_of_full_can_be_switched_off_and_the_config_says_so():
-    full = MemoriaSystem(mode="full")
+    with_windows = {**defaults.DEFAULT_WEIGHTS, "window": 0.1}
+    full = MemoriaSystem(mode="full", weights=with_windows)
     assert full.memory.window_size == defaults.DEFAULT_WINDOW_SIZE and "window" in full.sources
     ranking = full.config["ranking"]
     assert ranking["session_top_n"] == defaults.DEFAULT_SESSION_TOP_N and ranking["switched_off"] == []
     assert full.config["windows"] == {"size": defaults.DEFAULT_WINDOW_SIZE, "overlap": defaults.DEFAULT_WINDOW_OVERLAP,
                                       "turn_chars": defaults.DEFAULT_WINDOW_TURN_CHARS}
     for part in defaults.RANKING_SWITCHES:
-        off = MemoriaSystem(mode="full", without=(part,))
+        off = MemoriaSystem(mode="full", weights=with_windows, without=(part,))
         assert off.memory.weights[part] == 0.0 and off.config["ranking"]["switched_off"] == [part]
         assert off.sources == full.sources  # a ranking part is no source
-    no_windows = MemoriaSystem(mode="full", without=("window",))
+    no_windows = MemoriaSystem(mode="full", weights=with_windows, without=("window",))
     assert no_windows.memory.window_size == 0 and "window" not in no_windows.sources
-    assert MemoriaSystem(mode="full", window_size=4, window_overlap=2, session_top_n=5).config["windows"]["size"] == 4
+    sized = MemoriaSystem(mode="full", weights=with_windows, window_size=4, window_overlap=2, session_top_n=5)
+    assert sized.config["windows"]["size"] == 4 and sized.config["ranking"]["session_top_n"] == 5
+
+
+def test_windows_weighing_nothing_are_neither_built_nor_searched():
+    weightless = MemoriaSystem(mode="full", weights={**defaults.DEFAULT_WEIGHTS, "window": 0.0})
+    assert weightless.memory.window_size == 0 and "window" not in weightless.sources
+    assert weightless.memory.mode_sources["full"] == weightless.sources
 
 
 def test_modes_without_the_window_source_build_no_windows_and_refuse_ranking_switches():
