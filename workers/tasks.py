@@ -80,7 +80,11 @@ def _shared_vectors():
         from workers.shared_vectors import DEFAULT_MAX_BYTES, RedisVectors
 
         mib = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_MIB")
-        _SHARED = RedisVectors(_ledger().r, max_bytes=int(float(mib) * 2**20) if mib else DEFAULT_MAX_BYTES)
+        try:
+            max_bytes = int(float(mib) * 2**20) if mib else DEFAULT_MAX_BYTES
+        except ValueError:
+            raise MemfarmError(f"MEMFARM_SHARED_EMBEDDINGS_MIB={mib!r} is not a number of MiB") from None
+        _SHARED = RedisVectors(_ledger().r, max_bytes=max_bytes)
     return _SHARED
 
 
