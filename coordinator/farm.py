@@ -69,6 +69,7 @@ def run_meta(spec: RunSpec, system, *, broker: str) -> dict:
         "scoring_profile": spec.scoring_profile,
         "dataset_sha256": context["dataset_sha256"],
         "embedding_signature": context["embedding_signature"],
+        "model_files": (getattr(system, "build_identity", None) or {}).get("model_files"),
         "context": {**context, "k_values": list(context["k_values"])},
     }
 

