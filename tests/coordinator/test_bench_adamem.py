@@ -36,13 +36,20 @@ def test_the_synthetic_table_reproduces_the_suites_pass_counts(tmp_path, embedde
     for name in ABLATIONS:
         assert int(lines[name][2]) == expected[name]  # the printed passed column
         row = table[name]
-        # two queries of the suite name stale facts; each ablation has four queries, four episodes, 15 events
+        # two queries of the suite name stale facts; each ablation has four queries, four episodes, 14 events
         assert row["queries"] == 4 and row["stale_fact_rate"] in (0.0, 0.5, 1.0)
         assert row["write_amplification"]["entries_per_event"] == 1.0  # no duplicate to fold in the suite
         assert row["latency_ms"]["p95"] >= row["latency_ms"]["p50"]
     assert table["full"]["stale_fact_rate"] == 0.0 and table["semantic_only"]["stale_fact_rate"] == 1.0
     assert "no LLM is available" in result.output
     files = json.loads(out.read_text())["files"]["synthetic"]
+    # counted by hand from the suite: 3 + 4 + 2 + 5 events; region-new supersedes region-old (only where
+    # supersession is on); incident names cause, fix names incident (links are kept whatever the switches)
+    write = {name: json.loads(open(files[name]).read())["measures"]["write_amplification"] for name in ABLATIONS}
+    assert {k: write["full"][k] for k in ("events", "entries", "folded", "supersession_edges", "links")} == \
+        {"events": 14, "entries": 14, "folded": 0, "supersession_edges": 1, "links": 2}
+    assert write["semantic_only"]["supersession_edges"] == 0 and write["semantic_only"]["links"] == 2
+    assert write["full"]["bytes"] - write["semantic_only"]["bytes"] == 8  # the one supersession edge
     assert json.loads((tmp_path / "wd" / "adamem_synthetic.full.manifest.json").read_text())["measures"] == \
         json.loads(open(files["full"]).read())["measures"]
 
