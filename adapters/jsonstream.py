@@ -22,25 +22,45 @@ from adapters.errors import DatasetError
 
 _CHUNK = 1 << 20
 _WHITESPACE = b" \t\r\n"
-#: A `\uXXXX` escape of a UTF-16 surrogate, with the backslashes before it (an even run means it is an escape).
-_SURROGATE = re.compile(rb"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
+#: A `\uXXXX` escape of a UTF-16 surrogate, with the whole run of backslashes before it (an odd run is an escape);
+#: anchored at the run's start, so a long run of backslashes is scanned once, not once per backslash.
+_SURROGATE = re.compile(rb"(?<!\\)(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
 _ANY_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
-#: What a lone surrogate escape is rewritten to on its way to yajl: a noncharacter, reserved for internal use,
-#: of the same length (6 bytes), turned back into a lone surrogate in the element that holds it.
-_STAND_IN = b"\\ufdd0"
-_STAND_IN_CHAR = "\ufdd0"
+#: Stand-ins for a lone surrogate on its way through yajl: Unicode's noncharacters U+FDD0..U+FDEF, reserved
+#: for internal use. The one used is one that occurs nowhere in the file, so every occurrence in an element
+#: is a rewritten escape, turned back into a lone surrogate.
+_NONCHARACTERS = [chr(code) for code in range(0xFDD0, 0xFDF0)]
+_NONCHARACTER_BYTES = re.compile(rb"\xef\xb7[\x90-\xaf]")  # U+FDD0..U+FDEF in UTF-8
+_NONCHARACTER_ESCAPE = re.compile(rb"\\u[fF][dD](?:[dD][0-9a-fA-F]|[eE][0-9a-fA-F])")
 _LONE = "\udc80"
 
 
-class _SurrogateGuard:
-    """A binary reader that rewrites lone surrogate escapes before yajl sees them and counts them."""
+def _unused_noncharacter(path: Path) -> str:
+    """A noncharacter that occurs nowhere in the file, raw or escaped (read once, only for a hostile file)."""
+    present, tail = set(), b""
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            data = tail + block
+            present.update(m.group().decode() for m in _NONCHARACTER_BYTES.finditer(data))
+            present.update(chr(int(m.group()[2:], 16)) for m in _NONCHARACTER_ESCAPE.finditer(data))
+            tail = data[-6:]
+    for char in _NONCHARACTERS:
+        if char not in present:
+            return char
+    raise DatasetError(f"{path}: holds a lone surrogate escape and every noncharacter U+FDD0..U+FDEF; "
+                       "it cannot be read safely")
 
-    def __init__(self, handle):
+
+class _SurrogateGuard:
+    """A binary reader that rewrites lone surrogate escapes into a stand-in before yajl sees them."""
+
+    def __init__(self, handle, path: Path):
         self.handle = handle
+        self.path = path
+        self.stand_in: str | None = None  # chosen at the first lone surrogate
         self.carry = b""  # the end of the last chunk, held back while it could be half an escape
         self.ready = b""  # rewritten bytes not yet handed to the parser
         self.position = 0  # bytes handed to the parser
-        self.rewritten = 0
 
     def read(self, size: int = -1) -> bytes:
         """At most `size` bytes (the C parser reads into a buffer of that size); empty only at the end."""
@@ -81,10 +101,12 @@ class _SurrogateGuard:
             index += 1
         if not spans:
             return body
-        self.rewritten += len(spans)
+        if self.stand_in is None:
+            self.stand_in = _unused_noncharacter(self.path)
+        escape = f"\\u{ord(self.stand_in):04x}".encode()
         out = bytearray(body)
         for start in spans:
-            out[start:start + 6] = _STAND_IN
+            out[start:start + 6] = escape
         return bytes(out)
 
 
@@ -94,9 +116,7 @@ def _held_back(data: bytes) -> int:
     if len(data) <= 12:
         return len(data)
     cut = len(data) - 12
-    start = max(0, cut - 24)
-    while start > 0 and data[start - 1:start] == b"\\":  # a run's parity needs the whole run
-        start -= 1
+    start = _run_start(data, max(0, cut - 24))  # a run's parity needs the whole run
     escapes = [(m.start(), m.end(), int(m.group(2), 16))
                for m in _SURROGATE.finditer(data, start) if len(m.group(1)) % 2 == 1]
     for (s1, e1, high), (s2, e2, low) in zip(escapes, escapes[1:]):
@@ -105,22 +125,26 @@ def _held_back(data: bytes) -> int:
     for s1, e1, _ in escapes:
         if s1 < cut < e1:
             cut = s1
-    while cut > 0 and data[cut - 1:cut] == b"\\":
-        cut -= 1
-    return len(data) - cut
+    return len(data) - _run_start(data, cut)
 
 
-def _restore(value, guard: _SurrogateGuard):
-    """`value` with each stand-in turned back into a lone surrogate (only while rewritten ones are unclaimed)."""
+def _run_start(data: bytes, position: int) -> int:
+    """`position`, moved back to the start of the run of backslashes that ends there (if any)."""
+    head = data[max(0, position - 64):position]
+    stripped = head.rstrip(b"\\")
+    if stripped or position <= 64:
+        return position - (len(head) - len(stripped))
+    return position - (len(data[:position]) - len(data[:position].rstrip(b"\\")))  # a very long run
+
+
+def _restore(value, stand_in: str):
+    """`value` with each stand-in turned back into a lone surrogate."""
     if isinstance(value, str):
-        if _STAND_IN_CHAR in value:
-            guard.rewritten -= value.count(_STAND_IN_CHAR)
-            return value.replace(_STAND_IN_CHAR, _LONE)
-        return value
+        return value.replace(stand_in, _LONE) if stand_in in value else value
     if isinstance(value, list):
-        return [_restore(v, guard) for v in value]
+        return [_restore(v, stand_in) for v in value]
     if isinstance(value, dict):
-        return {_restore(k, guard): _restore(v, guard) for k, v in value.items()}
+        return {_restore(k, stand_in): _restore(v, stand_in) for k, v in value.items()}
     return value
 
 
@@ -147,14 +171,16 @@ def iter_array(path: str | Path) -> Iterator[object]:
             kind = "empty" if not first else ("a JSON object" if first == b"{" else "not a JSON array")
             raise DatasetError(f"{path}: expected a JSON array of items, found {kind}")
         handle.seek(0)
-        guard = _SurrogateGuard(handle)
+        guard = _SurrogateGuard(handle, path)
         index = 0
         try:
             for element in ijson.items(guard, "item", use_float=True, buf_size=_CHUNK):
-                yield _restore(element, guard) if guard.rewritten > 0 else element
+                yield element if guard.stand_in is None else _restore(element, guard.stand_in)
                 index += 1
         except (ijson.JSONError, UnicodeDecodeError) as exc:
             raise DatasetError(_parse_problem(path, index, guard.position, exc)) from None
+        except RecursionError:
+            raise DatasetError(f"{path}: element {index} is nested too deeply to read") from None
 
 
 def _parse_problem(path: Path, index: int, position: int, exc: Exception) -> str:
@@ -164,9 +190,9 @@ def _parse_problem(path: Path, index: int, position: int, exc: Exception) -> str
     if "UTF8" in message:
         return f"{path}: not UTF-8 text in element {index} (within the first {position} bytes)"
     if "trailing garbage" in message:
-        return f"{path}: not valid JSON after the array's end (after element {index - 1})"
+        return f"{path}: not valid JSON after the array's end ({index} elements)"
     if "integer overflow" in message:
-        message += " (an integer past 64 bits)"
+        message += " (an integer outside the 64-bit range the C parser reads)"
     elif "invalid char" in message:
         message += " (NaN, Infinity and bare words are not JSON)"
     return f"{path}: not valid JSON in element {index} (within the first {position} bytes): {message}"
