@@ -32,7 +32,7 @@ def free_port() -> int:
 FARM_KEYS = "~memfarm* ~unacked* ~_kombu.* ~*.celery.pidbox*"
 #: What each Redis user may do. The worker cannot flush, reconfigure, list keys or switch databases.
 ACL_RULES = {
-    "coordinator": f"{FARM_KEYS} &* +@all -@dangerous -select",
+    "coordinator": f"{FARM_KEYS} &* +@all -@dangerous +info -select",  # INFO: the memory staging used
     "worker": f"{FARM_KEYS} &* +@all -@dangerous -@admin -select -scan -keys -flushall -flushdb -config",
     "monitor": f"{FARM_KEYS} &* -@all +@read +@connection +@pubsub +@list +@set +info -keys",
 }

@@ -14,8 +14,8 @@ import time
 
 from adapters.errors import MemfarmError
 from workers.app import QUEUE
-from workers.ledger import (ItemState, Ledger, check_run_id, connect, pack, pack_session, redact, session_dictionary,
-                            split_sessions, unpack)
+from workers.ledger import (ItemState, Ledger, check_run_id, connect, dictionary_id, pack, pack_session, redact,
+                            session_dictionary, split_sessions, unpack)
 
 __all__ = ["ItemState", "RunLedger", "check_run_id", "connect", "redact"]
 
@@ -65,7 +65,6 @@ class RunLedger(Ledger):
         #: What this ledger's `stage` calls stored: items, session occurrences and the distinct ones, bytes.
         self.staging_stats = dict.fromkeys(("items", "item_bytes", "session_occurrences", "sessions_stored",
                                             "session_bytes"), 0)
-        self._dictionaries: dict[str, bytes] = {}
         self._requeue = client.register_script(_REQUEUE)
         self._lost = client.register_script(_LOST)
 
@@ -121,8 +120,10 @@ class RunLedger(Ledger):
         if self.r.hexists(self._key(run_id, "state"), item_id):
             return False
         staged, chunks = split_sessions(item)
-        payload = pack(staged)
         zdict = self._session_dictionary(run_id, chunks)
+        if chunks:
+            staged["session_dictionary"] = dictionary_id(zdict)
+        payload = pack(staged)
         packed = {digest: pack_session(raw, zdict) for digest, raw in chunks.items()}
         pipe = self.r.pipeline()
         for digest, chunk in packed.items():
@@ -144,17 +145,15 @@ class RunLedger(Ledger):
         return True
 
     def _session_dictionary(self, run_id: str, chunks: dict[str, bytes]) -> bytes:
-        """The run's preset dictionary: made from the first item staged with sessions, then read back (a
-        resumed or second staging uses the one already there)."""
-        if run_id not in self._dictionaries:
-            key = self._key(run_id, "zdict")
-            if chunks:
-                self.r.set(key, session_dictionary(chunks), nx=True)
+        """The run's preset dictionary, as Redis holds it: made from the first item staged with sessions (a
+        resumed or second staging finds the one already there; a Redis that lost it gets a new one, and each
+        item records which it was packed with)."""
+        key = self._key(run_id, "zdict")
+        zdict = self.r.get(key)
+        if zdict is None and chunks:
+            self.r.set(key, session_dictionary(chunks), nx=True)
             zdict = self.r.get(key)
-            if zdict is None:
-                return b""
-            self._dictionaries = {run_id: zdict}
-        return self._dictionaries[run_id]
+        return zdict or b""
 
     def order(self, run_id: str) -> list[str]:
         return [i.decode() for i in self.r.lrange(self._key(run_id, "order"), 0, -1)]

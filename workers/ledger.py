@@ -204,7 +204,7 @@ def split_sessions(item: dict) -> tuple[dict, dict[str, bytes]]:
         payload = json.dumps(chunk, ensure_ascii=False).encode()
         digest = hashlib.sha256(payload).hexdigest()
         chunks[digest] = payload
-        occurrences.append({"chunk": digest, "props": lifted})
+        occurrences.append({"chunk": digest, "props": lifted, "bytes": len(payload)})
         start = end
     staged = {("turn_chunks" if k == "turns" else k): (occurrences if k == "turns" else v) for k, v in item.items()}
     return staged, chunks
@@ -233,9 +233,15 @@ def pack_session(raw: bytes, zdict: bytes) -> bytes:
     return packer.compress(raw) + packer.flush()
 
 
-def unpack_session(payload: bytes, zdict: bytes) -> bytes:
+def unpack_session(payload: bytes, zdict: bytes, size: int) -> bytes:
+    """The chunk's JSON bytes; never more than `size` (its recorded length) + 1 are inflated, so a planted
+    compression bomb costs nothing."""
     unpacker = zlib.decompressobj(zdict=zdict) if zdict else zlib.decompressobj()
-    return unpacker.decompress(payload) + unpacker.flush()
+    return unpacker.decompress(payload, size + 1)
+
+
+def dictionary_id(zdict: bytes) -> str:
+    return hashlib.sha256(zdict).hexdigest()[:16]
 
 
 def join_sessions(staged: dict, chunks: dict[str, list]) -> dict:
@@ -285,8 +291,13 @@ class Ledger:
         staged = unpack(payload)
         if "turn_chunks" not in staged:
             return staged
-        digests = list(dict.fromkeys(o["chunk"] for o in staged["turn_chunks"]))
+        sizes = {o["chunk"]: o["bytes"] for o in staged["turn_chunks"]}
+        digests = list(sizes)
         zdict = self.r.get(self._key(run_id, "zdict")) or b""
+        if dictionary_id(zdict) != staged.get("session_dictionary"):
+            raise MemfarmError(f"run {run_id}: item {item_id}: the run's session dictionary is "
+                               f"{'missing' if not zdict else 'not the one it was staged with'}; stage the run again")
+        del staged["session_dictionary"]
         chunks = {}
         for start in range(0, len(digests), 200):
             part = digests[start:start + 200]
@@ -295,7 +306,7 @@ class Ledger:
                     raise MemfarmError(f"run {run_id}: item {item_id}: staged session {digest[:12]} is missing "
                                        f"from Redis (lost with a Redis that kept no data?); stage the run again")
                 try:
-                    raw = unpack_session(payload, zdict)
+                    raw = unpack_session(payload, zdict, sizes[digest])
                 except zlib.error:
                     raw = b""
                 if hashlib.sha256(raw).hexdigest() != digest:

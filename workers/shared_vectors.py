@@ -3,8 +3,11 @@
 A worker's embedding store (`memoria.embedding_store`) saves re-encoding on one
 machine; this tier saves it across machines: a text one worker encoded is
 fetched by the others instead of encoded again. Each vector is stored under
-`memfarm:vectors:<key>` (the store's key: SHA-256 over the embedder's signature,
-model files and the exact text) as float32 bytes after a 16-byte checksum.
+`memfarm-vectors:<key>` (the store's key: SHA-256 over the embedder's signature,
+model files and the exact text) as float32 bytes after a 16-byte checksum; outside
+every run's `memfarm:<run id>:` keys, so no run's forget or expiry touches them.
+The checksum catches damage, not forgery: anyone who may write to the farm's Redis
+can already write its records. A vector that is not finite is never served.
 
 Float32, not float16: a vector fetched from Redis is then bit for bit the one the
 fetching worker would have made, so a run's numbers never depend on which worker
@@ -25,11 +28,19 @@ import redis
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "memfarm:vectors:"
-BUDGET_KEY = "memfarm:vectors-budget"
+PREFIX = "memfarm-vectors:"
+BUDGET_KEY = "memfarm-vectors-budget"
 DEFAULT_MAX_BYTES = 256 << 20
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
 _CHECK = 16
+
+
+def forget_all(client: redis.Redis) -> int:
+    """Remove every shared vector and the budget; returns how many keys went."""
+    keys = list(client.scan_iter(match=PREFIX + "*", count=1000))
+    for start in range(0, len(keys), 1000):
+        client.delete(*keys[start:start + 1000])
+    return len(keys) + client.delete(BUDGET_KEY)
 
 
 def _checksum(key: str, blob: bytes) -> bytes:
@@ -64,7 +75,11 @@ class RedisVectors:
                     if len(blob) != 4 * dimension or raw[:_CHECK] != _checksum(key, blob):
                         self.counts["damaged"] += 1
                         continue
-                    found[key] = np.frombuffer(blob, dtype=np.float32)
+                    vector = np.frombuffer(blob, dtype=np.float32)
+                    if not np.isfinite(vector).all():
+                        self.counts["damaged"] += 1
+                        continue
+                    found[key] = vector
         except redis.RedisError as exc:
             self._failed(exc)
         self.counts["fetched"] += len(found)
@@ -80,9 +95,9 @@ class RedisVectors:
         size = sum(len(p) for p in payloads.values())
         try:
             pipe = self.r.pipeline(transaction=True)
-            pipe.incrby(BUDGET_KEY, size)
-            pipe.expire(BUDGET_KEY, self.ttl_seconds, nx=True)  # the first write of a window starts its clock
-            used = pipe.execute()[0]
+            pipe.set(BUDGET_KEY, 0, ex=self.ttl_seconds, nx=True)  # the first write of a window starts its clock
+            pipe.incrby(BUDGET_KEY, size)  # keeps the key's time to live
+            used = pipe.execute()[1]
             if used > self.max_bytes:
                 self.counts["skipped_full"] += len(payloads)
                 return

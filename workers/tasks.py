@@ -82,7 +82,7 @@ def _shared_vectors():
         mib = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_MIB")
         try:
             max_bytes = int(float(mib) * 2**20) if mib else DEFAULT_MAX_BYTES
-        except ValueError:
+        except (ValueError, OverflowError):
             raise MemfarmError(f"MEMFARM_SHARED_EMBEDDINGS_MIB={mib!r} is not a number of MiB") from None
         _SHARED = RedisVectors(_ledger().r, max_bytes=max_bytes)
     return _SHARED

@@ -145,6 +145,17 @@ def forget_command(cli, run_id, broker, force):
     click.echo(f"forgot run {run_id}: {ledger.forget(run_id)} keys removed")
 
 
+@main.command("forget-shared-embeddings")
+@broker_option()
+@pass_cli
+def forget_shared_embeddings_command(cli, broker):
+    """Remove every vector workers shared through this redis (--shared-embeddings); they expire after 7 days."""
+    from workers.shared_vectors import forget_all
+
+    ledger, _ = cli.connect(broker)
+    click.echo(f"forgot the shared embeddings: {forget_all(ledger.r)} keys removed")
+
+
 @main.command()
 @broker_option()
 @click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default="cache/worker",

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -454,6 +455,7 @@ def test_shared_embeddings_let_a_fresh_worker_encode_nothing_another_encoded(red
                                            str(data["questions"]), "--broker", redis_server.url, "--output", str(out),
                                            "--shared-embeddings"])
         assert result.exit_code == 0, result.output
+        assert re.search(r"staged \d+ session occurrences as \d+ distinct .*; redis holds [\d.]+ MiB", result.output)
         return json.loads(out.read_text()), json.loads((tmp_path / f"{name}.manifest.json").read_text())
 
     first = workers(redis_server.url, "w1").wait_ready()

@@ -386,3 +386,36 @@ def test_split_and_join_give_back_any_turn_list(rows):
     back = join_sessions(staged, {digest: json.loads(payload) for digest, payload in chunks.items()})
     assert json.dumps(back) == json.dumps(item)
     assert [type(t["props"]["session_index"]) for t in back["turns"]] == [type(i) for _, _, i, _ in rows]
+
+
+def test_the_run_dictionary_is_what_redis_holds_even_after_forget_and_restage(ledger, tmp_path):
+    from workers.ledger import ZDICT_BYTES
+
+    item = _longmemeval_items(tmp_path, questions=1)[0]
+    ledger.create_run("s4", {"created": time.time()})
+    ledger.stage("s4", item)
+    assert len(ledger.r.get("memfarm:s4:zdict")) == ZDICT_BYTES  # the first item's sessions are longer than that
+    ledger.forget("s4")
+    ledger.create_run("s4", {"created": time.time()})
+    ledger.stage("s4", item)  # the same ledger object: nothing of the forgotten run may linger in it
+    assert json.dumps(ledger.load_item("s4", item["item_id"])) == json.dumps(item)
+    ledger.r.delete("memfarm:s4:zdict")
+    with pytest.raises(MemfarmError, match="session dictionary is missing"):
+        ledger.load_item("s4", item["item_id"])
+    ledger.r.set("memfarm:s4:zdict", b"another dictionary")
+    with pytest.raises(MemfarmError, match="not the one it was staged with"):
+        ledger.load_item("s4", item["item_id"])
+
+
+def test_a_planted_compression_bomb_is_refused_without_inflating_it(ledger, tmp_path):
+    import resource
+
+    item = _longmemeval_items(tmp_path, questions=1)[0]
+    ledger.create_run("s5", {"created": time.time()})
+    ledger.stage("s5", item)
+    key = next(ledger.r.scan_iter("memfarm:s5:session:*"))
+    ledger.r.set(key, zlib.compress(b" " * 300_000_000, 9))  # about 300 KB that would inflate to 300 MB
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(MemfarmError, match="is damaged"):
+        ledger.load_item("s5", item["item_id"])
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB: far less than 300 MB

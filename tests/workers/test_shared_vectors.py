@@ -64,6 +64,22 @@ def test_a_damaged_vector_is_not_served(client):
     assert tier.get(["k1"], 4) == {} and tier.counts["damaged"] == 1
     client.set(PREFIX + "k1", b"short")
     assert tier.get(["k1"], 4) == {}
+    tier.put({"k8": np.ones(8, dtype=np.float32)})  # intact, but of another dimension
+    assert tier.get(["k8"], 4) == {} and list(tier.get(["k8"], 8)) == ["k8"]
+    tier.put({"nan": np.array([1.0, np.nan, 0.0, 0.0], dtype=np.float32)})  # checksummed, not finite
+    assert tier.get(["nan"], 4) == {}
+
+
+def test_shared_vectors_live_outside_every_run_and_can_be_forgotten(client):
+    from coordinator.ledger import RunLedger
+    from workers.shared_vectors import forget_all
+
+    tier = RedisVectors(client)
+    tier.put({"k1": np.ones(4, dtype=np.float32)})
+    ledger = RunLedger(client)
+    ledger.create_run("vectors", {"created": 0.0})  # a run named like the tier removes only its own keys
+    assert ledger.forget("vectors") == 1 and list(tier.get(["k1"], 4)) == ["k1"]
+    assert forget_all(client) == 2 and tier.get(["k1"], 4) == {} and not client.exists(BUDGET_KEY)
 
 
 def test_writes_stop_at_the_budget(client):
@@ -73,6 +89,9 @@ def test_writes_stop_at_the_budget(client):
     assert tier.counts["written"] == 3 and tier.counts["skipped_full"] == 2
     assert sorted(tier.get([f"k{n}" for n in range(5)], 4)) == ["k0", "k1", "k2"]
     assert 0 < client.ttl(BUDGET_KEY) <= tier.ttl_seconds, "the budget's window ends"
+    client.expire(BUDGET_KEY, 50)
+    tier.put({"k9": np.zeros(4, dtype=np.float32)})
+    assert client.ttl(BUDGET_KEY) <= 50, "a later write does not restart the window"
 
 
 def test_a_redis_that_is_gone_leaves_the_worker_encoding(tmp_path):
@@ -94,3 +113,30 @@ def test_a_second_machine_fetches_what_the_first_encoded(client, tmp_path):
     assert fetched[:4].tobytes() == made.tobytes()
     again = second.encode(["alpha"])  # now in the second machine's own store: Redis is not asked again
     assert second.counts["shared"] == 3 and again.tobytes() == made[:1].tobytes()
+
+
+def test_the_run_decides_whether_a_worker_shares(server, tmp_path, monkeypatch):
+    """One worker process serves runs with and without --shared-embeddings: its system follows each run."""
+    from coordinator.spec import RunSpec
+    from workers import tasks
+
+    monkeypatch.setenv("MEMFARM_BROKER", server.url)
+    monkeypatch.setenv("MEMFARM_CACHE_DIR", str(tmp_path / "cache"))
+    for name, value in (("_LEDGER", None), ("_SHARED", None), ("_SYSTEMS", {})):
+        monkeypatch.setattr(tasks, name, value)
+    settings = RunSpec(benchmark="longmemeval", dataset="x.json").system_settings()
+    meta = {"system": "memoria", "system_settings": settings, "embedding_store": True}
+    shared = tasks._system({**meta, "shared_embeddings": True}).memory.embedder.shared
+    assert isinstance(shared, RedisVectors)
+    assert tasks._system({**meta, "shared_embeddings": False}).memory.embedder.shared is None
+    assert tasks._system(meta).memory.embedder.shared is None
+
+
+def test_the_staging_line_says_when_redis_memory_cannot_be_read():
+    from coordinator.cli.run import staging_line
+
+    stats = {"session_occurrences": 48, "sessions_stored": 40, "session_bytes": 2 * 2**20, "item_bytes": 2**19}
+    line = staging_line(stats, None)
+    assert "48 session occurrences as 40 distinct (2.0 MiB of sessions, 0.5 MiB of items" in line
+    assert line.endswith("redis memory: not readable by this user")
+    assert staging_line(stats, 3 * 2**20).endswith("redis holds 3.0 MiB")
