@@ -110,11 +110,11 @@ class RunSpec:
         if not farm:
             for option in ("max_attempts", "run_id", "shared_embeddings"):
                 refuse(option, "is a farm setting: give --broker (or MEMFARM_BROKER) to run on the farm")
+            if not self.cache_dir:
+                refuse("rebuild_cache", "needs --cache-dir (or MEMFARM_CACHE_DIR): there is no cache to rebuild")
         if self.shared_embeddings and not self.embedding_store:
             raise MemfarmError("--shared-embeddings shares what each worker's embedding store holds: "
                                "drop --no-embedding-store")
-            if not self.cache_dir:
-                refuse("rebuild_cache", "needs --cache-dir (or MEMFARM_CACHE_DIR): there is no cache to rebuild")
         warnings = []
         if farm and "cache_dir" in given:
             warnings.append("--cache-dir is not used by a farm run: each worker caches in its own --cache-dir")

@@ -159,7 +159,7 @@ def test_a_poison_item_fails_for_good_then_requeue_runs_it(redis_server, workers
     poison = ledger.order(run_id)[1]
     key = f"memfarm:{run_id}:item:{poison}"
     good_payload = ledger.r.get(key)
-    broken = json.loads(zlib.decompress(good_payload))
+    broken = ledger.load_item(run_id, poison)  # whole, as a worker sees it: turns joined from the staged sessions
     broken["turns"][0]["text"] = 12345  # the engine rejects a non-string text, every time
     ledger.r.set(key, zlib.compress(json.dumps(broken).encode()))
     workers(redis_server.url, "w1").wait_ready()

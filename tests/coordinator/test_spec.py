@@ -38,6 +38,17 @@ def test_settings_that_would_be_ignored_are_refused(spec, message):
         spec.check(farm=False)
 
 
+def test_shared_embeddings_need_the_store_they_share():
+    spec = RunSpec("longmemeval", dataset="d.json", shared_embeddings=True, embedding_store=False,
+                   explicit=frozenset({"shared_embeddings", "embedding_store"}))
+    with pytest.raises(MemfarmError, match="drop --no-embedding-store"):
+        spec.check(farm=True)
+    with pytest.raises(MemfarmError, match="farm setting"):
+        spec.check(farm=False)
+    assert RunSpec("longmemeval", dataset="d.json", questions="q.json", shared_embeddings=True,
+                   explicit=frozenset({"shared_embeddings"})).check(farm=True) == []
+
+
 def test_defaults_given_by_nobody_are_not_refused_and_warnings_say_what_is_unused():
     assert RunSpec("longmemeval", dataset="d.json", questions="q.json").check(farm=False) == []
     warnings = RunSpec("longmemeval", dataset="d.json", questions="q.json", cache_dir="c",
