@@ -51,6 +51,8 @@ class MemoryInterface:
         window_overlap: int = defaults.DEFAULT_WINDOW_OVERLAP,
         window_turn_chars: int = defaults.DEFAULT_WINDOW_TURN_CHARS,
         session_top_n: int = defaults.DEFAULT_SESSION_TOP_N,
+        feedback_turns: int = defaults.DEFAULT_FEEDBACK_TURNS,
+        feedback_terms: int = defaults.DEFAULT_FEEDBACK_TERMS,
     ):
         if embedder is None:
             from memoria.embedder import LazyEmbedder
@@ -67,6 +69,9 @@ class MemoryInterface:
                              "0 <= overlap < size")
         self.window_size, self.window_overlap, self.window_turn_chars = window_size, window_overlap, window_turn_chars
         self.session_top_n = session_top_n
+        if feedback_turns < 1 or feedback_terms < 1:
+            raise ValueError(f"feedback needs at least one turn and one term, got {feedback_turns} and {feedback_terms}")
+        self.feedback_turns, self.feedback_terms = feedback_turns, feedback_terms
         self.scheduler = SourceScheduler()
         #: Extra or replacement sources by name (tests, experiments): {name: callable() -> [(id, score)]}.
         self.custom_sources: dict = {}
@@ -97,7 +102,8 @@ class MemoryInterface:
     @property
     def ranking_settings(self) -> dict:
         return {"weights": dict(self.weights), "mmr_lambda": self.mmr_lambda, "mmr_window": self.mmr_window,
-                "graph_seeds": self.graph_seeds, "session_top_n": self.session_top_n}
+                "graph_seeds": self.graph_seeds, "session_top_n": self.session_top_n,
+                "feedback": {"turns": self.feedback_turns, "terms": self.feedback_terms}}
 
     # -- writing -----------------------------------------------------------
     def insert(self, texts: list[str], metadatas: list[dict], vectors: np.ndarray | None,
@@ -247,9 +253,10 @@ class MemoryInterface:
         if mode == "fusion" and "fusion" in outcome:
             ranked = outcome["fusion"]["fused"]
         elif mode in defaults.RANKED_MODES:
-            context = RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids, query)
+            context = RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids, query,
+                                     lexical_search=lambda text: self.bm25.search(text, len(self.store)))
             ranked, diagnostics["ranking"] = rank(context, self.weights, limit, self.mmr_lambda, self.mmr_window,
-                                                  self.session_top_n)
+                                                  self.session_top_n, self.feedback_turns, self.feedback_terms)
             ranked = [(i, score, {"kind": "ranking", **extra}) for i, score, extra in ranked]
         else:
             ranked = _round_robin(lists, submitted)

@@ -8,11 +8,13 @@ MMR then may reorder the top of the list for diversity, and says how much.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
+from collections import Counter, defaultdict
 
 import numpy as np
 
 from memoria import boosts, defaults
+from memoria.bm25 import tokenize
 
 
 def _min_max(scores: dict[int, float], ids) -> dict[int, float]:
@@ -32,9 +34,11 @@ class RankingContext:
     """What signals may read: the query's vector, the sources' lists, the derived view, the vectors."""
 
     def __init__(self, query_vector, lists: dict[str, list[tuple[int, float]]], view, vectors, total_ids: list[int],
-                 query: str = ""):
+                 query: str = "", lexical_search=None):
         self.query_vector = query_vector
         self.query = query
+        #: `lexical_search(text)` -> [(id, BM25 score)] over the whole memory; None: no lexical feedback.
+        self.lexical_search = lexical_search
         self.lists = {name: dict(pairs) for name, pairs in lists.items()}
         self.view = view
         self.vectors = vectors
@@ -104,9 +108,45 @@ SIGNALS = {
     "date": _dates,
     "temporal": _temporal,
 }
+#: Read after the first stage: BM25 of words taken from its best turns (lexical pseudo-relevance feedback).
+FEEDBACK_SIGNAL = "feedback"
 #: The second stage: a candidate's session, scored from the first stage's scores of its turns.
 SESSION_SIGNAL = "session"
-KNOWN_SIGNALS = tuple(SIGNALS) + (SESSION_SIGNAL,)
+KNOWN_SIGNALS = tuple(SIGNALS) + (FEEDBACK_SIGNAL, SESSION_SIGNAL)
+
+
+def feedback_terms(query: str, feedback: list[tuple[str, float]], document_frequency, documents: int,
+                   count: int) -> list[str]:
+    """Words to search for beside the question, taken from the texts the first stage ranked best.
+
+    In the manner of RM3 (Lavrenko and Croft, 2001; Abdul-Jaleel et al., 2004): a
+    word of a feedback text weighs that text's score times the word's share of the
+    text times its idf, log(1 + documents / (1 + document frequency)), summed over
+    the texts; the question's own words are left out (BM25 already searches them).
+    The `count` heaviest words, ties broken by the word.
+    """
+    asked = set(tokenize(query))
+    weights: dict[str, float] = defaultdict(float)
+    for text, score in feedback:
+        tokens = tokenize(text)
+        for term, n in Counter(tokens).items():
+            if term not in asked:
+                idf = math.log(1 + documents / (1 + document_frequency.get(term, 0)))
+                weights[term] += score * n / len(tokens) * idf
+    ranked = sorted(((t, w) for t, w in weights.items() if w > 0), key=lambda p: (-p[1], p[0]))
+    return [t for t, _ in ranked[:count]]
+
+
+def _feedback(ctx: RankingContext, base: dict[int, float], pool, turns: int, count: int):
+    """Each candidate's BM25 score for the feedback words of the best `turns` candidates, divided by the best."""
+    if ctx.lexical_search is None or not pool:
+        return {i: 0.0 for i in pool}, []
+    best = sorted(pool, key=lambda i: (-base[i], i))[:turns]
+    terms = feedback_terms(ctx.query, [(ctx.view.raw_texts.get(i, ""), max(base[i], 0.0)) for i in best],
+                           ctx.view.document_frequency, ctx.view.total, count)
+    if not terms:
+        return {i: 0.0 for i in pool}, []
+    return _by_max(dict(ctx.lexical_search(" ".join(terms))), pool), terms
 
 
 def session_aggregate(scores: dict[int, float], session_of, top_n: int) -> dict[int, float]:
@@ -127,12 +167,15 @@ def session_aggregate(scores: dict[int, float], session_of, top_n: int) -> dict[
 
 def rank(ctx: RankingContext, weights: dict[str, float], limit: int,
          mmr_lambda: float = defaults.DEFAULT_MMR_LAMBDA, mmr_window: int = defaults.DEFAULT_MMR_WINDOW,
-         session_top_n: int = defaults.DEFAULT_SESSION_TOP_N):
+         session_top_n: int = defaults.DEFAULT_SESSION_TOP_N,
+         feedback_turns: int = defaults.DEFAULT_FEEDBACK_TURNS, feedback_count: int = defaults.DEFAULT_FEEDBACK_TERMS):
     """Best-first `(id, final_score, diagnostics)` and the ranking's own diagnostics.
 
-    First every signal's weighted sum; then, with a `session` weight, each
-    candidate gains its session's aggregate of those sums (normalised by the
-    best session), so the final score is still the sum of the contributions.
+    First every signal's weighted sum; with a `feedback` weight, each candidate
+    then gains its BM25 score for words taken from the best `feedback_turns` of
+    those sums (`feedback_terms`); then, with a `session` weight, each candidate
+    gains its session's aggregate of the sums so far (normalised by the best
+    session), so the final score is still the sum of the contributions.
     """
     unknown = set(weights) - set(KNOWN_SIGNALS)
     if unknown:
@@ -145,6 +188,14 @@ def rank(ctx: RankingContext, weights: dict[str, float], limit: int,
         contributions = {name: weights.get(name, 0.0) * signal_values[name] for name in SIGNALS}
         first[memory_id] = (signal_values, contributions)
     base = {i: sum(contributions.values()) for i, (_, contributions) in first.items()}
+    feedback_weight = weights.get(FEEDBACK_SIGNAL, 0.0)
+    feedback, terms = (_feedback(ctx, base, pool, feedback_turns, feedback_count) if feedback_weight
+                       else ({i: 0.0 for i in pool}, []))
+    for memory_id in pool:
+        signal_values, contributions = first[memory_id]
+        signal_values[FEEDBACK_SIGNAL] = feedback[memory_id]
+        contributions[FEEDBACK_SIGNAL] = feedback_weight * feedback[memory_id]
+        base[memory_id] += contributions[FEEDBACK_SIGNAL]
     session_weight = weights.get(SESSION_SIGNAL, 0.0)
     sessions = (_by_max(session_aggregate(base, lambda i: ctx.view.session_of.get(i, ("memory", i)), session_top_n),
                         pool) if session_weight else {i: 0.0 for i in pool})
@@ -159,6 +210,7 @@ def rank(ctx: RankingContext, weights: dict[str, float], limit: int,
     reordered, mmr = _mmr(ctx, scored, mmr_lambda, mmr_window)
     final = reordered[:limit]
     diagnostics = {"pool": len(pool), "weights": dict(weights), "session_top_n": session_top_n,
+                   "feedback": {"turns": feedback_turns, "terms": terms},
                    "mmr": {**mmr, "lambda": mmr_lambda, "window": mmr_window}}
     return final, diagnostics
 

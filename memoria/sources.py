@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from memoria.boosts import date_keys, mentions_time
-from memoria.bm25 import STOPWORDS
+from memoria.bm25 import STOPWORDS, tokenize
 from memoria.extract import query_attributes, query_entities
 from memoria.windows import session_key
 
@@ -59,9 +59,19 @@ class DerivedView:
         self.total = max(1, len(rows))
         self._date_keys: dict[int, set[str]] = {}
         self._mentions_time: dict[int, bool] = {}
+        self._document_frequency: Counter | None = None
 
     def idf(self, entity: str) -> float:
         return math.log(1 + self.total / (1 + len(self.entity_ids.get(entity, ()))))
+
+    @property
+    def document_frequency(self) -> Counter:
+        """How many memories hold each BM25 token (worked out once, on first use)."""
+        if self._document_frequency is None:
+            self._document_frequency = Counter()
+            for text in self.raw_texts.values():
+                self._document_frequency.update(set(tokenize(text)))
+        return self._document_frequency
 
     def date_keys(self, memory_id: int) -> set[str]:
         """Date keys of a memory's text and of its session's date (worked out once per memory)."""

@@ -34,7 +34,8 @@ class MemoriaSystem:
                  weights: dict | None = None, without: tuple[str, ...] = (), mmr_lambda: float | None = None,
                  max_seq_length: int | None = None, embedding_store: str | None = None,
                  embedder_backend: str = "torch", window_size: int | None = None, window_overlap: int | None = None,
-                 session_top_n: int | None = None):
+                 session_top_n: int | None = None, feedback_turns: int | None = None,
+                 feedback_terms: int | None = None):
         if mode not in defaults.MODE_SOURCES:
             raise ValueError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
         switches = defaults.RANKING_SWITCHES if mode in defaults.RANKED_MODES else ()
@@ -52,6 +53,10 @@ class MemoriaSystem:
             options["mmr_lambda"] = mmr_lambda
         if session_top_n is not None:
             options["session_top_n"] = session_top_n
+        if feedback_turns is not None:
+            options["feedback_turns"] = feedback_turns
+        if feedback_terms is not None:
+            options["feedback_terms"] = feedback_terms
         if window_overlap is not None:
             options["window_overlap"] = window_overlap
         # Windows cost encoding: only a mode that submits the window source, with a weight on it, builds them.

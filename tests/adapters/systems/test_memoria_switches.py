@@ -12,6 +12,7 @@ def test_each_new_part_of_full_can_be_switched_off_and_the_config_says_so():
     assert full.memory.window_size == defaults.DEFAULT_WINDOW_SIZE and "window" in full.sources
     ranking = full.config["ranking"]
     assert ranking["session_top_n"] == defaults.DEFAULT_SESSION_TOP_N and ranking["switched_off"] == []
+    assert ranking["feedback"] == {"turns": defaults.DEFAULT_FEEDBACK_TURNS, "terms": defaults.DEFAULT_FEEDBACK_TERMS}
     assert full.config["windows"] == {"size": defaults.DEFAULT_WINDOW_SIZE, "overlap": defaults.DEFAULT_WINDOW_OVERLAP,
                                       "turn_chars": defaults.DEFAULT_WINDOW_TURN_CHARS}
     for part in defaults.RANKING_SWITCHES:
@@ -20,8 +21,10 @@ def test_each_new_part_of_full_can_be_switched_off_and_the_config_says_so():
         assert off.sources == full.sources  # a ranking part is no source
     no_windows = MemoriaSystem(mode="full", weights=with_windows, without=("window",))
     assert no_windows.memory.window_size == 0 and "window" not in no_windows.sources
-    sized = MemoriaSystem(mode="full", weights=with_windows, window_size=4, window_overlap=2, session_top_n=5)
+    sized = MemoriaSystem(mode="full", weights=with_windows, window_size=4, window_overlap=2, session_top_n=5,
+                          feedback_turns=2, feedback_terms=5)
     assert sized.config["windows"]["size"] == 4 and sized.config["ranking"]["session_top_n"] == 5
+    assert sized.config["ranking"]["feedback"] == {"turns": 2, "terms": 5}
 
 
 def test_windows_weighing_nothing_are_neither_built_nor_searched():
