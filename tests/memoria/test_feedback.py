@@ -1,7 +1,5 @@
 """Lexical feedback in `full`: words of the first stage's best turns, searched with BM25 beside the question."""
 
-import math
-
 import pytest
 
 from memoria import BatchLoader, MemoryInterface, defaults
@@ -42,7 +40,7 @@ def test_feedback_terms_by_hand():
         ["puppy", "adopted", "shelter"]  # adopted and shelter weigh the same: by the word
     # A common word loses to a rarer one of the same share: "museum" in 1 of 4 documents, "maps" in 3.
     rarer = feedback_terms("", [("museum maps", 1.0)], {"museum": 1, "maps": 3}, 4, 1)
-    assert rarer == ["museum"] and math.log(1 + 4 / 2) > math.log(1 + 4 / 4)
+    assert rarer == ["museum"]
     # Each feedback text counts by its score: a text scoring 0 adds nothing.
     assert feedback_terms("", [("museum", 0.0), ("maps", 0.5)], {}, 4, 5) == ["maps"]
     assert feedback_terms("puppy shelter", [("puppy shelter", 1.0)], {}, 4, 5) == []
