@@ -204,6 +204,26 @@ def test_forget_removes_every_key_of_the_run_and_nothing_else(ledger):
     assert ledger.runs() == ["keep", "gone2"]
 
 
+def test_a_worker_finishing_while_the_run_is_forgotten_leaves_nothing_behind(ledger, monkeypatch):
+    """The race a forced `forget` meets when a worker is mid-item: its finish lands between the scan
+    of the run's keys and their deletion, and must not leave an outcome or an event list behind."""
+    _run(ledger, "busy", items=("a",))
+    _begin(ledger, run="busy")
+    scan = ledger.run_keys
+    finished = []
+
+    def scan_then_the_worker_finishes(run_id):
+        keys = scan(run_id)
+        if not finished:
+            finished.append(ledger.finish("busy", "a", 1, {"records": []}))
+        return keys
+
+    monkeypatch.setattr(ledger, "run_keys", scan_then_the_worker_finishes)
+    ledger.forget("busy")
+    assert finished == [False], "the state went first: the worker's finish must be refused"
+    assert scan("busy") == [] and ledger.runs() == []
+
+
 def test_expiry_reaches_every_key_of_the_run(ledger):
     _run(ledger, "old", items=("a",))
     _run(ledger, "new", items=("a",))
