@@ -117,6 +117,22 @@ def bench_coldrun(questions, scale, locomo, workdir, output, rounds):
     click.echo(run_coldrun_bench(questions, scale, workdir, output, locomo=locomo, rounds=rounds))
 
 
+@bench.command("encoders")
+@click.option("--rounds", type=click.IntRange(1), default=3, show_default=True,
+              help="Rounds; in each, every backend encodes every bucket in turn. The median round is reported.")
+@click.option("--threads", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--tokens-per-bucket", type=click.IntRange(64), default=20000, show_default=True,
+              help="About how many tokens each length bucket holds.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_encoders", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/encoders.json", show_default=True)
+def bench_encoders(rounds, threads, tokens_per_bucket, workdir, output):
+    """Texts per second of torch, onnx and onnx-int8 by text length, side by side."""
+    from coordinator.benches import run_encoders_bench
+
+    click.echo(run_encoders_bench(output, rounds=rounds, threads=threads, workdir=workdir,
+                                  per_bucket_tokens=tokens_per_bucket))
+
+
 @bench.command("staging")
 @click.option("--questions", type=click.IntRange(1), default=500, show_default=True)
 @click.option("--scale", type=click.FloatRange(0.01, 1.0), default=1.0, show_default=True)

@@ -222,7 +222,7 @@ def test_the_same_item_twice_leaves_one_record(redis_server, data, monkeypatch):
 
 @pytest.mark.parametrize("setting, shown", [
     ({"MEMFARM_MAX_SEQ_LENGTH": 128}, "'max_seq_length': 128"),
-    ({"MEMFARM_EMBEDDER_BACKEND": "onnx"}, "'backend': 'onnxruntime/fp32'"),
+    ({"MEMFARM_EMBEDDER_BACKEND": "onnx"}, "'backend': 'onnxruntime/fp32-fused'"),
 ])
 def test_a_worker_with_another_signature_refuses(redis_server, workers, data, setting, shown):
     workers(redis_server.url, "odd", **setting).wait_ready()

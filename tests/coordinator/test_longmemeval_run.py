@@ -359,7 +359,7 @@ def test_the_onnx_backend_scores_as_torch_does_and_keys_its_own_cache(dataset, f
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "onnx.manifest.json").read_text())
     assert manifest["cache"]["hits"] == 0, "the torch run's cache entries are not this backend's"
-    assert manifest["cache"]["signature"]["backend"] == "onnxruntime/fp32"
+    assert manifest["cache"]["signature"]["backend"] == "onnxruntime/fp32-fused"
     assert manifest["embedding_store"]["texts_encoded"] > 0, "nor are its stored vectors"
     results = json.loads(out.read_text())
     for level in ("session", "turn"):

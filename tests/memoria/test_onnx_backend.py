@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memoria.embedder import LazyEmbedder
-from memoria.onnx_backend import BACKENDS, OnnxEmbedder, _valid, export
+from memoria.onnx_backend import _FILES, BACKENDS, OnnxEmbedder, _valid, export
 
 pytestmark = pytest.mark.slow
 
@@ -55,8 +55,27 @@ def test_a_damaged_export_is_found_by_its_hash_and_made_again(folder):
 
 def test_the_lazy_embedder_names_its_backend_without_loading_anything(folder):
     lazy = LazyEmbedder(backend="onnx-int8", onnx_dir=folder)
-    assert lazy.signature["backend"] == "onnxruntime/int8-dynamic" and lazy.dimension == 384
+    assert lazy.signature["backend"] == "onnxruntime/int8-dynamic-fused" and lazy.dimension == 384
     with pytest.raises(ValueError, match="needs a folder"):
         LazyEmbedder(backend="onnx")
     with pytest.raises(ValueError, match="unknown embedder backend"):
         LazyEmbedder(backend="tensorrt")
+
+
+def test_the_export_fuses_every_attention_layer_and_an_older_recipe_is_made_again(folder):
+    import onnx
+
+    path = export(folder, "onnx-int8")
+    ops = [node.op_type for node in onnx.load(str(folder / _FILES["onnx"])).graph.node]
+    assert ops.count("Attention") == 6 and "SkipLayerNormalization" in ops, sorted(set(ops))
+    assert "Softmax" not in ops, "an unfused attention was left in the graph"
+    record = json.loads((folder / "export.json").read_text())
+    record["recipe"] = "an older one"
+    (folder / "export.json").write_text(json.dumps(record))
+    assert not _valid(folder, "onnx") and not _valid(folder, "onnx-int8")
+    stale_int8 = path.stat().st_mtime_ns
+    export(folder, "onnx")
+    assert _valid(folder, "onnx") and not (folder / _FILES["onnx-int8"]).exists(), \
+        "an int8 file quantised from the older graph must not be taken for the new one's"
+    export(folder, "onnx-int8")
+    assert _valid(folder, "onnx-int8") and path.stat().st_mtime_ns != stale_int8
