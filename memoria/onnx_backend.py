@@ -77,23 +77,8 @@ def export(folder: str | Path, backend: str = "onnx") -> Path:
         if not _valid(folder, "onnx"):
             logger.info("exporting MiniLM to ONNX in %s (once per model and folder)", folder)
             bert = AutoModel.from_pretrained(model_path(), local_files_only=True, attn_implementation="eager").eval()
-
-            class Encoder(torch.nn.Module):  # keyword arguments: the model's positional order changes by version
-                def __init__(self):
-                    super().__init__()
-                    self.bert = bert
-
-                def forward(self, input_ids, attention_mask, token_type_ids):
-                    return self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                                     token_type_ids=token_type_ids).last_hidden_state
-
-            names = ["input_ids", "attention_mask", "token_type_ids"]
-            dummy = tuple(torch.ones(2, 8, dtype=torch.long) if n != "token_type_ids"
-                          else torch.zeros(2, 8, dtype=torch.long) for n in names)
             traced = fp32.with_suffix(".traced.tmp")
-            torch.onnx.export(Encoder().eval(), dummy, str(traced), input_names=names,
-                              output_names=["last_hidden_state"], opset_version=OPSET, dynamo=False,
-                              dynamic_axes={n: {0: "batch", 1: "tokens"} for n in names + ["last_hidden_state"]})
+            _trace(bert, traced)
             staging = fp32.with_suffix(".tmp")
             logger.info("fused: %s", _fuse(traced, staging, bert.config))
             traced.unlink()
@@ -120,6 +105,27 @@ def export(folder: str | Path, backend: str = "onnx") -> Path:
         if not _valid(folder, backend):
             raise RuntimeError(f"ONNX export in {folder} did not validate")
         return folder / _FILES[backend]
+
+
+def _trace(bert, out: Path) -> None:
+    """Trace a transformers BERT into an ONNX graph with dynamic batch and token axes."""
+    import torch
+
+    class Encoder(torch.nn.Module):  # keyword arguments: the model's positional order changes by version
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                             token_type_ids=token_type_ids).last_hidden_state
+
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    dummy = tuple(torch.ones(2, 8, dtype=torch.long) if n != "token_type_ids"
+                  else torch.zeros(2, 8, dtype=torch.long) for n in names)
+    torch.onnx.export(Encoder().eval(), dummy, str(out), input_names=names, output_names=["last_hidden_state"],
+                      opset_version=OPSET, dynamo=False,
+                      dynamic_axes={n: {0: "batch", 1: "tokens"} for n in names + ["last_hidden_state"]})
 
 
 def _fuse(traced: Path, out: Path, config) -> dict[str, int]:

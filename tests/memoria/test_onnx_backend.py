@@ -84,29 +84,14 @@ def test_the_export_fuses_every_attention_layer_and_an_older_recipe_is_made_agai
 def test_a_graph_whose_attention_did_not_fuse_is_refused(tmp_path):
     """Traced with torch's fused attention (what the export did before), no attention layer fuses: the
     export must say so rather than hand over a model that runs no faster than torch."""
-    import torch
     from transformers import AutoModel
 
     from memoria.embedder import model_path
-    from memoria.onnx_backend import _fuse
+    from memoria.onnx_backend import _fuse, _trace
 
     bert = AutoModel.from_pretrained(model_path(), local_files_only=True, attn_implementation="sdpa").eval()
-
-    class Encoder(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                             token_type_ids=token_type_ids).last_hidden_state
-
-    names = ["input_ids", "attention_mask", "token_type_ids"]
-    dummy = (torch.ones(2, 8, dtype=torch.long), torch.ones(2, 8, dtype=torch.long), torch.zeros(2, 8, dtype=torch.long))
     traced = tmp_path / "sdpa.onnx"
-    torch.onnx.export(Encoder().eval(), dummy, str(traced), input_names=names, output_names=["last_hidden_state"],
-                      opset_version=17, dynamo=False,
-                      dynamic_axes={n: {0: "batch", 1: "tokens"} for n in names + ["last_hidden_state"]})
+    _trace(bert, traced)
     with pytest.raises(RuntimeError, match="0 of 6 attention layers fused"):
         _fuse(traced, tmp_path / "fused.onnx", bert.config)
     assert not (tmp_path / "fused.onnx").exists()
