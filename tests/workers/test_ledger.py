@@ -224,6 +224,30 @@ def test_a_worker_finishing_while_the_run_is_forgotten_leaves_nothing_behind(led
     assert scan("busy") == [] and ledger.runs() == []
 
 
+@pytest.mark.parametrize("late_writes", [1, 2])
+def test_writes_landing_while_a_pass_deletes_are_found_by_the_next_pass(ledger, monkeypatch, late_writes):
+    """A write begun before the state went (a staging pipeline's session chunk, say) may land while a pass
+    deletes what its scan found; the next pass must find it, and the third must find one that lands during
+    the second."""
+    _run(ledger, "busy", items=("a",))
+    scan = ledger.run_keys
+    keys_before = len(scan("busy"))
+    late_keys = [ledger._key("busy", "session", f"late{n}") for n in range(late_writes)]
+    scans = []
+
+    def scan_then_a_late_write_lands(run_id):
+        keys = scan(run_id)
+        scans.append(keys)
+        if len(scans) <= late_writes:
+            ledger.r.set(late_keys[len(scans) - 1], b"chunk")
+        return keys
+
+    monkeypatch.setattr(ledger, "run_keys", scan_then_a_late_write_lands)
+    assert ledger.forget("busy") == keys_before + late_writes
+    assert ledger.r.exists(*late_keys) == 0
+    assert scan("busy") == [] and ledger.runs() == []
+
+
 def test_expiry_reaches_every_key_of_the_run(ledger):
     _run(ledger, "old", items=("a",))
     _run(ledger, "new", items=("a",))
