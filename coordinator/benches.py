@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from adapters.errors import MemfarmError
 from coordinator.analyze import percentile
 from coordinator.reducer import git_commit, summarize
 
@@ -634,6 +635,23 @@ def _question_slices(data: Path, workdir: Path, rounds: int) -> list[tuple[Path,
     return slices
 
 
+def round_ratios(baseline_seconds: list[float], variant_seconds: list[float]) -> dict:
+    """The baseline's time over the variant's in each round, and the median of those ratios.
+
+    The rounds interleave the variants, so one round's ratio compares times taken under the same load; a
+    whole-run ratio lets a round that load slowed for one side weigh in with all its seconds, the median
+    of the rounds does not."""
+    if not baseline_seconds or len(baseline_seconds) != len(variant_seconds):
+        raise MemfarmError(f"round ratios need the same rounds on both sides, not {len(baseline_seconds)} "
+                           f"baseline and {len(variant_seconds)} variant times")
+    ratios = []
+    for number, (baseline, variant) in enumerate(zip(baseline_seconds, variant_seconds)):
+        if variant <= 0:
+            raise MemfarmError(f"round {number}: the variant took {variant} s, so it has no ratio to the baseline")
+        ratios.append(baseline / variant)
+    return {"per_round": [round(r, 3) for r in ratios], "median": round(statistics.median(ratios), 3)}
+
+
 def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output, locomo: str | Path | None = None,
                       rounds: int = 4) -> str:
     """A cold run with and without the embedding store, side by side on one generated file whose sessions
@@ -668,7 +686,7 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output,
               ("store + torch", "store", []),
               ("store + onnx", "onnx", ["--embedder-backend", "onnx"]),
               ("store + onnx-int8", "int8", ["--embedder-backend", "onnx-int8"]))
-    runs = {slug: {"ms": 0.0, "rss": 0, "encoded": 0, "records": []} for _, slug, _ in setups}
+    runs = {slug: {"round_ms": [], "rss": 0, "encoded": 0, "records": []} for _, slug, _ in setups}
     for number, (chunk, chunk_questions) in enumerate(rounds):
         for _, slug, extra in setups:
             out = workdir / f"{slug}_{number}.json"
@@ -676,7 +694,8 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output,
                                    "--cache-dir", str(workdir / f"cache_{slug}"), *extra, "--output", str(out)])
             manifest = json.loads((workdir / f"{slug}_{number}.manifest.json").read_text())
             run = runs[slug]
-            run["ms"] += sum(i["timings"].get("total_ms", 0) + i["stats"].get("parse_ms", 0) for i in manifest["items"])
+            run["round_ms"].append(sum(i["timings"].get("total_ms", 0) + i["stats"].get("parse_ms", 0)
+                                       for i in manifest["items"]))
             run["rss"] = max(run["rss"], rss)
             run["encoded"] += manifest["embedding_store"]["texts_encoded"]
             run["records"] += json.loads(out.read_text())["records"]
@@ -685,7 +704,11 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output,
         run = runs[slug]
         session = summarize(run["records"], None)["all"]["session"]
         encoded = sharing["texts_given_to_the_model"] if slug == "plain" else run["encoded"]
-        variants.append({"name": name, "seconds_per_question": round(run["ms"] / 1000 / questions, 3),
+        ratios = round_ratios(runs["plain"]["round_ms"], run["round_ms"])
+        variants.append({"name": name, "seconds_per_question": round(sum(run["round_ms"]) / 1000 / questions, 3),
+                         "seconds_per_round": [round(ms / 1000, 2) for ms in run["round_ms"]],
+                         "ratio_to_the_old_path_per_round": ratios["per_round"],
+                         "ratio_to_the_old_path_median_of_rounds": ratios["median"],
                          "texts_encoded": encoded, "peak_rss_mib": round(run["rss"] / 2**20, 1),
                          "session_metrics": {k: round(v, 4) for k, v in session.items()}})
     plain, stored, onnx, int8 = variants
@@ -697,6 +720,11 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output,
     data_out = {"questions": questions, "scale": scale, "rounds": len(rounds), "sharing": sharing, "variants": variants,
                 "seconds": "the items' own time (reading, build or restore, questions), summed over the rounds; "
                            "process start and model load are left out",
+                "round_ratios": "the old path's seconds over the variant's in each round (every round runs each "
+                                "variant on the same slice, in turn), and their median: a round that a change in "
+                                "the machine's load distorted moves the whole-run speedup, hardly the median; the "
+                                "rounds are not alike, though: a store filled in the early rounds makes the later "
+                                "ones cheaper, so the median is read beside the whole-run speedup, not instead",
                 "speedup": round(plain["seconds_per_question"] / onnx["seconds_per_question"], 3),
                 "speedup_store_torch": round(plain["seconds_per_question"] / stored["seconds_per_question"], 3),
                 "speedup_store_int8": round(plain["seconds_per_question"] / int8["seconds_per_question"], 3),
@@ -711,11 +739,16 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output,
     lines = [f"{questions} questions at scale {scale}: {sharing['distinct_sessions']} distinct sessions in "
              f"{sharing['session_occurrences']} occurrences, {sharing['distinct_texts']} distinct texts in "
              f"{sharing['texts_given_to_the_model']} (the real file: 19,195 sessions in 23,867)",
-             f"{'variant':<32}{'s/question':>11}{'texts encoded':>15}{'peak RSS MiB':>14}{'sess R@5':>10}"]
+             f"{'variant':<32}{'s/question':>11}{'texts encoded':>15}{'peak RSS MiB':>14}{'sess R@5':>10}"
+             f"{'median of rounds':>18}"]
     lines += [f"{v['name']:<32}{v['seconds_per_question']:>11.3f}{v['texts_encoded']:>15}{v['peak_rss_mib']:>14.1f}"
-              f"{v['session_metrics']['recall_any@5']:>10.3f}" for v in variants]
-    lines.append(f"speedup over the old path: store + torch {data_out['speedup_store_torch']:.2f}x, store + onnx "
-                 f"{data_out['speedup']:.2f}x (target 2.0), store + onnx-int8 {data_out['speedup_store_int8']:.2f}x")
+              f"{v['session_metrics']['recall_any@5']:>10.3f}{v['ratio_to_the_old_path_median_of_rounds']:>17.2f}x"
+              for v in variants]
+    lines.append(f"speedup over the old path, whole run: store + torch {data_out['speedup_store_torch']:.2f}x, "
+                 f"store + onnx {data_out['speedup']:.2f}x (target 2.0), store + onnx-int8 "
+                 f"{data_out['speedup_store_int8']:.2f}x")
+    lines.append("in each round: " + "; ".join(
+        f"{v['name']} " + " ".join(f"{r:.2f}x" for r in v["ratio_to_the_old_path_per_round"]) for v in variants[1:]))
     lines.append(f"largest session metric difference from the old path: {data_out['largest_session_metric_difference']}")
     if locomo:
         quality = data_out["backend_quality"]["backends"]
