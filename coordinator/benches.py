@@ -320,7 +320,7 @@ def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: fl
     from adapters.longmemeval import extract_questions
     from adapters.longmemeval_synth import write
     from coordinator.spec import RunSpec
-    from memoria.defaults import DEFAULT_WEIGHTS, MODE_SOURCES, RANKING_SWITCHES
+    from memoria.defaults import DEFAULT_WEIGHTS, MODE_SOURCES, QUERY_SWITCHES, RANKING_SWITCHES
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -340,8 +340,9 @@ def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: fl
         else:
             configs.append((f"full + {part} {ABLATION_TRIAL_WEIGHT}", "full",
                             {"weights": {**DEFAULT_WEIGHTS, part: ABLATION_TRIAL_WEIGHT}}))
+    configs += [(f"full - {part}", "full", {"without": (part,)}) for part in QUERY_SWITCHES]
     configs += [("full, no MMR", "full", {"mmr_lambda": 1.0}),
-                ("full, no new parts", "full", {"without": RANKING_SWITCHES})]
+                ("full, no new parts", "full", {"without": RANKING_SWITCHES + QUERY_SWITCHES})]
     table = {}
     for dataset, base in datasets.items():
         table[dataset] = {}

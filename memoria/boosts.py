@@ -58,6 +58,24 @@ def question_names(query: str, known: set[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def without_names(query: str, names) -> str:
+    """The question with the given names (and their possessive 's) taken out, for its dense vector.
+
+    Every turn of a conversation opens with its speaker's name, so a speaker's name in
+    the question pulls its vector toward that speaker's shortest turns ("Joanna: Later,
+    take care!") rather than toward what is asked. The lexical sources and the name boost
+    still read the whole question. Names shorter than two letters are kept (a speaker
+    called "A" is no reason to drop every article); a question that is nothing but
+    names is returned whole.
+    """
+    kept = sorted({n for n in names if len(n) >= 2}, key=lambda n: (-len(n), n))
+    if not kept:
+        return query
+    pattern = r"(?<!\w)(?:" + "|".join(re.escape(n) for n in kept) + r")(?:['\u2019]s)?(?!\w)"
+    stripped = " ".join(re.sub(pattern, " ", query, flags=re.IGNORECASE).split())
+    return stripped if _WORD.search(stripped.lower()) else query
+
+
 def name_boost(names: list[str], speaker: str, entities: set[str], idf) -> float:
     """Share of the question's names (weighted by rarity) that the memory speaks or mentions."""
     if not names:

@@ -16,6 +16,7 @@ import numpy as np
 
 from memoria import defaults
 from memoria.bm25 import BM25Index
+from memoria.boosts import without_names
 from memoria.errors import SnapshotError, UnknownModeError
 from memoria.ranking import RankingContext, rank
 from memoria.rrf import reciprocal_rank_fusion
@@ -53,6 +54,7 @@ class MemoryInterface:
         session_top_n: int = defaults.DEFAULT_SESSION_TOP_N,
         feedback_turns: int = defaults.DEFAULT_FEEDBACK_TURNS,
         feedback_terms: int = defaults.DEFAULT_FEEDBACK_TERMS,
+        speaker_strip: bool = defaults.DEFAULT_SPEAKER_STRIP,
     ):
         if embedder is None:
             from memoria.embedder import LazyEmbedder
@@ -72,6 +74,7 @@ class MemoryInterface:
         if feedback_turns < 1 or feedback_terms < 1:
             raise ValueError(f"feedback needs at least one turn and one term, got {feedback_turns} and {feedback_terms}")
         self.feedback_turns, self.feedback_terms = feedback_turns, feedback_terms
+        self.speaker_strip = speaker_strip
         self.scheduler = SourceScheduler()
         #: Extra or replacement sources by name (tests, experiments): {name: callable() -> [(id, score)]}.
         self.custom_sources: dict = {}
@@ -103,7 +106,8 @@ class MemoryInterface:
     def ranking_settings(self) -> dict:
         return {"weights": dict(self.weights), "mmr_lambda": self.mmr_lambda, "mmr_window": self.mmr_window,
                 "graph_seeds": self.graph_seeds, "session_top_n": self.session_top_n,
-                "feedback": {"turns": self.feedback_turns, "terms": self.feedback_terms}}
+                "feedback": {"turns": self.feedback_turns, "terms": self.feedback_terms},
+                "speaker_strip": self.speaker_strip}
 
     # -- writing -----------------------------------------------------------
     def insert(self, texts: list[str], metadatas: list[dict], vectors: np.ndarray | None,
@@ -235,15 +239,19 @@ class MemoryInterface:
 
         if "window" in submitted:
             self.build_windows()
-        query_vector, embed_ms = None, 0.0
+        query_vector, embed_ms, dense_query = None, 0.0, query
+        if mode in defaults.RANKED_MODES and self.speaker_strip:
+            dense_query = without_names(query, self.view().speakers)
         if mode in defaults.RANKED_MODES or {"faiss", "fusion", "window"} & set(submitted):
             t0 = time.perf_counter()
-            query_vector = self.embedder.encode([query])[0]
+            query_vector = self.embedder.encode([dense_query])[0]
             embed_ms = _ms(t0)
         calls = {name: self.custom_sources.get(name) or partial(self._source, name, query, query_vector, pool)
                  for name in submitted}
         outcome, schedule = self.scheduler.run(calls, policy or self.policy, budget_ms or self.budget_ms)
         diagnostics = {"mode": mode, **schedule, "embed_ms": embed_ms, "candidate_pool": pool}
+        if dense_query != query:
+            diagnostics["dense_query"] = dense_query
         lists = {}
         for name, value in outcome.items():
             if name == "fusion":

@@ -54,7 +54,8 @@ class DerivedView:
         self.speaker_of = {memory_id: str(m.get("speaker") or "").strip().lower() for memory_id, _, m in rows}
         self.session_of = {memory_id: session_key(m) for memory_id, _, m in rows}
         self.session_date = {memory_id: str(m.get("date") or "") for memory_id, _, m in rows}
-        self.known_names = set(self.entity_ids) | {s for s in self.speaker_of.values() if s}
+        self.speakers = {s for s in self.speaker_of.values() if s}
+        self.known_names = set(self.entity_ids) | self.speakers
         self.ids = sorted(self.texts)
         self.total = max(1, len(rows))
         self._date_keys: dict[int, set[str]] = {}

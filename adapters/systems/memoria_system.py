@@ -38,7 +38,7 @@ class MemoriaSystem:
                  feedback_terms: int | None = None):
         if mode not in defaults.MODE_SOURCES:
             raise ValueError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
-        switches = defaults.RANKING_SWITCHES if mode in defaults.RANKED_MODES else ()
+        switches = defaults.RANKING_SWITCHES + defaults.QUERY_SWITCHES if mode in defaults.RANKED_MODES else ()
         unknown = set(without) - set(defaults.MODE_SOURCES[mode]) - set(switches)
         if unknown:
             raise ValueError(f"mode {mode} has no sources or ranking parts {sorted(unknown)} to leave out")
@@ -47,8 +47,11 @@ class MemoriaSystem:
         self.max_workers = max_workers
         self.parallel_extract = parallel_extract
         options = {"weights": dict(defaults.DEFAULT_WEIGHTS if weights is None else weights)}
-        for part in set(without) & set(switches):  # a ranking part switched off weighs nothing
-            options["weights"][part] = 0.0
+        for part in set(without) & set(switches):  # a ranking part switched off weighs nothing; a query part is off
+            if part in defaults.QUERY_SWITCHES:
+                options[part] = False
+            else:
+                options["weights"][part] = 0.0
         if mmr_lambda is not None:
             options["mmr_lambda"] = mmr_lambda
         if session_top_n is not None:
@@ -111,7 +114,7 @@ class MemoriaSystem:
             "retrieval_mode": self.mode,
             "sources": list(self.sources),
             "ranking": ({"enabled": True, "mmr": self.memory.mmr_lambda < 1.0, **self.memory.ranking_settings,
-                         "switched_off": [p for p in self.without if p in defaults.RANKING_SWITCHES]}
+                         "switched_off": [p for p in self.without if p in defaults.RANKING_SWITCHES + defaults.QUERY_SWITCHES]}
                         if self.mode in defaults.RANKED_MODES else {"enabled": False, "mmr": False}),
             "batch_size": self.batch_size,
             "extraction_threads": self.max_workers,

@@ -134,3 +134,23 @@ def test_a_failing_source_in_full_mode_leaves_the_others_answering(memory):
     response = memory.recall("Where does Tom's sister live?", mode="full", limit=5)
     assert response["results"] and "graph store down" in response["diagnostics"]["sources_failed"]["graph"]
     assert response["diagnostics"]["finish_reason"] == "completed_with_failures"
+
+
+def test_speaker_names_leave_the_question_vector_so_the_emptiest_turn_of_that_speaker_no_longer_wins(embedder):
+    turns = [("Joanna: Later, take care!", "Joanna"), ("Joanna: Alright, see you tomorrow!", "Joanna"),
+             ("Nate: Thanks, Joanna! Talk soon.", "Nate"),
+             ("Joanna: Someone wrote me a letter after reading my blog post about a hard moment in my life.", "Joanna"),
+             ("Nate: I took my turtles to the beach in Tampa.", "Nate")]
+    question = "How many letters has Joanna received?"
+    first = {}
+    for strip in (True, False):
+        memory = MemoryInterface(embedder=embedder, speaker_strip=strip)
+        BatchLoader(memory).insert_batch([t for t, _ in turns],
+                                         [{"speaker": s, "session_index": i + 1} for i, (_, s) in enumerate(turns)],
+                                         parallel_extract=False)
+        response = memory.recall(question, mode="full", limit=5)
+        first[strip] = response["results"][0]["text"]
+        assert response["diagnostics"].get("dense_query") == ("How many letters has received?" if strip else None)
+        assert memory.recall(question, mode="dense", limit=5)["diagnostics"].get("dense_query") is None
+    assert first[True].startswith("Joanna: Someone wrote me a letter")
+    assert first[False] == "Joanna: Later, take care!"

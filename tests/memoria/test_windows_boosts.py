@@ -186,3 +186,41 @@ def test_what_each_boost_reads_from_a_question():
                                                      "What did she move?", "In what year did he start?")] == \
         [True, True, False, True]
     assert boosts.mentions_time("I went there last week") and not boosts.mentions_time("You may like it")
+
+
+def test_which_names_leave_the_question_before_it_is_encoded():
+    speakers = {"joanna", "nate", "a", "d.j. (dj)"}
+    assert boosts.without_names("What did Joanna's brother give to NATE?", speakers) == "What did brother give to ?"
+    assert boosts.without_names("Where did Nate\u2019s turtles go?", speakers) == "Where did turtles go?"
+    assert boosts.without_names("Did Natey or Joannas call?", speakers) == "Did Natey or Joannas call?"
+    assert boosts.without_names("Is a song by D.J. (DJ) here?", speakers) == "Is a song by here?"  # "a" is too short
+    assert boosts.without_names("Joanna and Nate?", speakers) == "and ?"
+    assert boosts.without_names("Joanna, Nate?", speakers) == "Joanna, Nate?"  # nothing left to ask: kept whole
+    assert boosts.without_names("What did Joanna say?", set()) == "What did Joanna say?"
+
+
+class RecordingEmbedder(WordEmbedder):
+    def __init__(self):
+        super().__init__()
+        self.texts = []
+
+    def encode(self, texts, batch_size=32):
+        self.texts += list(texts)
+        return super().encode(texts, batch_size)
+
+
+@pytest.mark.parametrize("strip", [True, False])
+def test_full_encodes_the_question_without_the_speakers_names_unless_switched_off(strip):
+    rows = [(0, "Caroline: Hi!", {"speaker": "Caroline", "session_index": 1}),
+            (1, "Melanie: We adopted a puppy from the shelter.", {"speaker": "Melanie", "session_index": 1})]
+    memory = MemoryInterface(embedder=RecordingEmbedder(), speaker_strip=strip, window_size=0)
+    BatchLoader(memory).insert_batch([r[1] for r in rows], [r[2] for r in rows], parallel_extract=False)
+    memory.embedder.texts.clear()
+    response = memory.recall("Where did Caroline adopt the puppy?", mode="full", limit=2)
+    asked = "Where did adopt the puppy?" if strip else "Where did Caroline adopt the puppy?"
+    assert memory.embedder.texts == [asked]
+    assert response["diagnostics"].get("dense_query") == (asked if strip else None)
+    assert memory.ranking_settings["speaker_strip"] is strip
+    memory.embedder.texts.clear()
+    memory.recall("Where did Caroline adopt the puppy?", mode="dense", limit=2)  # only a ranked mode strips
+    assert memory.embedder.texts == ["Where did Caroline adopt the puppy?"]

@@ -19,6 +19,11 @@ def test_each_new_part_of_full_can_be_switched_off_and_the_config_says_so():
         off = MemoriaSystem(mode="full", weights=with_windows, without=(part,))
         assert off.memory.weights[part] == 0.0 and off.config["ranking"]["switched_off"] == [part]
         assert off.sources == full.sources  # a ranking part is no source
+    assert full.memory.speaker_strip and ranking["speaker_strip"] is True
+    for part in defaults.QUERY_SWITCHES:  # a query part is no weight: switched off, the engine leaves it out
+        off = MemoriaSystem(mode="full", weights=with_windows, without=(part,))
+        assert getattr(off.memory, part) is False and off.config["ranking"][part] is False
+        assert off.memory.weights == full.memory.weights and off.config["ranking"]["switched_off"] == [part]
     no_windows = MemoriaSystem(mode="full", weights=with_windows, without=("window",))
     assert no_windows.memory.window_size == 0 and "window" not in no_windows.sources
     sized = MemoriaSystem(mode="full", weights=with_windows, window_size=4, window_overlap=2, session_top_n=5,
@@ -37,5 +42,7 @@ def test_modes_without_the_window_source_build_no_windows_and_refuse_ranking_swi
     assert MemoriaSystem(mode="fusion").memory.window_size == 0
     with pytest.raises(ValueError, match="no sources or ranking parts"):
         MemoriaSystem(mode="fusion", without=("session",))
+    with pytest.raises(ValueError, match="no sources or ranking parts"):
+        MemoriaSystem(mode="fusion", without=("speaker_strip",))
     with pytest.raises(ValueError, match="no sources or ranking parts"):
         MemoriaSystem(mode="full", without=("cross_encoder",))
