@@ -42,6 +42,8 @@ class RunSpec:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     run_id: str | None = None
     weights_file: str | None = None
+    #: Memoria: sources left out and ranking or query parts switched off (`--without`, repeatable).
+    without: tuple[str, ...] = ()
     ablation: str | None = None
     #: The embedder's window in tokens (None: the model's own); it changes the embedding signature.
     max_seq_length: int | None = None
@@ -107,6 +109,15 @@ class RunSpec:
                     refuse(option, f"is not a setting of {system.name}")
         if self.weights_file and self.retrieval_mode not in engine.RANKED_MODES:
             raise MemfarmError(f"--weights sets the ranking of --retrieval-mode full, not {self.retrieval_mode}")
+        if self.without:
+            if system is None or "without" not in system.settings:
+                raise MemfarmError(f"--without is not a setting of {self.system_name}")
+            parts = engine.MODE_SOURCES[self.retrieval_mode] + (
+                engine.RANKING_SWITCHES + engine.QUERY_SWITCHES if self.retrieval_mode in engine.RANKED_MODES else ())
+            unknown = [p for p in self.without if p not in parts]
+            if unknown:
+                raise MemfarmError(f"--without {', '.join(unknown)}: --retrieval-mode {self.retrieval_mode} has no such "
+                                   f"source or part; it has {', '.join(parts)}")
         if not farm:
             for option in ("max_attempts", "run_id", "shared_embeddings"):
                 refuse(option, "is a farm setting: give --broker (or MEMFARM_BROKER) to run on the farm")
@@ -145,7 +156,8 @@ class RunSpec:
     def system_settings(self) -> dict:
         """The settings the system is built with (also what a farm worker rebuilds it from)."""
         settings = {"mode": self.retrieval_mode, "batch_size": self.batch_size, "max_workers": self.extraction_threads,
-                    "ablation": self.ablation, "max_seq_length": self.max_seq_length, **self.extra_settings}
+                    "ablation": self.ablation, "max_seq_length": self.max_seq_length,
+                    "without": tuple(self.without) or None, **self.extra_settings}
         if self.embedder_backend != DEFAULT_EMBEDDER_BACKEND:
             settings["embedder_backend"] = self.embedder_backend
         if self.embedding_store and self.cache_dir:

@@ -46,6 +46,9 @@ def run_options(command):
         click.option("--run-id", default=None, help="Farm: name the run (default: time + random)."),
         click.option("--weights", "weights_file", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="Ranking weights (JSON) for --retrieval-mode full."),
+        click.option("--without", multiple=True, metavar="PART",
+                     help="Memoria: leave out a source of the mode or, in full, switch off a ranking or query part "
+                          f"({', '.join(engine.RANKING_SWITCHES + engine.QUERY_SWITCHES)}); repeatable."),
         click.option("--ablation", default=None,
                      help="AdaMem configuration (system adamem; 'all' runs each, the default for adamem-*)."),
         click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,

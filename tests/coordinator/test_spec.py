@@ -30,6 +30,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
     (RunSpec("longmemeval"), "--dataset is required"),
     (RunSpec("longmemeval", dataset="d.json", rebuild_cache=True, explicit=frozenset({"rebuild_cache"})),
      "needs --cache-dir"),
+    (RunSpec("locomo", dataset="d.json", retrieval_mode="fusion", without=("session",)),
+     "--without session: --retrieval-mode fusion has no such source or part; it has fusion"),
+    (RunSpec("locomo", dataset="d.json", retrieval_mode="full", without=("bm25", "speaker_names")), "speaker_names:"),
+    (RunSpec("locomo", dataset="d.json", system="adamem", without=("bm25",)), "--without is not a setting of adamem"),
     (RunSpec("longmemeval", dataset="d.json", system="mem0", max_seq_length=64,
              explicit=frozenset({"max_seq_length"})), "not a setting of mem0"),
 ])
@@ -68,6 +72,10 @@ def test_the_settings_a_system_is_built_with():
     assert len({s.output for s in each}) == len({s.run_id for s in each}) == len(each) == 7
     assert each[-1].output == "out/x.full.json" and each[-1].run_id == "r.full"
     assert RunSpec("longmemeval", dataset="d", max_seq_length=64).system_settings()["max_seq_length"] == 64
+    off = RunSpec("locomo", dataset="d", retrieval_mode="full", without=("speaker_strip", "bm25"))
+    assert off.check(farm=False) == [] and off.system_settings()["without"] == ("speaker_strip", "bm25")
+    assert off.make_system().config["ranking"]["switched_off"] == ["speaker_strip"]
+    assert "without" not in RunSpec("locomo", dataset="d", retrieval_mode="full").system_settings()
 
 
 def test_a_cli_refusal_is_one_line_and_exit_2(tmp_path):
