@@ -315,22 +315,11 @@ def _metric(summary: dict, level: str, name: str) -> float:
 ABLATION_TRIAL_WEIGHT = 0.1
 
 
-def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: float, workdir: str | Path, output) -> str:
-    """fusion, full, full without each source and each ranking part, on LoCoMo and a generated LongMemEval-S file."""
-    from adapters.longmemeval import extract_questions
-    from adapters.longmemeval_synth import write
-    from coordinator.spec import RunSpec
+def ablation_configs() -> list[tuple[str, str, dict]]:
+    """(label, mode, system settings) of each row of the ablation bench: every source and part of `full`
+    left out, or switched on at a trial weight where it weighs nothing by default."""
     from memoria.defaults import DEFAULT_WEIGHTS, MODE_SOURCES, QUERY_SWITCHES, RANKING_SWITCHES
 
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    lme, lme_q = workdir / "ablation_lme.json", workdir / "ablation_lme_q.json"
-    if not lme.exists():
-        write(lme, longmemeval_questions, seed=101, scale=scale)
-        extract_questions(lme, lme_q)
-    datasets = {"locomo": RunSpec("locomo", dataset=str(locomo), cache_dir=str(workdir / "cache_locomo")),
-                "longmemeval": RunSpec("longmemeval", dataset=str(lme), questions=str(lme_q),
-                                       cache_dir=str(workdir / "cache_longmemeval"))}
     configs = [("fusion", "fusion", {}), ("full", "full", {})]
     configs += [(f"full - {source}", "full", {"without": (source,)}) for source in MODE_SOURCES["full"]
                 if source != "window"]
@@ -343,6 +332,25 @@ def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: fl
     configs += [(f"full - {part}", "full", {"without": (part,)}) for part in QUERY_SWITCHES]
     configs += [("full, no MMR", "full", {"mmr_lambda": 1.0}),
                 ("full, no new parts", "full", {"without": RANKING_SWITCHES + QUERY_SWITCHES})]
+    return configs
+
+
+def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: float, workdir: str | Path, output) -> str:
+    """fusion, full, full without each source and each ranking part, on LoCoMo and a generated LongMemEval-S file."""
+    from adapters.longmemeval import extract_questions
+    from adapters.longmemeval_synth import write
+    from coordinator.spec import RunSpec
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    lme, lme_q = workdir / "ablation_lme.json", workdir / "ablation_lme_q.json"
+    if not lme.exists():
+        write(lme, longmemeval_questions, seed=101, scale=scale)
+        extract_questions(lme, lme_q)
+    datasets = {"locomo": RunSpec("locomo", dataset=str(locomo), cache_dir=str(workdir / "cache_locomo")),
+                "longmemeval": RunSpec("longmemeval", dataset=str(lme), questions=str(lme_q),
+                                       cache_dir=str(workdir / "cache_longmemeval"))}
+    configs = ablation_configs()
     table = {}
     for dataset, base in datasets.items():
         table[dataset] = {}

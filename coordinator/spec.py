@@ -118,6 +118,11 @@ class RunSpec:
             if unknown:
                 raise MemfarmError(f"--without {', '.join(unknown)}: --retrieval-mode {self.retrieval_mode} has no such "
                                    f"source or part; it has {', '.join(parts)}")
+            left = [s for s in engine.MODE_SOURCES[self.retrieval_mode] if s not in self.without
+                    and (s != "window" or self._window_weight() > 0)]  # windows weighing nothing are not built
+            if not left:
+                raise MemfarmError(f"--without {', '.join(self.without)} leaves --retrieval-mode {self.retrieval_mode} "
+                                   "no source to ask")
         if not farm:
             for option in ("max_attempts", "run_id", "shared_embeddings"):
                 refuse(option, "is a farm setting: give --broker (or MEMFARM_BROKER) to run on the farm")
@@ -134,6 +139,13 @@ class RunSpec:
         if self.benchmark == "longmemeval" and self.questions is None and self.scoring_profile == "memoria":
             warnings.append("no --questions file; turn gold is the first turn of each answer session")
         return warnings
+
+    def _window_weight(self) -> float:
+        if not self.weights_file:
+            return engine.DEFAULT_WEIGHTS.get("window", 0.0)
+        from coordinator.optimize import load_weights
+
+        return load_weights(self.weights_file).get("window", 0.0)
 
     # -- what the spec builds -------------------------------------------------
     def ablations(self) -> list["RunSpec"]:

@@ -39,6 +39,7 @@ class MemoriaSystem:
         if mode not in defaults.MODE_SOURCES:
             raise ValueError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
         switches = defaults.RANKING_SWITCHES + defaults.QUERY_SWITCHES if mode in defaults.RANKED_MODES else ()
+        without = tuple(dict.fromkeys(without))  # a part named twice is left out once
         unknown = set(without) - set(defaults.MODE_SOURCES[mode]) - set(switches)
         if unknown:
             raise ValueError(f"mode {mode} has no sources or ranking parts {sorted(unknown)} to leave out")
@@ -81,6 +82,8 @@ class MemoriaSystem:
             embedder = StoredEmbedder(embedder, EmbeddingStore(embedding_store), model_files=model_files_sha256())
         self.memory = MemoryInterface(embedder=embedder, **options)
         self.sources = tuple(s for s in defaults.MODE_SOURCES[mode] if s not in without)
+        if not self.sources:
+            raise ValueError(f"mode {mode} without {', '.join(without)} has no source left to ask")
         self.without = tuple(without)
         if set(without) - set(switches):
             self.memory.mode_sources[mode] = self.sources

@@ -112,3 +112,30 @@ def test_submit_reads_the_embedding_signature_without_loading_the_model(tmp_path
 
     assert meta["embedding_signature"] == Embedder.shared().signature
     assert meta["system_settings"]["mode"] == "fusion"
+
+
+def test_without_on_the_command_line_reaches_the_system_and_the_results_say_so(tmp_path):
+    data = write_dataset(tmp_path / "d.json", questions=2, seed=3, scale=0.05)
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--retrieval-mode", "full",
+                                       "--without", "speaker_strip", "--without", "session", "--without", "graph",
+                                       "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    system = json.loads(out.read_text())["settings_system"]
+    assert system["ranking"]["switched_off"] == ["speaker_strip", "session"]
+    assert system["ranking"]["speaker_strip"] is False and system["ranking"]["weights"]["session"] == 0.0
+    assert "graph" not in system["sources"] and "bm25" in system["sources"]
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--retrieval-mode", "bm25",
+                                       "--without", "bm25", "--output", str(tmp_path / "none.json")])
+    assert result.exit_code == 2 and "leaves --retrieval-mode bm25 no source to ask" in result.output
+    assert not (tmp_path / "none.json").exists()
+
+
+def test_windows_count_as_a_source_only_where_they_weigh_something(tmp_path):
+    others = ("faiss", "bm25", "graph", "phrase", "attribute")
+    with pytest.raises(MemfarmError, match="no source to ask"):
+        RunSpec("locomo", dataset="d.json", retrieval_mode="full", without=others).check(farm=False)
+    weights = tmp_path / "w.json"
+    weights.write_text(json.dumps({"semantic": 1.0, "window": 0.2}))
+    spec = RunSpec("locomo", dataset="d.json", retrieval_mode="full", without=others, weights_file=str(weights))
+    assert spec.check(farm=False) == [] and spec.make_system().sources == ("window",)

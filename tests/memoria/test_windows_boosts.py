@@ -197,6 +197,9 @@ def test_which_names_leave_the_question_before_it_is_encoded():
     assert boosts.without_names("Joanna and Nate?", speakers) == "and ?"
     assert boosts.without_names("Joanna, Nate?", speakers) == "Joanna, Nate?"  # nothing left to ask: kept whole
     assert boosts.without_names("What did Joanna say?", set()) == "What did Joanna say?"
+    assert boosts.without_names("What did Jo buy?", {"jo"}) == "What did buy?"  # two letters are a name
+    assert boosts.without_names("What did Mary Ann buy?", {"mary", "mary ann"}) == "What did buy?"  # longest first
+    assert boosts.without_names("JOANNA, WHY?", {"joanna"}) == ", WHY?"  # what is left is read in any case
 
 
 class RecordingEmbedder(WordEmbedder):
@@ -221,6 +224,15 @@ def test_full_encodes_the_question_without_the_speakers_names_unless_switched_of
     assert memory.embedder.texts == [asked]
     assert response["diagnostics"].get("dense_query") == (asked if strip else None)
     assert memory.ranking_settings["speaker_strip"] is strip
+    # only the vector loses the name: BM25, the feedback search and the boosts still read the whole question
+    searched = []
+    search = memory.bm25.search
+    memory.bm25.search = lambda text, limit: searched.append(text) or search(text, limit)
+    memory.weights = {"token": 1.0, "name": 1.0, "feedback": 0.5}
+    names = [c["diagnostics"]["ranking"]["signals"]["name"]
+             for c in memory.recall("Where did Caroline adopt the puppy?", mode="full", limit=2)["results"]]
+    assert searched[0] == "Where did Caroline adopt the puppy?" and len(searched) == 2  # the question, then feedback
+    assert sorted(names) == [0.0, 1.0]  # Caroline's turn, named by the question, and Melanie's
     memory.embedder.texts.clear()
     memory.recall("Where did Caroline adopt the puppy?", mode="dense", limit=2)  # only a ranked mode strips
     assert memory.embedder.texts == ["Where did Caroline adopt the puppy?"]
