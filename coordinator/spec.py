@@ -44,6 +44,12 @@ class RunSpec:
     weights_file: str | None = None
     #: Memoria: sources left out and ranking or query parts switched off (`--without`, repeatable).
     without: tuple[str, ...] = ()
+    #: Memoria `full`: turn windows, session aggregation and lexical feedback (None: the engine's defaults).
+    window_size: int | None = None
+    window_overlap: int | None = None
+    session_top_n: int | None = None
+    feedback_turns: int | None = None
+    feedback_terms: int | None = None
     ablation: str | None = None
     #: The embedder's window in tokens (None: the model's own); it changes the embedding signature.
     max_seq_length: int | None = None
@@ -123,6 +129,17 @@ class RunSpec:
             if not left:
                 raise MemfarmError(f"--without {', '.join(self.without)} leaves --retrieval-mode {self.retrieval_mode} "
                                    "no source to ask")
+        for option in FULL_SETTINGS:
+            if getattr(self, option) is not None:
+                if system is None or option not in system.settings:
+                    raise MemfarmError(f"--{option.replace('_', '-')} is not a setting of {self.system_name}")
+                if self.retrieval_mode not in engine.RANKED_MODES:
+                    raise MemfarmError(f"--{option.replace('_', '-')} sets the ranking of --retrieval-mode full, "
+                                       f"not {self.retrieval_mode}")
+        size = engine.DEFAULT_WINDOW_SIZE if self.window_size is None else self.window_size
+        overlap = engine.DEFAULT_WINDOW_OVERLAP if self.window_overlap is None else self.window_overlap
+        if (self.window_size, self.window_overlap) != (None, None) and size and overlap >= size:
+            raise MemfarmError(f"--window-overlap {overlap} must be below --window-size {size}")
         if not farm:
             for option in ("max_attempts", "run_id", "shared_embeddings"):
                 refuse(option, "is a farm setting: give --broker (or MEMFARM_BROKER) to run on the farm")
@@ -132,6 +149,10 @@ class RunSpec:
             raise MemfarmError("--shared-embeddings shares what each worker's embedding store holds: "
                                "drop --no-embedding-store")
         warnings = []
+        windowed = {"window_size", "window_overlap"} & {o for o in FULL_SETTINGS if getattr(self, o) is not None}
+        if windowed and (self._window_weight() <= 0 or "window" in self.without):
+            warnings.append(f"--{sorted(windowed)[0].replace('_', '-')} is not used: windows weigh 0 unless --weights "
+                            "gives `window` a weight, and windows weighing nothing are not built")
         if farm and "cache_dir" in given:
             warnings.append("--cache-dir is not used by a farm run: each worker caches in its own --cache-dir")
         elif self.cache_dir and not farm and self.system_name in SYSTEMS and self.system_name != "memoria":
@@ -169,7 +190,8 @@ class RunSpec:
         """The settings the system is built with (also what a farm worker rebuilds it from)."""
         settings = {"mode": self.retrieval_mode, "batch_size": self.batch_size, "max_workers": self.extraction_threads,
                     "ablation": self.ablation, "max_seq_length": self.max_seq_length,
-                    "without": tuple(self.without) or None, **self.extra_settings}
+                    "without": tuple(self.without) or None,
+                    **{option: getattr(self, option) for option in FULL_SETTINGS}, **self.extra_settings}
         if self.embedder_backend != DEFAULT_EMBEDDER_BACKEND:
             settings["embedder_backend"] = self.embedder_backend
         if self.embedding_store and self.cache_dir:
@@ -225,6 +247,10 @@ class RunSpec:
         return self.context(system_config=describe(system),
                             embedding_signature=getattr(system, "embedding_signature", None),
                             cache_dir=self.cache_dir if cache_used else None)
+
+
+#: RunSpec fields that set Memoria's `full` ranking, each an option of `memfarm run` and a setting of the system.
+FULL_SETTINGS = ("window_size", "window_overlap", "session_top_n", "feedback_turns", "feedback_terms")
 
 
 def resolved_system(name: str) -> str:

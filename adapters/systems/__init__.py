@@ -37,7 +37,8 @@ class SystemInfo:
 SYSTEMS = {s.name: s for s in (
     SystemInfo("memoria", "adapters.systems.memoria_system:MemoriaSystem",
                ("mode", "batch_size", "max_workers", "weights", "without", "mmr_lambda", "max_seq_length",
-                "embedding_store", "embedder_backend", "window_size", "window_overlap", "session_top_n"),
+                "embedding_store", "embedder_backend", "window_size", "window_overlap", "session_top_n",
+                "feedback_turns", "feedback_terms"),
                has_modes=True),
     SystemInfo("adamem", "adapters.systems.adamem:AdaMemSystem", ("ablation", "max_seq_length")),
     SystemInfo("mem0", "adapters.systems.mem0_system:Mem0System", (), optional=True),

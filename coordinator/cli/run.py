@@ -49,6 +49,18 @@ def run_options(command):
         click.option("--without", multiple=True, metavar="PART",
                      help="Memoria: leave out a source of the mode or, in full, switch off a ranking or query part "
                           f"({', '.join(engine.RANKING_SWITCHES + engine.QUERY_SWITCHES)}); repeatable."),
+        click.option("--window-size", type=click.IntRange(0), default=None,
+                     help=f"full: turns per window (default {engine.DEFAULT_WINDOW_SIZE}; used where --weights gives "
+                          "`window` a weight)."),
+        click.option("--window-overlap", type=click.IntRange(0), default=None,
+                     help=f"full: turns neighbouring windows share (default {engine.DEFAULT_WINDOW_OVERLAP})."),
+        click.option("--session-top-n", type=click.IntRange(1), default=None,
+                     help=f"full: a session scores the mean of its best N turns (default "
+                          f"{engine.DEFAULT_SESSION_TOP_N})."),
+        click.option("--feedback-turns", type=click.IntRange(1), default=None,
+                     help=f"full: best turns that give feedback words (default {engine.DEFAULT_FEEDBACK_TURNS})."),
+        click.option("--feedback-terms", type=click.IntRange(1), default=None,
+                     help=f"full: feedback words searched (default {engine.DEFAULT_FEEDBACK_TERMS})."),
         click.option("--ablation", default=None,
                      help="AdaMem configuration (system adamem; 'all' runs each, the default for adamem-*)."),
         click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,
