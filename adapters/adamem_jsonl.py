@@ -196,7 +196,7 @@ def convert_locomo(source: str | Path, expected: str = "evidence", top_k: int = 
     """LoCoMo conversations as AdaMem episodes: a turn per observation, a QA per query (category 5 left out)."""
     if expected not in ("evidence", "answer", "both"):
         raise ValueError("expected must be evidence, answer or both")
-    data = json.loads(Path(source).read_text(encoding="utf-8"))
+    data = json.loads(Path(source).read_text(encoding="utf-8-sig"))
     if not isinstance(data, list):
         raise DatasetError(f"{source}: expected a JSON array of conversations")
     episodes = []

@@ -22,6 +22,7 @@ from adapters.errors import DatasetError
 
 _CHUNK = 1 << 20
 _WHITESPACE = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"
 #: A `\uXXXX` escape of a UTF-16 surrogate, with the whole run of backslashes before it (an odd run is an escape);
 #: anchored at the run's start, so a long run of backslashes is scanned once, not once per backslash.
 _SURROGATE = re.compile(rb"(?<!\\)(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
@@ -166,11 +167,13 @@ def iter_array(path: str | Path) -> Iterator[object]:
     except OSError as exc:
         raise DatasetError(f"{path}: cannot open ({exc.strerror})") from exc
     with handle:
+        start = len(_BOM) if handle.read(len(_BOM)) == _BOM else 0  # a byte order mark some editors write
+        handle.seek(start)
         first = _first_byte(handle)
         if first != b"[":
             kind = "empty" if not first else ("a JSON object" if first == b"{" else "not a JSON array")
             raise DatasetError(f"{path}: expected a JSON array of items, found {kind}")
-        handle.seek(0)
+        handle.seek(start)
         guard = _SurrogateGuard(handle, path)
         index = 0
         try:
@@ -205,7 +208,7 @@ def iter_json_lines(path: str | Path, error: type[Exception]) -> Iterator[tuple[
     """
     path = Path(path)
     try:
-        handle = open(path, encoding="utf-8")
+        handle = open(path, encoding="utf-8-sig")  # a byte order mark before the first line is no part of it
     except OSError as exc:
         raise error(f"{path}: cannot read ({exc.strerror})") from exc
     with handle:

@@ -63,7 +63,7 @@ def load_companion(path: str | Path | None) -> dict[str, dict] | None:
     if path is None:
         return None
     try:
-        entries = json.loads(Path(path).read_text(encoding="utf-8"))
+        entries = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise DatasetError(f"{path}: cannot read the questions file ({exc})") from exc
     if not isinstance(entries, list):

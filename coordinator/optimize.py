@@ -90,7 +90,7 @@ def optimise(records: list[dict], weights: dict[str, float], step: float = 0.02,
 
 def load_weights(path: str | Path) -> dict[str, float]:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise ResultsError(f"{path}: cannot read weights ({exc})") from exc
     weights = data.get("weights", data) if isinstance(data, dict) else None

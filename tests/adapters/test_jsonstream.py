@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from adapters import jsonstream
 from adapters.errors import DatasetError
-from adapters.jsonstream import iter_array
+from adapters.jsonstream import iter_array, iter_json_lines
 
 _LONE = re.compile("[\ud800-\udfff]")
 
@@ -63,7 +63,8 @@ def test_any_text_survives_any_chunk_cut(tmp_path_factory, texts, chunk):
     (b"[1, 123456789012345678901234567890]", "element 1.*outside the 64-bit range"),
     (b'[{"a": "\xff"}]', "not UTF-8 text in element 0"),
     (b'[1, 2] trailing', "after the array's end"),
-    (b'\xef\xbb\xbf[1]', "found not a JSON array"),
+    (b'\xef\xbb\xbf\xef\xbb\xbf[1]', "found not a JSON array"),  # one byte order mark is skipped, not two
+    (b'\xef\xbb\xbf{"a": 1}', "found a JSON object"),
     (b'  {"a": 1}', "found a JSON object"),
     (b"   ", "found empty"),
 ])
@@ -73,6 +74,13 @@ def test_unusable_files_name_file_element_and_position(tmp_path, raw, words):
         list(iter_array(path))
     message = str(caught.value)
     assert message.startswith(str(path)) and "\n" not in message
+
+
+def test_a_byte_order_mark_before_the_array_or_the_first_line_is_skipped(tmp_path):
+    assert list(iter_array(_write(tmp_path, b'\xef\xbb\xbf [{"a": "\\ud800"}, 2]'))) == [{"a": "\udc80"}, 2]
+    lines = tmp_path / "l.jsonl"
+    lines.write_bytes(b'\xef\xbb\xbf{"a": 1}\n{"b": 2}\n')
+    assert [value for _, value, _ in iter_json_lines(lines, DatasetError)] == [{"a": 1}, {"b": 2}]
 
 
 def test_elements_before_a_damaged_one_are_yielded(tmp_path):

@@ -135,8 +135,8 @@ def test_windows_count_as_a_source_only_where_they_weigh_something(tmp_path):
     others = ("faiss", "bm25", "graph", "phrase", "attribute")
     with pytest.raises(MemfarmError, match="no source to ask"):
         RunSpec("locomo", dataset="d.json", retrieval_mode="full", without=others).check(farm=False)
-    weights = tmp_path / "w.json"
-    weights.write_text(json.dumps({"semantic": 1.0, "window": 0.2}))
+    weights = tmp_path / "w.json"  # written by an editor that puts a byte order mark first
+    weights.write_bytes(b"\xef\xbb\xbf" + json.dumps({"semantic": 1.0, "window": 0.2}).encode())
     spec = RunSpec("locomo", dataset="d.json", retrieval_mode="full", without=others, weights_file=str(weights))
     assert spec.check(farm=False) == [] and spec.make_system().sources == ("window",)
 
