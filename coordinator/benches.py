@@ -318,7 +318,7 @@ ABLATION_TRIAL_WEIGHT = 0.1
 def ablation_configs() -> list[tuple[str, str, dict]]:
     """(label, mode, system settings) of each row of the ablation bench: every source and part of `full`
     left out, or switched on at a trial weight where it weighs nothing by default."""
-    from memoria.defaults import DEFAULT_WEIGHTS, MODE_SOURCES, QUERY_SWITCHES, RANKING_SWITCHES
+    from memoria.defaults import DEFAULT_WEIGHTS, MODE_SOURCES, QUERY_SWITCHES, RANKING_SWITCHES, SWITCHES
 
     configs = [("fusion", "fusion", {}), ("full", "full", {})]
     configs += [(f"full - {source}", "full", {"without": (source,)}) for source in MODE_SOURCES["full"]
@@ -331,7 +331,7 @@ def ablation_configs() -> list[tuple[str, str, dict]]:
                             {"weights": {**DEFAULT_WEIGHTS, part: ABLATION_TRIAL_WEIGHT}}))
     configs += [(f"full - {part}", "full", {"without": (part,)}) for part in QUERY_SWITCHES]
     configs += [("full, no MMR", "full", {"mmr_lambda": 1.0}),
-                ("full, no new parts", "full", {"without": RANKING_SWITCHES + QUERY_SWITCHES})]
+                ("full, no new parts", "full", {"without": SWITCHES})]
     return configs
 
 

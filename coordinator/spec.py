@@ -18,7 +18,9 @@ from adapters.errors import MemfarmError
 from adapters.files import content_hash, file_sha256
 from adapters.registry import Benchmark, benchmark
 from adapters.systems import SYSTEMS, describe, make_system
+from adapters.systems.memoria_system import plan_parts
 from memoria import defaults as engine
+from memoria.windows import check_window
 
 logger = logging.getLogger(__name__)
 
@@ -115,31 +117,25 @@ class RunSpec:
                     refuse(option, f"is not a setting of {system.name}")
         if self.weights_file and self.retrieval_mode not in engine.RANKED_MODES:
             raise MemfarmError(f"--weights sets the ranking of --retrieval-mode full, not {self.retrieval_mode}")
-        if self.without:
-            if system is None or "without" not in system.settings:
-                raise MemfarmError(f"--without is not a setting of {self.system_name}")
-            parts = engine.MODE_SOURCES[self.retrieval_mode] + (
-                engine.RANKING_SWITCHES + engine.QUERY_SWITCHES if self.retrieval_mode in engine.RANKED_MODES else ())
-            unknown = [p for p in self.without if p not in parts]
-            if unknown:
-                raise MemfarmError(f"--without {', '.join(unknown)}: --retrieval-mode {self.retrieval_mode} has no such "
-                                   f"source or part; it has {', '.join(parts)}")
-            left = [s for s in engine.MODE_SOURCES[self.retrieval_mode] if s not in self.without
-                    and (s != "window" or self._window_weight() > 0)]  # windows weighing nothing are not built
-            if not left:
-                raise MemfarmError(f"--without {', '.join(self.without)} leaves --retrieval-mode {self.retrieval_mode} "
-                                   "no source to ask")
-        for option in FULL_SETTINGS:
-            if getattr(self, option) is not None:
+        for option in ("without",) + FULL_SETTINGS:
+            if getattr(self, option) not in (None, ()):
                 if system is None or option not in system.settings:
                     raise MemfarmError(f"--{option.replace('_', '-')} is not a setting of {self.system_name}")
-                if self.retrieval_mode not in engine.RANKED_MODES:
+                if option != "without" and self.retrieval_mode not in engine.RANKED_MODES:
                     raise MemfarmError(f"--{option.replace('_', '-')} sets the ranking of --retrieval-mode full, "
                                        f"not {self.retrieval_mode}")
-        size = engine.DEFAULT_WINDOW_SIZE if self.window_size is None else self.window_size
-        overlap = engine.DEFAULT_WINDOW_OVERLAP if self.window_overlap is None else self.window_overlap
-        if (self.window_size, self.window_overlap) != (None, None) and size and overlap >= size:
-            raise MemfarmError(f"--window-overlap {overlap} must be below --window-size {size}")
+        parts = None
+        if self.system_name == "memoria":  # the system's own rules for its parts, before anything is built
+            try:
+                parts = plan_parts(self.retrieval_mode, self.without, self._weights())
+            except ValueError as exc:
+                raise MemfarmError(f"--without: {exc}") from None
+        if (self.window_size, self.window_overlap) != (None, None):
+            try:
+                check_window(engine.DEFAULT_WINDOW_SIZE if self.window_size is None else self.window_size,
+                             engine.DEFAULT_WINDOW_OVERLAP if self.window_overlap is None else self.window_overlap)
+            except ValueError as exc:
+                raise MemfarmError(f"--window-size / --window-overlap: {exc}") from None
         if not farm:
             for option in ("max_attempts", "run_id", "shared_embeddings"):
                 refuse(option, "is a farm setting: give --broker (or MEMFARM_BROKER) to run on the farm")
@@ -149,9 +145,9 @@ class RunSpec:
             raise MemfarmError("--shared-embeddings shares what each worker's embedding store holds: "
                                "drop --no-embedding-store")
         warnings = []
-        windowed = {"window_size", "window_overlap"} & {o for o in FULL_SETTINGS if getattr(self, o) is not None}
-        if windowed and (self._window_weight() <= 0 or "window" in self.without):
-            warnings.append(f"--{sorted(windowed)[0].replace('_', '-')} is not used: windows weigh 0 unless --weights "
+        windowed = [o for o in ("window_size", "window_overlap") if getattr(self, o) is not None]
+        if windowed and parts is not None and not parts.windows:
+            warnings.append(f"--{windowed[0].replace('_', '-')} is not used: windows weigh 0 unless --weights "
                             "gives `window` a weight, and windows weighing nothing are not built")
         if farm and "cache_dir" in given:
             warnings.append("--cache-dir is not used by a farm run: each worker caches in its own --cache-dir")
@@ -161,12 +157,12 @@ class RunSpec:
             warnings.append("no --questions file; turn gold is the first turn of each answer session")
         return warnings
 
-    def _window_weight(self) -> float:
+    def _weights(self) -> dict[str, float] | None:
         if not self.weights_file:
-            return engine.DEFAULT_WEIGHTS.get("window", 0.0)
+            return None
         from coordinator.optimize import load_weights
 
-        return load_weights(self.weights_file).get("window", 0.0)
+        return load_weights(self.weights_file)
 
     # -- what the spec builds -------------------------------------------------
     def ablations(self) -> list["RunSpec"]:
@@ -197,9 +193,7 @@ class RunSpec:
         if self.embedding_store and self.cache_dir:
             settings["embedding_store"] = str(Path(self.cache_dir).resolve() / EMBEDDING_STORE_FILE)
         if self.weights_file:
-            from coordinator.optimize import load_weights
-
-            settings["weights"] = load_weights(self.weights_file)
+            settings["weights"] = self._weights()
         info = SYSTEMS.get(self.system_name)
         wanted = info.settings if info else ()
         return {k: v for k, v in settings.items() if k in wanted and v is not None}

@@ -47,6 +47,8 @@ QUERY_SWITCHES = ("speaker_strip",)
 #: (memoria.boosts.without_names); every turn opens with its speaker's name, so the name otherwise draws the
 #: question's vector toward that speaker's emptiest turns. BM25 and the boosts still read the names.
 DEFAULT_SPEAKER_STRIP = True
+#: Every part of a ranked mode that `without` can switch off.
+SWITCHES = RANKING_SWITCHES + QUERY_SWITCHES
 
 #: Scheduler: how long a recall waits for its sources, and the default policy.
 DEFAULT_SOURCE_BUDGET_MS = 5000.0
@@ -62,7 +64,8 @@ DEFAULT_SCHEDULER_POLICY = "all"
 #: dev5 and the ablation bench's generated LongMemEval-S file: 0.035 is the largest that lowers no metric on dev5.
 #: With `speaker_strip` on, `semantic`, `token` and `date` were set again from a grid on both files (semantic
 #: 0.45 / 0.5 / 0.55 / 0.6, token 0.3 / 0.35, date 0.1 / 0.15 / 0.2): 0.55 / 0.3 / 0.15 is inside the region
-#: where neither file loses (dev5 session R@5 0.934-0.936, generated nDCG@10 0.845).
+#: where neither file loses (dev5 session R@5 0.934 to 0.936 there by a one-off re-ranking; `memfarm bench ablation`
+#: gives 0.934 and the generated file's nDCG@10 0.845).
 DEFAULT_WEIGHTS = {
     "semantic": 0.55,
     "token": 0.3,

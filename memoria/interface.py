@@ -24,7 +24,7 @@ from memoria.scheduler import SourceScheduler
 from memoria.sources import DerivedView, attribute_search, graph_search, phrase_search
 from memoria.store import MemoryStore
 from memoria.vectors import VectorIndex
-from memoria.windows import build_windows, credit_turns
+from memoria.windows import build_windows, check_window, credit_turns
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +66,7 @@ class MemoryInterface:
         self.weights = dict(defaults.DEFAULT_WEIGHTS if weights is None else weights)
         self.mmr_lambda, self.mmr_window = mmr_lambda, mmr_window
         self.policy, self.budget_ms, self.graph_seeds = policy, budget_ms, graph_seeds
-        if window_size < 0 or (window_size and not 0 <= window_overlap < window_size):
-            raise ValueError(f"window size {window_size} with overlap {window_overlap}: need size >= 0 and "
-                             "0 <= overlap < size")
+        check_window(window_size, window_overlap)
         self.window_size, self.window_overlap, self.window_turn_chars = window_size, window_overlap, window_turn_chars
         self.session_top_n = session_top_n
         if feedback_turns < 1 or feedback_terms < 1:

@@ -40,6 +40,12 @@ def window_text(turns: list[tuple[str, dict]], turn_chars: int) -> str:
     return (f"[{date}]\n" if date else "") + "\n".join(lines)
 
 
+def check_window(size: int, overlap: int) -> None:
+    """Refuse window settings no window can have; size 0 means no windows (any overlap then)."""
+    if size < 0 or (size and not 0 <= overlap < size):
+        raise ValueError(f"window size {size} with overlap {overlap}: need size >= 0 and 0 <= overlap < size")
+
+
 def spans(count: int, size: int, overlap: int) -> list[tuple[int, int]]:
     """`[start, end)` positions of the windows over `count` consecutive turns; the last one ends at `count`."""
     if size < 1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
@@ -18,6 +19,37 @@ def onnx_folder() -> Path:
 def embedder_threads() -> int:
     """Threads for ONNX Runtime: a worker's --torch-threads, else every core (torch's own default)."""
     return int(os.environ.get("MEMFARM_TORCH_THREADS") or 0) or os.cpu_count() or 1
+
+
+class Parts(NamedTuple):
+    """What a mode asks once some of its sources and parts are left out."""
+
+    sources: tuple[str, ...]
+    switched_off: tuple[str, ...]
+    #: Windows cost encoding: only a mode that submits the window source, with a weight on it, builds them.
+    windows: bool
+
+
+def plan_parts(mode: str, without=(), weights: dict | None = None) -> Parts:
+    """The sources `mode` asks and the ranking or query parts it switches off with `without` left out.
+
+    Raises ValueError for a mode or part the engine does not have, and for a `without` that leaves no source.
+    """
+    if mode not in defaults.MODE_SOURCES:
+        raise ValueError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
+    switches = defaults.SWITCHES if mode in defaults.RANKED_MODES else ()
+    without = tuple(dict.fromkeys(without))  # a part named twice is left out once
+    unknown = [part for part in without if part not in defaults.MODE_SOURCES[mode] + switches]
+    if unknown:
+        raise ValueError(f"mode {mode} has no sources or ranking parts {unknown} to leave out; it has "
+                         f"{', '.join(defaults.MODE_SOURCES[mode] + switches)}")
+    weights = defaults.DEFAULT_WEIGHTS if weights is None else weights
+    windows = ("window" in defaults.MODE_SOURCES[mode] and "window" not in without
+               and weights.get("window", 0.0) > 0)
+    sources = tuple(s for s in defaults.MODE_SOURCES[mode] if s not in without and (s != "window" or windows))
+    if not sources:
+        raise ValueError(f"mode {mode} without {', '.join(without)} has no source left to ask")
+    return Parts(sources, tuple(part for part in without if part in switches), windows)
 
 
 class MemoriaSystem:
@@ -36,19 +68,13 @@ class MemoriaSystem:
                  embedder_backend: str = "torch", window_size: int | None = None, window_overlap: int | None = None,
                  session_top_n: int | None = None, feedback_turns: int | None = None,
                  feedback_terms: int | None = None):
-        if mode not in defaults.MODE_SOURCES:
-            raise ValueError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
-        switches = defaults.RANKING_SWITCHES + defaults.QUERY_SWITCHES if mode in defaults.RANKED_MODES else ()
-        without = tuple(dict.fromkeys(without))  # a part named twice is left out once
-        unknown = set(without) - set(defaults.MODE_SOURCES[mode]) - set(switches)
-        if unknown:
-            raise ValueError(f"mode {mode} has no sources or ranking parts {sorted(unknown)} to leave out")
+        parts = plan_parts(mode, without, weights)
         self.mode = mode
         self.batch_size = batch_size
         self.max_workers = max_workers
         self.parallel_extract = parallel_extract
         options = {"weights": dict(defaults.DEFAULT_WEIGHTS if weights is None else weights)}
-        for part in set(without) & set(switches):  # a ranking part switched off weighs nothing; a query part is off
+        for part in parts.switched_off:  # a ranking part switched off weighs nothing; a query part is off
             if part in defaults.QUERY_SWITCHES:
                 options[part] = False
             else:
@@ -63,13 +89,8 @@ class MemoriaSystem:
             options["feedback_terms"] = feedback_terms
         if window_overlap is not None:
             options["window_overlap"] = window_overlap
-        # Windows cost encoding: only a mode that submits the window source, with a weight on it, builds them.
-        uses_windows = ("window" in defaults.MODE_SOURCES[mode] and "window" not in without
-                        and options["weights"].get("window", 0.0) > 0)
-        if "window" in defaults.MODE_SOURCES[mode] and not uses_windows:
-            without = tuple(without) + ("window",) if "window" not in without else tuple(without)
         options["window_size"] = (defaults.DEFAULT_WINDOW_SIZE if window_size is None else window_size) \
-            if uses_windows else 0
+            if parts.windows else 0
         self.max_seq_length = max_seq_length
         embedder = embedder or LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
                                             threads=embedder_threads())
@@ -81,11 +102,8 @@ class MemoriaSystem:
 
             embedder = StoredEmbedder(embedder, EmbeddingStore(embedding_store), model_files=model_files_sha256())
         self.memory = MemoryInterface(embedder=embedder, **options)
-        self.sources = tuple(s for s in defaults.MODE_SOURCES[mode] if s not in without)
-        if not self.sources:
-            raise ValueError(f"mode {mode} without {', '.join(without)} has no source left to ask")
-        self.without = tuple(without)
-        if set(without) - set(switches):
+        self.sources, self.switched_off = parts.sources, parts.switched_off
+        if self.sources != defaults.MODE_SOURCES[mode]:
             self.memory.mode_sources[mode] = self.sources
         self.last_diagnostics: dict = {}
         self.ingest_timings: dict[str, float] = {}
@@ -117,7 +135,7 @@ class MemoriaSystem:
             "retrieval_mode": self.mode,
             "sources": list(self.sources),
             "ranking": ({"enabled": True, "mmr": self.memory.mmr_lambda < 1.0, **self.memory.ranking_settings,
-                         "switched_off": [p for p in self.without if p in defaults.RANKING_SWITCHES + defaults.QUERY_SWITCHES]}
+                         "switched_off": list(self.switched_off)}
                         if self.mode in defaults.RANKED_MODES else {"enabled": False, "mmr": False}),
             "batch_size": self.batch_size,
             "extraction_threads": self.max_workers,

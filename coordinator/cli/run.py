@@ -48,7 +48,7 @@ def run_options(command):
                      help="Ranking weights (JSON) for --retrieval-mode full."),
         click.option("--without", multiple=True, metavar="PART",
                      help="Memoria: leave out a source of the mode or, in full, switch off a ranking or query part "
-                          f"({', '.join(engine.RANKING_SWITCHES + engine.QUERY_SWITCHES)}); repeatable."),
+                          f"({', '.join(engine.SWITCHES)}); repeatable."),
         click.option("--window-size", type=click.IntRange(0), default=None,
                      help=f"full: turns per window (default {engine.DEFAULT_WINDOW_SIZE}; used where --weights gives "
                           "`window` a weight)."),

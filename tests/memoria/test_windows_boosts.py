@@ -55,7 +55,7 @@ def _rows():
 
 def _memory(rows=None, **options):
     rows = rows or _rows()
-    memory = MemoryInterface(embedder=WordEmbedder(), **options)
+    memory = MemoryInterface(**{"embedder": WordEmbedder(), **options})
     BatchLoader(memory).insert_batch([r[1] for r in rows], [r[2] for r in rows], parallel_extract=False)
     return memory
 
@@ -216,8 +216,7 @@ class RecordingEmbedder(WordEmbedder):
 def test_full_encodes_the_question_without_the_speakers_names_unless_switched_off(strip):
     rows = [(0, "Caroline: Hi!", {"speaker": "Caroline", "session_index": 1}),
             (1, "Melanie: We adopted a puppy from the shelter.", {"speaker": "Melanie", "session_index": 1})]
-    memory = MemoryInterface(embedder=RecordingEmbedder(), speaker_strip=strip, window_size=0)
-    BatchLoader(memory).insert_batch([r[1] for r in rows], [r[2] for r in rows], parallel_extract=False)
+    memory = _memory(rows, embedder=RecordingEmbedder(), speaker_strip=strip, window_size=0)
     memory.embedder.texts.clear()
     response = memory.recall("Where did Caroline adopt the puppy?", mode="full", limit=2)
     asked = "Where did adopt the puppy?" if strip else "Where did Caroline adopt the puppy?"
