@@ -12,9 +12,7 @@ def test_each_round_has_its_own_ratio_and_the_median_of_an_even_count_is_the_mid
 
 def test_a_round_the_load_slowed_moves_the_whole_run_ratio_but_not_the_median():
     baseline, variant = [10.0, 10.0, 40.0], [5.0, 5.0, 5.0]  # the old path's last round ran on a busy machine
-    ratios = round_ratios(baseline, variant)
-    assert ratios == {"per_round": [2.0, 2.0, 8.0], "median": 2.0}
-    assert sum(baseline) / sum(variant) == 4.0
+    assert round_ratios(baseline, variant) == {"per_round": [2.0, 2.0, 8.0], "median": 2.0}  # whole run: 4.0x
 
 
 def test_ratios_keep_three_places():
