@@ -8,7 +8,7 @@ SCALE ?= 0.1
 MODE ?= fusion
 DATA := data/generated
 
-.PHONY: setup run test bench clean system-packages
+.PHONY: setup run test bench bench-mutation bench-fleet clean system-packages
 
 $(BIN)/memfarm: pyproject.toml
 	PYTHON=$(PYTHON) bash tools/system-packages venv
@@ -38,6 +38,13 @@ test: system-packages setup
 
 bench: setup
 	$(BIN)/memfarm bench engine
+
+# Developer benches that need a checkout (and root for the fleet); they are not part of the installed package.
+bench-mutation: setup
+	$(BIN)/python -m devtools mutation $(ARGS)
+
+bench-fleet: setup
+	$(BIN)/python -m devtools fleet $(ARGS)
 
 clean:
 	rm -rf $(VENV) cache $(DATA) *.egg-info

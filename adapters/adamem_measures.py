@@ -97,9 +97,9 @@ def prompt_tokens(text: str) -> int:
     if _TOKENIZER is None:
         from transformers import AutoTokenizer
 
-        from memoria.embedder import _offline_environment, model_path
+        from memoria.model_files import model_path, offline_environment
 
-        _offline_environment()
+        offline_environment()
         _TOKENIZER = AutoTokenizer.from_pretrained(model_path(), local_files_only=True)
     return len(_TOKENIZER(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"])
 

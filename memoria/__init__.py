@@ -1,6 +1,6 @@
 """Memoria: a retrieval engine over raw text (SQLite + FAISS + BM25 + fusion)."""
 
-from memoria.interface import MemoryInterface
+from memoria.engine import MemoryInterface
 from memoria.loader import BatchLoader
 
 __all__ = ["MemoryInterface", "BatchLoader"]

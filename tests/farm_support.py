@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from coordinator.cluster import free_port, start_redis
+from coordinator.operations.cluster import free_port, start_redis
 
 REPO = Path(__file__).resolve().parent.parent
 PASSWORD = "s3cret-test-pass"

@@ -22,7 +22,7 @@ def test_compose_has_the_expected_services(compose):
     assert set(services) == {"redis", "worker", "flower", "coordinator"}
     redis_command = services["redis"]["command"]
     assert "--requirepass" not in redis_command, "the password stays off argv"
-    from coordinator.cluster import ACL_RULES
+    from coordinator.operations.cluster import ACL_RULES
 
     assert "user default off" in redis_command
     for role, rule in ACL_RULES.items():  # the same users and rules as `memfarm cluster up`

@@ -1,4 +1,5 @@
-"""The layers point down: coordinator -> workers -> adapters -> memoria, and memoria stands alone."""
+"""The layers point down (coordinator -> workers -> adapters -> memoria), memoria stands alone, no module imports
+itself through others, and no product module outgrows what one reader holds in mind."""
 
 import ast
 import os
@@ -10,6 +11,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 LAYERS = ("memoria", "adapters", "workers", "coordinator")  # bottom first
+#: Developer tools above the product: they may import any layer, and nothing imports them.
+TOOLS = ("devtools",)
+#: Lines a product module may have.
+MAX_MODULE_LINES = 450
 
 
 def imported_packages(path: Path, root: Path = REPO) -> set[tuple[str, int]]:
@@ -26,13 +31,123 @@ def imported_packages(path: Path, root: Path = REPO) -> set[tuple[str, int]]:
 
 
 def layer_violations(root: Path = REPO) -> list[str]:
-    problems = []
-    for rank, layer in enumerate(LAYERS):
+    problems, order = [], LAYERS + TOOLS
+    for rank, layer in enumerate(order):
         for path in sorted((root / layer).rglob("*.py")):
             for package, line in imported_packages(path, root):
-                if package in LAYERS and LAYERS.index(package) > rank:
+                if package in order and order.index(package) > rank:
                     problems.append(f"{path.relative_to(root)}:{line} imports {package} (a higher layer)")
     return problems
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path = REPO, packages=LAYERS + TOOLS) -> dict[str, set[str]]:
+    """Module -> the modules it imports, at module level or inside functions.
+
+    `import a.b.c` and `from a.b import c` point at `a.b.c` where that is a module, else at the nearest
+    enclosing module that exists. The parent packages Python runs first are not edges: a package's
+    `__init__` that imports its own submodules would otherwise make every submodule a cycle.
+    """
+    files = {_module_name(p, root): p for package in packages for p in sorted((root / package).rglob("*.py"))}
+
+    def known(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {known(alias.name) for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([node.module] if node.module else []))
+                for alias in node.names:
+                    targets.add(known(f"{base}.{alias.name}") if f"{base}.{alias.name}" in files else known(base))
+        graph[module] = {t for t in targets if t and t != module}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), each sorted, in sorted order."""
+    index, low, on_stack, stack, cycles = {}, {}, set(), [], []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph.get(node, ())):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+def oversized_modules(root: Path = REPO, limit: int = MAX_MODULE_LINES) -> list[str]:
+    return [f"{path.relative_to(root)}: {lines} lines" for layer in LAYERS
+            for path in sorted((root / layer).rglob("*.py"))
+            if (lines := len(path.read_text(encoding="utf-8").splitlines())) > limit]
+
+
+def test_no_import_cycles():
+    assert import_cycles(import_graph()) == []
+
+
+def test_the_check_catches_a_cycle_hidden_in_a_function(tmp_path):
+    shutil.copytree(REPO / "memoria", tmp_path / "memoria")
+    for other in LAYERS[1:] + TOOLS:
+        (tmp_path / other).mkdir()
+    assert import_cycles(import_graph(tmp_path)) == []
+    store = tmp_path / "memoria" / "store.py"
+    store.write_text(store.read_text() + "\n\ndef _late():\n    from memoria.engine import MemoryInterface\n")
+    cycles = import_cycles(import_graph(tmp_path))
+    assert cycles and all("memoria.store" in c and "memoria.engine" in c for c in cycles[:1])
+
+
+def test_the_check_catches_a_relative_import_cycle(tmp_path):
+    (tmp_path / "adapters" / "pkg").mkdir(parents=True)
+    (tmp_path / "adapters" / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "adapters" / "pkg" / "a.py").write_text("from . import b\n")
+    (tmp_path / "adapters" / "pkg" / "b.py").write_text("def f():\n    from .a import thing\n")
+    (tmp_path / "adapters" / "pkg" / "c.py").write_text("from adapters.pkg import a\n")
+    assert import_cycles(import_graph(tmp_path, ("adapters",))) == [["adapters.pkg.a", "adapters.pkg.b"]]
+
+
+def test_no_product_module_is_over_the_limit():
+    assert oversized_modules() == []
+
+
+def test_the_size_check_catches_a_long_module(tmp_path):
+    for layer in LAYERS:
+        (tmp_path / layer).mkdir()
+    (tmp_path / "workers" / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (tmp_path / "workers" / "fits.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    assert oversized_modules(tmp_path) == [f"workers/long.py: {MAX_MODULE_LINES + 1} lines"]
 
 
 def test_no_module_imports_from_a_higher_layer():

@@ -27,7 +27,7 @@ class Mem0System:
             from mem0 import Memory  # noqa: F401
         except ImportError as exc:
             raise ImportError("mem0 is not installed: pip install 'memoria-farm[mem0]'") from exc
-        from memoria.embedder import model_path
+        from memoria.model_files import model_path
 
         self._model_path = model_path()
         self._memory = None

@@ -97,7 +97,7 @@ class MemoriaSystem:
         self.embedder_backend = embedder_backend
         self.embedding_store = embedding_store
         if embedding_store:  # each distinct text is encoded once per machine (memoria.embedding_store)
-            from memoria.embedder import model_files_sha256
+            from memoria.model_files import model_files_sha256
             from memoria.embedding_store import EmbeddingStore, StoredEmbedder
 
             embedder = StoredEmbedder(embedder, EmbeddingStore(embedding_store), model_files=model_files_sha256())
@@ -122,7 +122,7 @@ class MemoriaSystem:
     @property
     def build_identity(self) -> dict:
         """What a cached state depends on beyond the docs and the signature: the engine's code, the model's files."""
-        from memoria.embedder import model_files_sha256
+        from memoria.model_files import model_files_sha256
         from memoria.version import BUILD_VERSION
 
         return {"engine_code": BUILD_VERSION, "model_files": model_files_sha256()}

@@ -1,87 +1,13 @@
 """`memfarm`: the command line of the benchmark farm.
 
-The root group builds one `CliContext` (the command line as typed, the broker
-and its ledger once connected, and how results are written); each area's
-commands live in their own module: `run` (run, submit), `farm` (the farm's
-lifecycle and processes), `results` (analyze, score, rankings), `data`
-(synth, extract-questions, convert), `sources` (ingest, recall), `bench`.
+`root.py` holds the group and the context every command shares; each area's
+commands live in their own module and register themselves on import: `run`
+(run, submit), `farm` (the farm's lifecycle and processes), `results`
+(analyze, score, rankings), `data` (synth, extract-questions, convert),
+`sources` (ingest, recall), `bench`.
 """
 
-from __future__ import annotations
+from coordinator.cli import bench, data, farm, results, run, sources  # noqa: F401  (registers the commands)
+from coordinator.cli.root import main
 
-import logging
-import shlex
-import sys
-from pathlib import Path
-
-import click
-
-from adapters.errors import MemfarmError
-from memoria.errors import MemoriaError
-
-logger = logging.getLogger(__name__)
-
-
-class CliContext:
-    """What every command shares: the command line, the farm connection, the results writer."""
-
-    def __init__(self, command: str):
-        self.command = command
-        self.broker: str | None = None
-        self._ledger = None
-        self._app = None
-
-    def connect(self, broker: str):
-        """(ledger, Celery app) for `broker`; one clear error for a wrong password or a missing server."""
-        if self._ledger is None or broker != self.broker:
-            from coordinator.ledger import RunLedger, connect
-            from workers.app import make_app
-
-            self.broker, self._ledger, self._app = broker, RunLedger(connect(broker)), make_app(broker)
-        return self._ledger, self._app
-
-    @staticmethod
-    def write_results(run_results: dict, manifest: dict, output: str | Path | None) -> Path:
-        """Write the results file and manifest, print the metric table and both paths."""
-        from coordinator.reducer import write_results
-        from coordinator.report import metrics_table
-
-        results_path, manifest_path = write_results(run_results, manifest, output)
-        click.echo(metrics_table(run_results))
-        click.echo(f"results:  {results_path}\nmanifest: {manifest_path}")
-        return results_path
-
-
-class _Cli(click.Group):
-    """Turns any harness or engine error into one readable line and exit status 2."""
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except (MemfarmError, MemoriaError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
-
-
-@click.group(cls=_Cli)
-@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
-@click.pass_context
-def main(ctx, verbose):
-    """Benchmark farm for agent-memory retrieval (LongMemEval-S, LoCoMo, AdaMem episodes)."""
-    from adapters.redaction import RedactingFilter, redact
-
-    level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(RedactingFilter())
-    ctx.obj = CliContext(redact("memfarm " + " ".join(shlex.quote(a) for a in sys.argv[1:])))
-
-
-def broker_option(required: bool = True):
-    return click.option("--broker", envvar="MEMFARM_BROKER", required=required, default=None,
-                        help="Redis URL (redis://:password@host:6379/0); also MEMFARM_BROKER.")
-
-
-pass_cli = click.make_pass_decorator(CliContext)
-
-from coordinator.cli import bench, data, farm, results, run, sources  # noqa: E402,F401  (registers the commands)
+__all__ = ["main"]

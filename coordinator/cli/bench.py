@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from coordinator.cli import main
+from coordinator.cli.root import main
 
 @main.group()
 def bench():
@@ -18,7 +18,7 @@ def bench():
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/engine.json", show_default=True)
 def bench_engine(turns, store_turns, queries, output):
     """Engine insert throughput next to bare encode, and recall latency per mode."""
-    from coordinator.benches import run_engine_bench
+    from coordinator.benches.suite import run_engine_bench
 
     report = run_engine_bench(turns=turns, store_turns=store_turns, queries=queries, output=output)
     click.echo(report)
@@ -33,7 +33,7 @@ def bench_engine(turns, store_turns, queries, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/longmemeval.json", show_default=True)
 def bench_longmemeval(questions, scale, rss_questions, workdir, output):
     """Cold vs warm seconds per question, cache hits and peak RSS on generated files."""
-    from coordinator.benches import run_longmemeval_bench
+    from coordinator.benches.suite import run_longmemeval_bench
 
     click.echo(run_longmemeval_bench(questions, scale, rss_questions, workdir, output))
 
@@ -44,7 +44,7 @@ def bench_longmemeval(questions, scale, rss_questions, workdir, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/locomo.json", show_default=True)
 def bench_locomo(dataset, workdir, output):
     """dense, bm25, raw and fusion on one LoCoMo file, side by side."""
-    from coordinator.benches import run_locomo_bench
+    from coordinator.benches.suite import run_locomo_bench
 
     click.echo(run_locomo_bench(dataset, workdir, output))
 
@@ -56,7 +56,7 @@ def bench_locomo(dataset, workdir, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/farm.json", show_default=True)
 def bench_farm(questions, scale, workdir, output):
     """Farm vs local (warm and cold), 2 workers vs 1, broker overhead; starts its own redis and workers."""
-    from coordinator.benches import run_farm_bench
+    from coordinator.benches.suite import run_farm_bench
 
     click.echo(run_farm_bench(questions, scale, workdir, output))
 
@@ -70,7 +70,7 @@ def bench_farm(questions, scale, workdir, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/ablation.json", show_default=True)
 def bench_ablation(locomo, questions, scale, workdir, output):
     """fusion vs full vs full without each source (and without MMR), on LoCoMo and generated LongMemEval-S."""
-    from coordinator.benches import run_ablation_bench
+    from coordinator.benches.suite import run_ablation_bench
 
     click.echo(run_ablation_bench(locomo, questions, scale, workdir, output))
 
@@ -80,24 +80,9 @@ def bench_ablation(locomo, questions, scale, workdir, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/systems.json", show_default=True)
 def bench_systems(locomo, output):
     """memoria (fusion, full), adamem (full, semantic-only) and mem0 on one LoCoMo file."""
-    from coordinator.benches import run_systems_bench
+    from coordinator.benches.suite import run_systems_bench
 
     click.echo(run_systems_bench(locomo, output))
-
-
-@bench.command("fleet")
-@click.option("--questions", type=click.IntRange(4), default=12, show_default=True)
-@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.05, show_default=True)
-@click.option("--workers", type=click.IntRange(3), default=3, show_default=True)
-@click.option("--time-limit", type=click.IntRange(10), default=40, show_default=True,
-              help="Hard time limit per item on the fleet, seconds.")
-@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_fleet", show_default=True)
-@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/fleet.json", show_default=True)
-def bench_fleet(questions, scale, workers, time_limit, workdir, output):
-    """A fault campaign on simulated machines (namespaces, cgroups; needs root): a faulty run next to a clean one."""
-    from coordinator.benches import run_fleet_bench
-
-    click.echo(run_fleet_bench(questions, scale, workdir, output, workers=workers, time_limit=time_limit))
 
 
 @bench.command("coldrun")
@@ -112,7 +97,7 @@ def bench_fleet(questions, scale, workers, time_limit, workdir, output):
               help="Slices of the questions each variant runs in turn, so load changes hit every variant alike.")
 def bench_coldrun(questions, scale, locomo, workdir, output, rounds):
     """A cold LongMemEval-S run with and without the embedding store, side by side."""
-    from coordinator.benches import run_coldrun_bench
+    from coordinator.benches.suite import run_coldrun_bench
 
     click.echo(run_coldrun_bench(questions, scale, workdir, output, locomo=locomo, rounds=rounds))
 
@@ -127,7 +112,7 @@ def bench_coldrun(questions, scale, locomo, workdir, output, rounds):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/encoders.json", show_default=True)
 def bench_encoders(rounds, threads, tokens_per_bucket, workdir, output):
     """Texts per second of torch, onnx and onnx-int8 by text length, side by side."""
-    from coordinator.benches import run_encoders_bench
+    from coordinator.benches.suite import run_encoders_bench
 
     click.echo(run_encoders_bench(output, rounds=rounds, threads=threads, workdir=workdir,
                                   per_bucket_tokens=tokens_per_bucket))
@@ -142,7 +127,7 @@ def bench_encoders(rounds, threads, tokens_per_bucket, workdir, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/staging.json", show_default=True)
 def bench_staging(questions, scale, dataset, workdir, output):
     """`memfarm submit` of a full-scale file: peak RSS, seconds, Redis memory, sessions stored once."""
-    from coordinator.bench_staging import run_staging_bench
+    from coordinator.benches.staging import run_staging_bench
 
     click.echo(run_staging_bench(questions, scale, workdir, output, dataset=dataset))
 
@@ -156,31 +141,9 @@ def bench_staging(questions, scale, dataset, workdir, output):
               show_default=True)
 def bench_shared_embeddings(questions, scale, workers, workdir, output):
     """A cold farm run on N workers with and without --shared-embeddings."""
-    from coordinator.bench_staging import run_shared_embeddings_bench
+    from coordinator.benches.staging import run_shared_embeddings_bench
 
     click.echo(run_shared_embeddings_bench(questions, scale, workers, workdir, output))
-
-
-@bench.command("mutation")
-@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/mutation.json", show_default=True)
-@click.option("--area", "areas", multiple=True,
-              help="Only these areas (metrics, official profile, RRF, gold, abstention, ledger (Python)); "
-                   "default: all.")
-@click.option("--lua-limit", type=click.IntRange(0), default=None,
-              help="At most N Lua mutants of the ledger's scripts (0: none; default: all).")
-@click.option("--timeout", type=click.IntRange(60), default=3600, show_default=True, help="Seconds for mutmut.")
-@click.option("--keep", is_flag=True, help="Keep the scratch copy (to inspect a survivor with mutmut show).")
-def bench_mutation(output, areas, lua_limit, timeout, keep):
-    """Mutation testing of the scoring and ledger code: mutants made, killed, survived, survivors listed."""
-    from coordinator.mutation import PYTHON_SCOPE, mutation_bench, render
-
-    unknown = [a for a in areas if a not in PYTHON_SCOPE]
-    if unknown:
-        raise click.UsageError(f"unknown area {unknown[0]!r}; choose from {', '.join(PYTHON_SCOPE)}")
-    scope = {a: PYTHON_SCOPE[a] for a in areas} if areas else None
-    report = mutation_bench(output, scope=scope, lua_limit=lua_limit, timeout=timeout, keep=keep)
-    click.echo(render(report))
-    click.echo(f"wrote {output}")
 
 
 @bench.command("adamem")
@@ -201,7 +164,7 @@ def bench_mutation(output, areas, lua_limit, timeout, keep):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/adamem.json", show_default=True)
 def bench_adamem(locomo, suites, questions, scale, longmemeval, conversations, broker, workdir, output):
     """The seven AdaMem ablations side by side, with the design's six measures, one table per suite."""
-    from coordinator.bench_adamem import SUITES, run_adamem_bench
+    from coordinator.benches.adamem import SUITES, run_adamem_bench
 
     suites = suites or SUITES
     if "locomo" in suites and not locomo:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coordinator.cli import main
+from coordinator.cli.root import main
 
 
 @main.group()

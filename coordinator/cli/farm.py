@@ -11,13 +11,13 @@ from pathlib import Path
 import click
 
 from adapters.errors import MemfarmError
-from coordinator.cli import broker_option, main, pass_cli
+from coordinator.cli.root import broker_option, main, pass_cli
 
 
 def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
     """Follow a run live until it is complete, then write its results file and manifest."""
-    from coordinator.farm import watch
-    from coordinator.live import FarmProgress
+    from coordinator.running.farm import watch
+    from coordinator.running.progress import FarmProgress
 
     ledger, app = cli.connect(broker)
     display = FarmProgress(sys.stderr)
@@ -29,7 +29,7 @@ def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
 
 def reduce_and_write(cli, ledger, run_id: str, output) -> Path:
     """Write the run's results file and manifest, then let its keys expire."""
-    from coordinator.farm import expire_reduced, reduce_farm_run
+    from coordinator.running.farm import expire_reduced, reduce_farm_run
 
     results, manifest = reduce_farm_run(ledger, run_id)
     path = cli.write_results(results, manifest, output)
@@ -45,8 +45,8 @@ def reduce_and_write(cli, ledger, run_id: str, output) -> Path:
 @pass_cli
 def status(cli, run_id, broker, follow, interval):
     """Progress of a farm run: done, running, queued, failed, per-worker rates, the slowest items, ETA."""
-    from coordinator.farm import lost_message, progress, recover_lost
-    from coordinator.live import FarmProgress, board
+    from coordinator.running.farm import lost_message, progress, recover_lost
+    from coordinator.running.progress import FarmProgress, board
 
     ledger, app = cli.connect(broker)
     display = FarmProgress(sys.stdout, live=follow and sys.stdout.isatty())
@@ -72,7 +72,7 @@ def status(cli, run_id, broker, follow, interval):
 @pass_cli
 def requeue_command(cli, run_id, broker, failed, stale, stale_after):
     """Put failed or stale items of a run back on the queue."""
-    from coordinator.farm import requeue
+    from coordinator.running.farm import requeue
 
     if not failed and not stale:
         raise click.UsageError("say what to requeue: --failed and/or --stale")
@@ -88,7 +88,7 @@ def requeue_command(cli, run_id, broker, failed, stale, stale_after):
 @pass_cli
 def resume_command(cli, run_id, broker, output):
     """Finish a run whose coordinator died: enqueue what is not done, watch, reduce."""
-    from coordinator.farm import resume
+    from coordinator.running.farm import resume
 
     ledger, app = cli.connect(broker)
     chosen = resume(ledger, app, run_id)
@@ -112,7 +112,7 @@ def reduce_command(cli, run_id, broker, output):
 @pass_cli
 def runs_command(cli, broker):
     """Every run in this redis: state, counts and age."""
-    from coordinator.farm import run_summaries
+    from coordinator.running.farm import run_summaries
 
     ledger, _ = cli.connect(broker)
     rows = run_summaries(ledger)
@@ -135,7 +135,7 @@ def runs_command(cli, broker):
 @pass_cli
 def forget_command(cli, run_id, broker, force):
     """Remove every key of RUN_ID from redis (refuses a run still in progress without --force)."""
-    from coordinator.farm import progress
+    from coordinator.running.farm import progress
 
     ledger, _ = cli.connect(broker)
     state = progress(ledger, run_id, per_worker=False)
@@ -176,8 +176,8 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
     """A Celery worker for farm runs (sane defaults for a small machine)."""
     import json
 
-    from coordinator.ledger import connect
-    from coordinator.spec import resolved_system
+    from coordinator.running.ledger import connect
+    from coordinator.running.spec import resolved_system
 
     os.environ["MEMFARM_ALLOWED_SYSTEMS"] = json.dumps([resolved_system(a) for a in allowed])
 
@@ -205,7 +205,7 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
 
 def _refuse_on_failed_checks(broker: str, cache_dir: str, max_seq_length: int | None) -> None:
     """The doctor's checks (the model's files read, not loaded): print any WARN or FAIL; refuse on a FAIL."""
-    from coordinator.doctor import OK, failed, run_checks
+    from coordinator.operations.doctor import OK, failed, run_checks
 
     checks = run_checks(broker=broker, cache_dir=cache_dir, load_model=False, max_seq_length=max_seq_length,
                         browser=False)
@@ -229,7 +229,7 @@ def doctor(broker, cache_dir, max_seq_length, quick, dataset):
 
     Each line is OK, WARN or FAIL with the fix; the exit status is 1 when anything FAILs.
     """
-    from coordinator.doctor import failed, run_checks
+    from coordinator.operations.doctor import failed, run_checks
 
     checks = run_checks(broker=broker, cache_dir=cache_dir, load_model=not quick, max_seq_length=max_seq_length,
                         dataset=dataset)
@@ -294,7 +294,7 @@ def cluster():
 @click.option("--tls", is_flag=True, help="Redis speaks TLS only, with a private CA and certificates made here.")
 def cluster_up(count, address, state_dir, redis_port, flower_port, no_flower, cache_dir, tls):
     """Start redis-server (users with passwords, optionally TLS), N workers and Flower; prints the broker URL."""
-    from coordinator.cluster import up
+    from coordinator.operations.cluster import up
 
     state = up(Path(state_dir), workers=count, redis_port=redis_port, flower_port=None if no_flower else flower_port,
                cache_dir=cache_dir, tls=tls, address=address)
@@ -315,7 +315,7 @@ def cluster_up(count, address, state_dir, redis_port, flower_port, no_flower, ca
 @click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
 def cluster_restart(state_dir):
     """After a reboot: the same Redis (port, users, certificates, its append-only data), workers and Flower."""
-    from coordinator.cluster import restart
+    from coordinator.operations.cluster import restart
 
     state = restart(Path(state_dir))
     click.echo(f"restarted {', '.join(state['pids'])}; broker: {state['broker']}")
@@ -326,7 +326,7 @@ def cluster_restart(state_dir):
 @click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
 def cluster_down(state_dir):
     """Stop every process `cluster up` started, by PID."""
-    from coordinator.cluster import down
+    from coordinator.operations.cluster import down
 
     stopped = down(Path(state_dir))
     click.echo(f"stopped {len(stopped)} processes")

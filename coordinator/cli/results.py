@@ -10,7 +10,7 @@ import click
 
 from adapters.defaults import DEFAULT_SCORING_PROFILE, K_VALUES, SCORING_PROFILES
 from adapters.registry import BENCHMARKS, RANKED_BENCHMARKS
-from coordinator.cli import main
+from coordinator.cli.root import main
 
 
 @main.command()
@@ -30,7 +30,7 @@ from coordinator.cli import main
 def analyze(files, do_compare, force, explain, questions, all_files, results_dir, plot_dir, html_file, as_json,
             profile):
     """Read result files (and nothing else) and report on them."""
-    from coordinator import analyze as analysis
+    from coordinator.results import analyze as analysis
 
     if all_files:
         click.echo(json.dumps(analysis.summarize_directory(results_dir), indent=1))
@@ -55,7 +55,7 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
             report = analysis.analyze(results)
             click.echo(json.dumps(report, indent=1, default=str) if as_json else analysis.render_analysis(report))
     if plot_dir or html_file:
-        from coordinator import plots
+        from coordinator.results import plots
 
         if plot_dir:
             for path in plots.write_plots(loaded, plot_dir):
@@ -82,9 +82,9 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
 def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, output):
     """Score a rankings file from any system with the metric code of the runs."""
     from adapters.files import file_sha256
-    from coordinator.reducer import reduce_run
-    from coordinator.score import score_rankings
-    from coordinator.spec import RunSpec
+    from coordinator.running.reducer import reduce_run
+    from coordinator.results.score import score_rankings
+    from coordinator.running.spec import RunSpec
 
     cli = ctx.obj
     if questions and benchmark != "longmemeval":
@@ -124,8 +124,8 @@ def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, 
 @click.option("--output", type=click.Path(dir_okay=False), required=True)
 def rankings(results_file, level, output):
     """Export a run's own rankings as JSON lines, the input of `memfarm score` (to check a number anywhere)."""
-    from coordinator.analyze import load_results
-    from coordinator.score import export_rankings
+    from coordinator.results.analyze import load_results
+    from coordinator.results.score import export_rankings
 
     lines = export_rankings(load_results(results_file), level)
     Path(output).parent.mkdir(parents=True, exist_ok=True)

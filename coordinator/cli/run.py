@@ -12,7 +12,7 @@ import click
 from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE, DEFAULT_SCORING_PROFILE,
                                DEFAULT_TOP_K, EMBEDDER_BACKENDS, SCORING_PROFILES)
 from adapters.registry import BENCHMARKS
-from coordinator.cli import broker_option, main
+from coordinator.cli.root import broker_option, main
 from memoria import defaults as engine
 
 
@@ -82,7 +82,7 @@ def run_options(command):
 
 def spec_from(ctx: click.Context, command: str, params: dict, farm: bool):
     """The RunSpec of a `run` / `submit` command line, checked; warnings printed once."""
-    from coordinator.spec import from_options
+    from coordinator.running.spec import from_options
 
     explicit = {name for name in params
                 if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)}
@@ -129,7 +129,7 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
 
 
 def _run_local(cli, spec) -> Path:
-    from coordinator.local import run_local
+    from coordinator.running.local_executor import run_local
 
     misses, bars = [], []
 
@@ -156,7 +156,7 @@ def _run_local(cli, spec) -> Path:
 
 
 def _submit(cli, broker: str, spec) -> str:
-    from coordinator.farm import submit as stage_and_enqueue
+    from coordinator.running.farm import submit as stage_and_enqueue
 
     ledger, app = cli.connect(broker)
     bars = []
@@ -184,7 +184,7 @@ def staging_line(stats: dict, used_memory: int | None) -> str:
 
 
 def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run: bool, save_to) -> None:
-    from coordinator.optimize import optimise
+    from coordinator.results.optimize import optimise
 
     results = json.loads(Path(results_path).read_text(encoding="utf-8"))
     weights = results["settings_system"]["ranking"]["weights"]

@@ -8,13 +8,13 @@ from pathlib import Path
 import click
 
 from adapters.errors import MemfarmError
-from coordinator.cli import main
+from coordinator.cli.root import main
 from memoria import defaults
 
 
 def _open_store(store: str):
     from memoria import MemoryInterface
-    from memoria.interface import SNAPSHOT_FILES
+    from memoria.engine import SNAPSHOT_FILES
 
     memory = MemoryInterface()
     if all((Path(store) / f).is_file() for f in SNAPSHOT_FILES.values()):
@@ -54,7 +54,7 @@ def ingest():
 @click.option("--batch-size", type=click.IntRange(1), default=defaults.DEFAULT_BATCH_SIZE, show_default=True)
 def ingest_obsidian(vault, store, batch_size):
     """Every note of an Obsidian VAULT, with its links, tags, tasks and frontmatter."""
-    from adapters.sources.obsidian import ObsidianAdapter
+    from adapters.ingestion.obsidian import ObsidianAdapter
 
     try:
         adapter = ObsidianAdapter(vault)
@@ -70,7 +70,7 @@ def ingest_obsidian(vault, store, batch_size):
 @click.option("--max-file-bytes", type=click.IntRange(1), default=256 * 1024, show_default=True)
 def ingest_git(repo, store, batch_size, max_file_bytes):
     """A local Git REPO: repository, directory, file and Python symbol records."""
-    from adapters.sources.git_repository import GitRepositoryAdapter
+    from adapters.ingestion.git_repository import GitRepositoryAdapter
 
     try:
         adapter = GitRepositoryAdapter(repo, max_file_bytes=max_file_bytes)

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from adapters.errors import DatasetError
 from adapters.longmemeval import LongMemEval
 from adapters.longmemeval_synth import generate
-from coordinator.local import run_items
-from coordinator.reducer import reduce_run, write_results
+from coordinator.running.local_executor import run_items
+from coordinator.running.reducer import reduce_run, write_results
 
 BASE = generate(4, seed=21, scale=0.03)
 #: Fields a question cannot do without (question_id falls back to q_<index>, haystack_dates to none).

@@ -4,7 +4,7 @@ import pytest
 
 from adapters.records import candidate, expected_rank, failed_records, judged_record, question_record
 from adapters.registry import BENCHMARKS, Benchmark
-from coordinator.reducer import default_output, summarize
+from coordinator.running.reducer import default_output, summarize
 
 K = (1, 3)
 

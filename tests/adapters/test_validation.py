@@ -141,7 +141,7 @@ def test_adamem_episodes_a_malformed_episode_fails_alone_naming_its_field(tmp_pa
 
 
 def test_a_rankings_line_with_ids_that_are_not_strings_is_named_and_skipped(tmp_path):
-    from coordinator.score import read_rankings
+    from coordinator.results.score import read_rankings
 
     path = tmp_path / "r.jsonl"
     path.write_text('{"question_id": "q1", "ranked": ["s1", 2]}\n{"question_id": "q2", "ranked": ["s2"]}\n')

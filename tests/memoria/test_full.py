@@ -7,7 +7,7 @@ import pytest
 from memoria import BatchLoader, MemoryInterface
 from memoria.extract import extract, importance
 from memoria.scheduler import SourceScheduler
-from memoria.sources import attribute_search, graph_search, phrase_search
+from memoria.retrieval_sources import attribute_search, graph_search, phrase_search
 
 pytestmark = pytest.mark.slow
 

@@ -86,7 +86,7 @@ def test_a_graph_whose_attention_did_not_fuse_is_refused(tmp_path):
     export must say so rather than hand over a model that runs no faster than torch."""
     from transformers import AutoModel
 
-    from memoria.embedder import model_path
+    from memoria.model_files import model_path
     from memoria.onnx_backend import _fuse, _trace
 
     bert = AutoModel.from_pretrained(model_path(), local_files_only=True, attn_implementation="sdpa").eval()

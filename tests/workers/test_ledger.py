@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.errors import MemfarmError
-from coordinator.farm import progress
-from coordinator.ledger import RunLedger, check_run_id, connect, redact
+from coordinator.running.farm import progress
+from coordinator.running.ledger import RunLedger, check_run_id, connect, redact
 from tests.farm_support import RedisServer
 from workers.ledger import join_sessions, pack, split_sessions
 
@@ -341,7 +341,7 @@ def test_a_start_exactly_at_the_hard_limit_is_stale(ledger, monkeypatch):
 
 
 def test_progress_detail_rates_slowest_and_recent_eta(ledger):
-    from coordinator.farm import progress
+    from coordinator.running.farm import progress
 
     _run(ledger, items=("a", "b", "c", "d", "e"))
     for item, worker in (("a", "w1"), ("b", "w1"), ("c", "w2"), ("d", "w2")):

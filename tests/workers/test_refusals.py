@@ -27,9 +27,9 @@ def test_a_run_staged_before_files_were_recorded_is_judged_by_its_signature():
 
 def test_the_run_records_the_model_files_a_worker_is_checked_against(tmp_path):
     from adapters.systems import make_system
-    from coordinator.farm import run_meta
-    from coordinator.spec import RunSpec
-    from memoria.embedder import model_files_sha256
+    from coordinator.running.farm import run_meta
+    from coordinator.running.spec import RunSpec
+    from memoria.model_files import model_files_sha256
     from tests.helpers import write_dataset
 
     spec = RunSpec(benchmark="longmemeval", dataset=str(write_dataset(tmp_path / "d.json", questions=2)))

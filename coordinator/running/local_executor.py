@@ -1,0 +1,58 @@
+"""The embedded executor: every item on this machine, one after another, no server."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+import traceback
+from collections.abc import Callable
+
+from adapters.records import failure_outcome
+from coordinator.running.reducer import reduce_run
+from coordinator.running.spec import RunSpec
+from workers.cache import ItemCache
+from workers.item import evaluate_item
+
+logger = logging.getLogger(__name__)
+
+
+def run_items(items, system, *, top_k, k_values, profile, cache, dataset_sha256,
+              on_item: Callable[[dict], None] | None = None) -> list[dict]:
+    """Evaluate items in order; a crash in one item becomes its failure record, the rest go on."""
+    outcomes = []
+    worker = f"local@{socket.gethostname()}"
+    for item in items:
+        started = time.perf_counter()
+        try:
+            outcome = evaluate_item(item, system, top_k=top_k, k_values=k_values, profile=profile, cache=cache,
+                                    dataset_sha256=dataset_sha256, worker=worker, attempt=1)
+        except Exception as exc:
+            logger.error("item %s failed: %s", item.get("item_id"), exc)
+            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+            outcome = failure_outcome(item, error, getattr(exc, "field", None), worker, 1,
+                                      timings={"total_ms": round((time.perf_counter() - started) * 1000, 3)})
+        outcomes.append(outcome)
+        if on_item:
+            on_item(outcome)
+    return outcomes
+
+
+def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = None,
+              on_item: Callable[[dict], None] | None = None) -> tuple[dict, dict]:
+    """Evaluate a whole spec here; returns (results, manifest) from the reducer, nothing written yet."""
+    started = time.perf_counter()
+    adapter = spec.open_dataset()
+    ids = adapter.scan()
+    total = min(len(ids), spec.limit) if spec.limit else len(ids)
+    system = spec.make_system()
+    can_cache = spec.cache_dir is not None and hasattr(system, "snapshot") and hasattr(system, "restore")
+    cache = ItemCache(spec.cache_dir, rebuild=spec.rebuild_cache) if can_cache else None
+    context = spec.system_context(system, cache_used=can_cache)
+    if on_start:
+        on_start(total, system)
+    outcomes = run_items(adapter.iter_items(limit=spec.limit), system, top_k=spec.top_k, k_values=context["k_values"],
+                         profile=spec.scoring_profile, cache=cache, dataset_sha256=context["dataset_sha256"],
+                         on_item=on_item)
+    context["elapsed_seconds"] = time.perf_counter() - started
+    return reduce_run(outcomes, context)

@@ -1,0 +1,79 @@
+"""How a farm run's progress reaches a person: redrawn in place on a terminal, one line per change otherwise.
+
+The state comes from `coordinator.running.farm.progress` (counts, per-worker rates,
+the slowest running items, an ETA from recent throughput). Warnings go
+through the same object, so each is printed once however often it recurs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+BAR_WIDTH = 30
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def summary_line(state: dict) -> str:
+    """One line: counts, throughput and ETA."""
+    rate = state.get("throughput_per_minute")
+    return (f"{state['finished']}/{state['total']} finished: done {state['done']}  running {state['running']}  "
+            f"queued {state['queued']}  failed {state['failed']} ({state['final_failures']} final)"
+            + (f"  {rate:.1f} items/min" if rate else "") + f"  ETA {duration(state.get('eta_seconds'))}")
+
+
+def board(state: dict) -> list[str]:
+    """The terminal view: a bar, one line per worker, the slowest running items."""
+    filled = int(BAR_WIDTH * state["finished"] / state["total"]) if state["total"] else 0
+    lines = [f"run {state['run_id']} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {summary_line(state)}"]
+    for name, rate in (state.get("worker_rates") or {}).items():
+        per_minute = f"{rate['per_minute']:.1f}/min" if rate.get("per_minute") else "-"
+        lines.append(f"  {name:<32} {rate['done']:>5} done  {per_minute:>9}")
+    slowest = state.get("slowest") or []
+    if slowest:
+        lines.append("  slowest running: " + ", ".join(
+            f"{s['item_id']} on {s['worker']} for {duration(s['age_seconds'])}" for s in slowest))
+    return lines
+
+
+class FarmProgress:
+    """Shows each new state of a run; `live` (default: the stream is a terminal) redraws in place."""
+
+    def __init__(self, stream=None, live: bool | None = None):
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty() if live is None else live
+        self._drawn = 0
+        self._last_key = None
+        self._warned: set[str] = set()
+
+    def update(self, state: dict) -> None:
+        if self.live:
+            lines = board(state)
+            if self._drawn:
+                self.stream.write(f"\x1b[{self._drawn}F\x1b[J")  # back to the first line of the board, clear below
+            self.stream.write("\n".join(lines) + "\n")
+            self._drawn = len(lines)
+        else:
+            key = (state["total"], state["done"], state["running"], state["queued"], state["failed"],
+                   state["final_failures"])
+            if key == self._last_key:
+                return
+            self._last_key = key
+            self.stream.write(f"run {state['run_id']}: {summary_line(state)}\n")
+        self.stream.flush()
+
+    def warn(self, message: str) -> None:
+        """Print `message` once; a repeat is dropped."""
+        if message in self._warned:
+            return
+        self._warned.add(message)
+        self._drawn = 0  # a warning moves the board down: draw it afresh below
+        self.stream.write(f"warning: {message}\n")
+        self.stream.flush()

@@ -1,0 +1,265 @@
+"""RunSpec: what one run evaluates and how, built once from the command line.
+
+`run`, `submit`, `score`, the benches and the farm all read the same spec;
+it refuses settings that the chosen system or benchmark would not use, so
+no option is ever silently ignored, and it builds the run context (what the
+reducer writes into the results file and manifest) in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K,
+                               EMBEDDING_STORE_FILE, K_VALUES)
+from adapters.errors import MemfarmError
+from adapters.files import content_hash, file_sha256
+from adapters.registry import Benchmark, benchmark
+from adapters.systems import SYSTEMS, describe, make_system
+from adapters.systems.memoria_system import plan_parts
+from memoria import defaults as engine
+from memoria.windows import check_window
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    benchmark: str
+    dataset: str | None = None
+    questions: str | None = None
+    retrieval_mode: str = engine.DEFAULT_MODE
+    #: None: the benchmark's natural system (adamem for AdaMem episodes, memoria otherwise).
+    system: str | None = None
+    limit: int | None = None
+    cache_dir: str | None = None
+    rebuild_cache: bool = False
+    output: str | None = None
+    scoring_profile: str = DEFAULT_SCORING_PROFILE
+    batch_size: int = engine.DEFAULT_BATCH_SIZE
+    extraction_threads: int = engine.DEFAULT_MAX_WORKERS
+    top_k: int = DEFAULT_TOP_K
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    run_id: str | None = None
+    weights_file: str | None = None
+    #: Memoria: sources left out and ranking or query parts switched off (`--without`, repeatable).
+    without: tuple[str, ...] = ()
+    #: Memoria `full`: turn windows, session aggregation and lexical feedback (None: the engine's defaults).
+    window_size: int | None = None
+    window_overlap: int | None = None
+    session_top_n: int | None = None
+    feedback_turns: int | None = None
+    feedback_terms: int | None = None
+    ablation: str | None = None
+    #: The embedder's window in tokens (None: the model's own); it changes the embedding signature.
+    max_seq_length: int | None = None
+    #: Keep each distinct text's vector in `<cache dir>/embeddings.sqlite` (a farm worker: its own cache dir).
+    embedding_store: bool = True
+    #: Farm: workers also share vectors through the run's Redis (workers.shared_vectors), float32, bounded.
+    shared_embeddings: bool = False
+    #: How MiniLM runs: torch, onnx or onnx-int8 (part of the embedding signature).
+    embedder_backend: str = DEFAULT_EMBEDDER_BACKEND
+    command: str = ""
+    #: Option names the user gave explicitly (the others are defaults).
+    explicit: frozenset = frozenset()
+    #: Extra system settings that have no option (benches: sources left out, MMR off).
+    extra_settings: dict = field(default_factory=dict)
+
+    @property
+    def info(self) -> Benchmark:
+        return benchmark(self.benchmark)
+
+    @property
+    def system_name(self) -> str:
+        if self.system:
+            return self.system
+        return "adamem" if self.info.scoring == "substrings" else "memoria"
+
+    # -- checks ---------------------------------------------------------------
+    def check(self, farm: bool) -> list[str]:
+        """Refuse settings that would be ignored; returns warnings worth printing."""
+        info, system = self.info, SYSTEMS.get(self.system_name)
+        given = self.explicit
+
+        def refuse(option: str, why: str) -> None:
+            if option in given:
+                raise MemfarmError(f"--{option.replace('_', '-')} {why}")
+
+        if info.needs_dataset and not self.dataset:
+            raise MemfarmError(f"--dataset is required for {self.benchmark}")
+        if not info.needs_dataset:
+            refuse("dataset", f"is not used: {self.benchmark} is built in")
+        if self.benchmark != "longmemeval":
+            refuse("questions", "is the LongMemEval companion file; it means nothing for " + self.benchmark)
+        if info.scoring == "ids" and self.scoring_profile not in info.profiles:
+            raise MemfarmError(f"--scoring-profile {self.scoring_profile} does not apply to {self.benchmark}; "
+                               f"its profiles: {', '.join(info.profiles)}")
+        if info.scoring == "substrings":
+            if self.system_name != "adamem":
+                raise MemfarmError(f"{self.benchmark} episodes are observed by AdaMem; --system must be adamem")
+            for option in ("top_k", "scoring_profile"):
+                refuse(option, f"does not apply to {self.benchmark}: each query carries its own top_k and is judged "
+                               "by substrings")
+        if system is None:  # a user's own system: built with no arguments
+            for option in ("retrieval_mode", "ablation", "weights_file", "batch_size", "extraction_threads"):
+                refuse(option, f"is not passed to {self.system_name} (a user system is built with no arguments)")
+        else:
+            if not system.has_modes:
+                refuse("retrieval_mode", f"means nothing to {system.name}; it has no retrieval modes"
+                       + (" (use --ablation)" if "ablation" in system.settings else ""))
+            for option, setting in (("ablation", "ablation"), ("weights_file", "weights"),
+                                    ("batch_size", "batch_size"), ("extraction_threads", "max_workers"),
+                                    ("max_seq_length", "max_seq_length"), ("embedding_store", "embedding_store"),
+                                    ("embedder_backend", "embedder_backend")):
+                if setting not in system.settings:
+                    refuse(option, f"is not a setting of {system.name}")
+        if self.weights_file and self.retrieval_mode not in engine.RANKED_MODES:
+            raise MemfarmError(f"--weights sets the ranking of --retrieval-mode full, not {self.retrieval_mode}")
+        for option in ("without",) + FULL_SETTINGS:
+            if getattr(self, option) not in (None, ()):
+                if system is None or option not in system.settings:
+                    raise MemfarmError(f"--{option.replace('_', '-')} is not a setting of {self.system_name}")
+                if option != "without" and self.retrieval_mode not in engine.RANKED_MODES:
+                    raise MemfarmError(f"--{option.replace('_', '-')} sets the ranking of --retrieval-mode full, "
+                                       f"not {self.retrieval_mode}")
+        parts = None
+        if self.system_name == "memoria":  # the system's own rules for its parts, before anything is built
+            try:
+                parts = plan_parts(self.retrieval_mode, self.without, self._weights())
+            except ValueError as exc:
+                raise MemfarmError(f"--without: {exc}") from None
+        if (self.window_size, self.window_overlap) != (None, None):
+            try:
+                check_window(engine.DEFAULT_WINDOW_SIZE if self.window_size is None else self.window_size,
+                             engine.DEFAULT_WINDOW_OVERLAP if self.window_overlap is None else self.window_overlap)
+            except ValueError as exc:
+                raise MemfarmError(f"--window-size / --window-overlap: {exc}") from None
+        if not farm:
+            for option in ("max_attempts", "run_id", "shared_embeddings"):
+                refuse(option, "is a farm setting: give --broker (or MEMFARM_BROKER) to run on the farm")
+            if not self.cache_dir:
+                refuse("rebuild_cache", "needs --cache-dir (or MEMFARM_CACHE_DIR): there is no cache to rebuild")
+        if self.shared_embeddings and not self.embedding_store:
+            raise MemfarmError("--shared-embeddings shares what each worker's embedding store holds: "
+                               "drop --no-embedding-store")
+        warnings = []
+        windowed = [o for o in ("window_size", "window_overlap") if getattr(self, o) is not None]
+        if windowed and parts is not None and not parts.windows:
+            warnings.append(f"--{windowed[0].replace('_', '-')} is not used: windows weigh 0 unless --weights "
+                            "gives `window` a weight, and windows weighing nothing are not built")
+        if farm and "cache_dir" in given:
+            warnings.append("--cache-dir is not used by a farm run: each worker caches in its own --cache-dir")
+        elif self.cache_dir and not farm and self.system_name in SYSTEMS and self.system_name != "memoria":
+            warnings.append(f"--cache-dir is not used: {self.system_name} cannot snapshot its state")
+        if self.benchmark == "longmemeval" and self.questions is None and self.scoring_profile == "memoria":
+            warnings.append("no --questions file; turn gold is the first turn of each answer session")
+        return warnings
+
+    def _weights(self) -> dict[str, float] | None:
+        if not self.weights_file:
+            return None
+        from coordinator.results.optimize import load_weights
+
+        return load_weights(self.weights_file)
+
+    # -- what the spec builds -------------------------------------------------
+    def ablations(self) -> list["RunSpec"]:
+        """One spec per AdaMem ablation when `--ablation all` (the default for AdaMem episodes), else itself."""
+        from adapters.systems.adamem import ABLATIONS
+
+        wants_all = self.ablation == "all" or (self.ablation is None and self.info.scoring == "substrings")
+        if self.system_name != "adamem" or not wants_all:
+            return [self]
+
+        def output(name):  # one results file per ablation, never one overwriting another
+            if not self.output:
+                return None
+            path = Path(self.output)
+            return str(path.with_name(f"{path.stem}.{name}{path.suffix or '.json'}"))
+
+        return [replace(self, ablation=name, output=output(name),
+                        run_id=f"{self.run_id}.{name}" if self.run_id else None) for name in ABLATIONS]
+
+    def system_settings(self) -> dict:
+        """The settings the system is built with (also what a farm worker rebuilds it from)."""
+        settings = {"mode": self.retrieval_mode, "batch_size": self.batch_size, "max_workers": self.extraction_threads,
+                    "ablation": self.ablation, "max_seq_length": self.max_seq_length,
+                    "without": tuple(self.without) or None,
+                    **{option: getattr(self, option) for option in FULL_SETTINGS}, **self.extra_settings}
+        if self.embedder_backend != DEFAULT_EMBEDDER_BACKEND:
+            settings["embedder_backend"] = self.embedder_backend
+        if self.embedding_store and self.cache_dir:
+            settings["embedding_store"] = str(Path(self.cache_dir).resolve() / EMBEDDING_STORE_FILE)
+        if self.weights_file:
+            settings["weights"] = self._weights()
+        info = SYSTEMS.get(self.system_name)
+        wanted = info.settings if info else ()
+        return {k: v for k, v in settings.items() if k in wanted and v is not None}
+
+    def make_system(self):
+        return make_system(self.system_name, **self.system_settings())
+
+    def open_dataset(self):
+        return self.info.open(self.dataset, self.questions, self.scoring_profile)
+
+    def dataset_sha256(self) -> str:
+        if self.dataset:
+            return file_sha256(self.dataset)
+        return content_hash(self.open_dataset().episodes())
+
+    def arguments(self) -> dict:
+        values = asdict(self)
+        values.pop("explicit")
+        values["system"] = self.system_name
+        return values
+
+    def context(self, *, system_config: dict, embedding_signature: dict | None, cache_dir: str | None = None) -> dict:
+        """The run context the reducer writes into the results file and manifest."""
+        info = self.info
+        return {
+            "benchmark": info.name,
+            "benchmark_title": info.title,
+            "group_key": info.group_key,
+            "dataset_path": str(Path(self.dataset).resolve()) if self.dataset else info.source,
+            "dataset_sha256": self.dataset_sha256(),
+            "system_config": system_config,
+            "embedding_signature": embedding_signature,
+            "scoring_profile": self.scoring_profile if info.scoring == "ids" else None,
+            "top_k": self.top_k if info.scoring == "ids" else None,
+            "k_values": K_VALUES,
+            "rendering": info.rendering,
+            "cache_dir": str(Path(cache_dir).resolve()) if cache_dir else None,
+            "rebuild_cache": self.rebuild_cache,
+            "arguments": self.arguments(),
+            "command": self.command,
+        }
+
+    def system_context(self, system, cache_used: bool) -> dict:
+        """The context of a run of `system` (memoria, adamem, a user's own)."""
+        return self.context(system_config=describe(system),
+                            embedding_signature=getattr(system, "embedding_signature", None),
+                            cache_dir=self.cache_dir if cache_used else None)
+
+
+#: RunSpec fields that set Memoria's `full` ranking, each an option of `memfarm run` and a setting of the system.
+FULL_SETTINGS = ("window_size", "window_overlap", "session_top_n", "feedback_turns", "feedback_terms")
+
+
+def resolved_system(name: str) -> str:
+    """A user's `file.py:Class` with the file's absolute path (the same file wherever the name is read:
+    farm workers, their allow-lists, resume); any other name as it is."""
+    if ".py:" not in name:
+        return name
+    path, _, class_name = name.rpartition(":")
+    return f"{Path(path).resolve()}:{class_name}"
+
+
+def from_options(benchmark_name: str, params: dict, *, command: str, explicit) -> RunSpec:
+    """A spec from click's parameters (names as the options spell them)."""
+    names = set(RunSpec.__dataclass_fields__) - {"benchmark", "command", "explicit", "extra_settings"}
+    values = {k: v for k, v in params.items() if k in names}
+    if values.get("system"):
+        values["system"] = resolved_system(values["system"])
+    return RunSpec(benchmark=benchmark_name, command=command, explicit=frozenset(explicit), **values)

@@ -1,0 +1,370 @@
+"""MemoryInterface: store raw text, recall ranked candidates, snapshot the state.
+
+One interface is one isolated memory state. The harness builds one per item,
+snapshots it into the item cache, and restores it on the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from memoria import defaults
+from memoria.bm25 import BM25Index
+from memoria.boosts import without_names
+from memoria.errors import SnapshotError, UnknownModeError
+from memoria.ranking import RankingContext, rank
+from memoria.rrf import reciprocal_rank_fusion
+from memoria.scheduler import SourceScheduler
+from memoria.retrieval_sources import DerivedView, attribute_search, graph_search, phrase_search
+from memoria.store import MemoryStore
+from memoria.vectors import VectorIndex
+from memoria.windows import build_windows, check_window, credit_turns
+
+logger = logging.getLogger(__name__)
+
+#: File names of a snapshot; the item cache hashes each of them.
+SNAPSHOT_FILES = {"store": "memory.sqlite", "vectors": "vectors.faiss", "bm25": "bm25.json"}
+#: Files of the turn windows, in a snapshot only when windows were built; without them they are built again.
+WINDOW_FILES = {"window_vectors": "windows.faiss", "windows": "windows.json"}
+
+
+class MemoryInterface:
+    """One memory state: SQLite rows plus FAISS and BM25 indexes derived from them."""
+
+    def __init__(
+        self,
+        embedder=None,
+        candidate_pool: int = defaults.DEFAULT_CANDIDATE_POOL,
+        rrf_k: int = defaults.DEFAULT_RRF_K,
+        weights: dict[str, float] | None = None,
+        mmr_lambda: float = defaults.DEFAULT_MMR_LAMBDA,
+        mmr_window: int = defaults.DEFAULT_MMR_WINDOW,
+        policy: str = defaults.DEFAULT_SCHEDULER_POLICY,
+        budget_ms: float = defaults.DEFAULT_SOURCE_BUDGET_MS,
+        graph_seeds: int = defaults.DEFAULT_GRAPH_SEEDS,
+        window_size: int = defaults.DEFAULT_WINDOW_SIZE,
+        window_overlap: int = defaults.DEFAULT_WINDOW_OVERLAP,
+        window_turn_chars: int = defaults.DEFAULT_WINDOW_TURN_CHARS,
+        session_top_n: int = defaults.DEFAULT_SESSION_TOP_N,
+        feedback_turns: int = defaults.DEFAULT_FEEDBACK_TURNS,
+        feedback_terms: int = defaults.DEFAULT_FEEDBACK_TERMS,
+        speaker_strip: bool = defaults.DEFAULT_SPEAKER_STRIP,
+    ):
+        if embedder is None:
+            from memoria.embedder import LazyEmbedder
+
+            embedder = LazyEmbedder()
+        self.embedder = embedder
+        self.candidate_pool = candidate_pool
+        self.rrf_k = rrf_k
+        self.weights = dict(defaults.DEFAULT_WEIGHTS if weights is None else weights)
+        self.mmr_lambda, self.mmr_window = mmr_lambda, mmr_window
+        self.policy, self.budget_ms, self.graph_seeds = policy, budget_ms, graph_seeds
+        check_window(window_size, window_overlap)
+        self.window_size, self.window_overlap, self.window_turn_chars = window_size, window_overlap, window_turn_chars
+        self.session_top_n = session_top_n
+        if feedback_turns < 1 or feedback_terms < 1:
+            raise ValueError(f"feedback needs at least one turn and one term, got {feedback_turns} and {feedback_terms}")
+        self.feedback_turns, self.feedback_terms = feedback_turns, feedback_terms
+        self.speaker_strip = speaker_strip
+        self.scheduler = SourceScheduler()
+        #: Extra or replacement sources by name (tests, experiments): {name: callable() -> [(id, score)]}.
+        self.custom_sources: dict = {}
+        #: The sources a mode submits, where they differ from `MODE_SOURCES` (ablations leave some out).
+        self.mode_sources: dict[str, tuple[str, ...]] = {}
+        self._pending_vectors: list[tuple[list[int], np.ndarray]] = []
+        self._view = None
+        self.dimension = embedder.dimension
+        self.store = MemoryStore()
+        self.vectors = VectorIndex(self.dimension)
+        self.bm25 = BM25Index()
+        self._clear_windows()
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    @property
+    def settings(self) -> dict:
+        return {"candidate_pool": self.candidate_pool, "rrf_k": self.rrf_k,
+                "bm25": {"k1": self.bm25.k1, "b": self.bm25.b, "epsilon": self.bm25.epsilon},
+                "scheduler": {"policy": self.policy, "budget_ms": self.budget_ms},
+                "windows": self.window_settings}
+
+    @property
+    def window_settings(self) -> dict:
+        return {"size": self.window_size, "overlap": self.window_overlap, "turn_chars": self.window_turn_chars}
+
+    @property
+    def ranking_settings(self) -> dict:
+        return {"weights": dict(self.weights), "mmr_lambda": self.mmr_lambda, "mmr_window": self.mmr_window,
+                "graph_seeds": self.graph_seeds, "session_top_n": self.session_top_n,
+                "feedback": {"turns": self.feedback_turns, "terms": self.feedback_terms},
+                "speaker_strip": self.speaker_strip}
+
+    # -- writing -----------------------------------------------------------
+    def insert(self, texts: list[str], metadatas: list[dict], vectors: np.ndarray | None,
+               derived: list[dict] | None = None, defer_vectors: bool = False) -> list[int]:
+        """Store already-validated memories (and what was extracted from them); all of them or none.
+
+        With `defer_vectors` the vectors wait and go into FAISS in one build, on the next
+        recall or snapshot (or `build_indexes()`).
+        """
+        first = self.store.next_id()
+        ids = list(range(first, first + len(texts)))
+        self.store.insert(ids, texts, [json.dumps(m, ensure_ascii=False, sort_keys=True) for m in metadatas], derived)
+        try:
+            if vectors is not None and defer_vectors:
+                self._pending_vectors.append((ids, vectors))
+            elif vectors is not None:
+                self.vectors.add(ids, vectors)
+            self.bm25.add(ids, texts)
+        except Exception:
+            self.store.delete(ids)
+            self.vectors.index.remove_ids(np.asarray(ids, dtype=np.int64))
+            del self.bm25.ids[-len(ids):], self.bm25.tokens[-len(ids):]
+            raise
+        self._view = None
+        return ids
+
+    def build_indexes(self) -> None:
+        """Add every deferred vector to FAISS in one go."""
+        if self._pending_vectors:
+            ids = [i for batch, _ in self._pending_vectors for i in batch]
+            self.vectors.add(ids, np.concatenate([v for _, v in self._pending_vectors]))
+            self._pending_vectors = []
+
+    def reset(self) -> None:
+        """Forget everything: rows and every derived index."""
+        self.store.clear()
+        self.vectors.clear()
+        self.bm25.clear()
+        self._clear_windows()
+        self._pending_vectors = []
+        self._view = None
+
+    # -- turn windows --------------------------------------------------------
+    def _clear_windows(self) -> None:
+        self.window_vectors = VectorIndex(self.dimension)
+        self.window_turns: list[list[int]] = []
+        self._window_texts: list[str] = []
+        self._windows_built: dict | None = None  # the settings and row count the windows were built for
+
+    def _windows_current(self) -> bool:
+        return self._windows_built == {**self.window_settings, "rows": len(self.store)}
+
+    def build_windows(self, batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
+        """Build (or bring up to date) the turn windows and their vectors; returns how many texts were encoded.
+
+        Windows are built over every stored row, each session on its own; a window
+        whose text is unchanged since the last build keeps its vector.
+        """
+        if self.window_size <= 0 or self._windows_current():
+            return 0
+        windows = build_windows(self.store.all_rows(), self.window_size, self.window_overlap, self.window_turn_chars)
+        texts = [w["text"] for w in windows]
+        known = {}
+        if len(self.window_vectors) == len(self._window_texts):
+            known = {t: k for k, t in enumerate(self._window_texts)}
+        fresh = [t for t in dict.fromkeys(texts) if t not in known]
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        encoded = self.embedder.encode(fresh, batch_size=batch_size) if fresh else np.zeros((0, self.dimension))
+        by_text = {t: encoded[k] for k, t in enumerate(fresh)}
+        for k, text in enumerate(texts):
+            vectors[k] = by_text[text] if text in by_text else self.window_vectors.index.reconstruct(known[text])
+        self.window_vectors = VectorIndex(self.dimension)
+        self.window_vectors.add(list(range(len(texts))), vectors)
+        self.window_turns = [w["turns"] for w in windows]
+        self._window_texts = texts
+        self._windows_built = {**self.window_settings, "rows": len(self.store)}
+        return len(fresh)
+
+    def _window_search(self, query_vector, pool: int) -> list[tuple[int, float]]:
+        """Window hits as turn hits: each turn keeps its best window's cosine; at most `pool` turns."""
+        hits = self.window_vectors.search(query_vector, max(1, pool // max(1, self.window_size - self.window_overlap)))
+        return credit_turns(hits, self.window_turns)[:pool]
+
+    # -- reading -----------------------------------------------------------
+    def view(self) -> DerivedView:
+        if self._view is None:
+            self._view = DerivedView(self.store)
+        return self._view
+
+    def _source(self, name: str, query: str, query_vector, pool: int):
+        if name == "faiss":
+            return self.vectors.search(query_vector, pool)
+        if name == "bm25":
+            return self.bm25.search(query, pool)
+        if name == "fusion":
+            parts = {"faiss": self.vectors.search(query_vector, pool), "bm25": self.bm25.search(query, pool)}
+            return {"parts": parts, "fused": self._fuse(parts)}
+        if name == "graph":
+            return graph_search(self.view(), query, pool, self.graph_seeds)
+        if name == "phrase":
+            return phrase_search(self.view(), query, pool)
+        if name == "attribute":
+            return attribute_search(self.view(), query, pool)
+        if name == "window":
+            return self._window_search(query_vector, pool) if self._windows_current() else []
+        raise UnknownModeError(f"unknown source {name!r}")
+
+    def recall(self, query: str, mode: str = defaults.DEFAULT_MODE, limit: int = defaults.DEFAULT_RECALL_LIMIT,
+               policy: str | None = None, budget_ms: float | None = None) -> dict:
+        """Ranked candidates for `query` under `mode`, with per-source diagnostics.
+
+        Returns `{"results": [candidate, ...], "diagnostics": {...}}`; each
+        candidate has rank, id, text, metadata, score, final_score and
+        diagnostics saying which sources found it, at which rank and score
+        (and, in `full`, every ranking signal's value and contribution).
+        """
+        if mode not in defaults.MODE_SOURCES:
+            raise UnknownModeError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
+        started = time.perf_counter()
+        self.build_indexes()
+        submitted = list(self.mode_sources.get(mode, defaults.MODE_SOURCES[mode]))
+        pool = max(self.candidate_pool, limit)
+        if len(self.store) == 0 or not query.strip():
+            diagnostics = {"mode": mode, "policy": policy or self.policy, "sources_submitted": submitted,
+                           "sources_completed": [], "sources_pending": [], "sources_failed": {}, "source_ms": {},
+                           "candidate_pool": pool, "total_ms": 0.0,
+                           "finish_reason": "empty_store" if len(self.store) == 0 else "empty_query"}
+            return {"results": [], "diagnostics": diagnostics}
+
+        if "window" in submitted:
+            self.build_windows()
+        query_vector, embed_ms, dense_query = None, 0.0, query
+        if mode in defaults.RANKED_MODES and self.speaker_strip:
+            dense_query = without_names(query, self.view().speakers)
+        if mode in defaults.RANKED_MODES or {"faiss", "fusion", "window"} & set(submitted):
+            t0 = time.perf_counter()
+            query_vector = self.embedder.encode([dense_query])[0]
+            embed_ms = _ms(t0)
+        calls = {name: self.custom_sources.get(name) or partial(self._source, name, query, query_vector, pool)
+                 for name in submitted}
+        outcome, schedule = self.scheduler.run(calls, policy or self.policy, budget_ms or self.budget_ms)
+        diagnostics = {"mode": mode, **schedule, "embed_ms": embed_ms, "candidate_pool": pool}
+        if dense_query != query:
+            diagnostics["dense_query"] = dense_query
+        lists = {}
+        for name, value in outcome.items():
+            if name == "fusion":
+                lists.update(value["parts"])
+            else:
+                lists[name] = value
+        if mode == "fusion" and "fusion" in outcome:
+            ranked = outcome["fusion"]["fused"]
+        elif mode in defaults.RANKED_MODES:
+            context = RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids, query,
+                                     lexical_search=lambda text: self.bm25.search(text, len(self.store)))
+            ranked, diagnostics["ranking"] = rank(context, self.weights, limit, self.mmr_lambda, self.mmr_window,
+                                                  self.session_top_n, self.feedback_turns, self.feedback_terms)
+            ranked = [(i, score, {"kind": "ranking", **extra}) for i, score, extra in ranked]
+        else:
+            ranked = _round_robin(lists, submitted)
+        diagnostics["total_ms"] = _ms(started)
+        return {"results": self._materialise(ranked[:limit], lists), "diagnostics": diagnostics}
+
+    def _fuse(self, lists: dict[str, list[tuple[int, float]]]) -> list[tuple[int, float, dict]]:
+        fused = reciprocal_rank_fusion({s: [i for i, _ in pairs] for s, pairs in lists.items()}, k=self.rrf_k)
+        return [
+            (e["id"], e["score"], {"kind": "fusion", "rrf_k": self.rrf_k, "contributions": e["contributions"]})
+            for e in fused
+        ]
+
+    def _materialise(self, ranked, lists) -> list[dict]:
+        positions = {s: {i: (r, sc) for r, (i, sc) in enumerate(pairs, start=1)} for s, pairs in lists.items()}
+        rows = self.store.get([doc_id for doc_id, _, _ in ranked])
+        results = []
+        for rank_position, (doc_id, score, extra) in enumerate(ranked, start=1):
+            text, metadata = rows[doc_id]
+            found = {s: {"rank": pos[doc_id][0], "score": pos[doc_id][1]} for s, pos in positions.items() if doc_id in pos}
+            diagnostics = {"sources": found}
+            if extra:
+                extra = dict(extra)
+                diagnostics[extra.pop("kind")] = extra
+            results.append({
+                "rank": rank_position,
+                "id": doc_id,
+                "text": text,
+                "metadata": metadata,
+                "score": score,
+                "final_score": score,
+                "diagnostics": diagnostics,
+            })
+        return results
+
+    # -- persistence -------------------------------------------------------
+    def snapshot(self, directory: str | Path) -> dict[str, Path]:
+        """Write the whole state into `directory`; returns the files written."""
+        self.build_indexes()
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        paths = {name: directory / filename for name, filename in SNAPSHOT_FILES.items()}
+        self.store.save(paths["store"])
+        self.vectors.save(paths["vectors"])
+        self.bm25.save(paths["bm25"])
+        if self._windows_built is not None and self._windows_current():
+            paths["window_vectors"] = directory / WINDOW_FILES["window_vectors"]
+            paths["windows"] = directory / WINDOW_FILES["windows"]
+            self.window_vectors.save(paths["window_vectors"])
+            paths["windows"].write_text(json.dumps({"built": self._windows_built, "turns": self.window_turns,
+                                                    "texts": self._window_texts}), encoding="utf-8")
+        return paths
+
+    def restore(self, directory: str | Path) -> None:
+        """Replace this state with the one snapshotted in `directory`."""
+        directory = Path(directory)
+        missing = [f for f in SNAPSHOT_FILES.values() if not (directory / f).is_file()]
+        if missing:
+            raise SnapshotError(f"{directory}: snapshot is missing {', '.join(missing)}")
+        store = MemoryStore.load(directory / SNAPSHOT_FILES["store"])
+        vectors = VectorIndex.load(directory / SNAPSHOT_FILES["vectors"], self.dimension)
+        bm25 = BM25Index.load(directory / SNAPSHOT_FILES["bm25"])
+        if len(bm25) != len(store) or len(vectors) not in (0, len(store)):
+            raise SnapshotError(
+                f"{directory}: snapshot parts disagree ({len(store)} rows, {len(vectors)} vectors, {len(bm25)} BM25 docs)"
+            )
+        self.store, self.vectors, self.bm25 = store, vectors, bm25
+        self._pending_vectors = []
+        self._view = None
+        self._clear_windows()
+        if all((directory / f).is_file() for f in WINDOW_FILES.values()):
+            self._restore_windows(directory)
+
+    def _restore_windows(self, directory: Path) -> None:
+        """Load snapshotted windows; ones built under other settings are left to be built again."""
+        try:
+            saved = json.loads((directory / WINDOW_FILES["windows"]).read_text(encoding="utf-8"))
+            built, turns, texts = saved["built"], saved["turns"], saved["texts"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SnapshotError(f"{directory}: unreadable windows file ({exc})") from exc
+        vectors = VectorIndex.load(directory / WINDOW_FILES["window_vectors"], self.dimension)
+        if len(vectors) != len(turns) or len(texts) != len(turns) or built.get("rows") != len(self.store):
+            raise SnapshotError(f"{directory}: windows disagree with the snapshot ({len(turns)} windows, "
+                                f"{len(vectors)} vectors, built for {built.get('rows')} of {len(self.store)} rows)")
+        self.window_vectors, self.window_turns, self._window_texts = vectors, turns, texts
+        self._windows_built = built
+
+
+def _round_robin(lists: dict[str, list[tuple[int, float]]], order: list[str]) -> list[tuple[int, float, dict]]:
+    """Merge source lists without fusing scores: alternate ranks, first occurrence wins."""
+    sources = [s for s in order if s in lists]
+    merged, seen = [], set()
+    depth = max((len(lists[s]) for s in sources), default=0)
+    for position in range(depth):
+        for source in sources:
+            if position < len(lists[source]):
+                doc_id, score = lists[source][position]
+                if doc_id not in seen:
+                    seen.add(doc_id)
+                    merged.append((doc_id, score, {} if len(sources) == 1 else {"kind": "merge", "placed_by": source}))
+    return merged
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000.0, 3)

@@ -1,0 +1,125 @@
+"""`memfarm doctor` and the worker's pre-start checks, against a real redis-server and a really full disk."""
+
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from coordinator.operations import doctor
+from coordinator.cli import main
+from tests.farm_support import REPO, RedisServer
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    server = RedisServer(tmp_path_factory.mktemp("doctor"))
+    yield server
+    server.stop()
+
+
+@contextmanager
+def full_disk(folder: Path):
+    """A 1 MiB tmpfs at `folder`, filled to the last byte (root only; skips elsewhere)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        with open(folder / "filler", "wb") as filler:
+            try:
+                while True:
+                    filler.write(b"\0" * 65536)
+                    filler.flush()
+            except OSError:
+                pass
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def _lines(output: str) -> dict[str, str]:
+    """{check name: status} from the doctor's output."""
+    found = {}
+    for line in output.splitlines():
+        parts = line.split(None, 1)
+        if parts and parts[0] in ("OK", "WARN", "FAIL"):
+            found[line[6:21].strip()] = parts[0]
+    return found
+
+
+def test_a_healthy_machine_passes(server, tmp_path):
+    result = CliRunner().invoke(main, ["doctor", "--broker", server.url, "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    status = _lines(result.output)
+    for name in ("python", "packages", "torch", "model", "redis", "persistence", "queue", "cache disk"):
+        assert status[name] == "OK", (name, result.output)
+    assert "loaded offline: 384-d" in result.output and "appendonly yes" in result.output
+    assert server.password not in result.output
+
+
+@pytest.mark.parametrize("broken, message", [
+    ("password", "refused the credentials"),
+    ("port", "cannot reach redis"),
+])
+def test_a_wrong_password_or_port_is_a_fail_with_its_fix(server, tmp_path, broken, message):
+    url = server.url.replace(server.password, "wrong") if broken == "password" else \
+        f"redis://:x@127.0.0.1:{_closed_port()}/0"
+    result = CliRunner().invoke(main, ["doctor", "--quick", "--broker", url, "--cache-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert _lines(result.output)["redis"] == "FAIL" and message in result.output
+    assert "fix:" in result.output and "1 FAIL" in result.output
+
+
+def _closed_port() -> int:
+    from coordinator.operations.cluster import free_port
+
+    return free_port()
+
+
+def test_a_full_cache_disk_is_a_fail(server, tmp_path, monkeypatch):
+    with full_disk(tmp_path / "tiny") as disk:
+        result = CliRunner().invoke(main, ["doctor", "--quick", "--broker", server.url, "--cache-dir", str(disk)])
+        assert result.exit_code == 1 and _lines(result.output)["cache disk"] == "FAIL"
+        assert "0.0 GiB free" in result.output
+        # below the free-space threshold or not, a disk that takes no write is refused for that reason
+        monkeypatch.setattr(doctor, "CACHE_FAIL_BYTES", 0)
+        check = doctor.disk_check(disk / "cache")
+        assert check.status == "FAIL" and "No space left on device" in check.detail
+
+
+def test_a_worker_refuses_to_start_on_a_failed_check(server, tmp_path):
+    with full_disk(tmp_path / "tiny") as disk:
+        worker = subprocess.run([sys.executable, "-m", "coordinator.cli", "worker", "--broker", server.url,
+                                 "--cache-dir", str(disk)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert worker.returncode == 2
+    assert "FAIL  cache disk" in worker.stderr and "worker not started: 1 check(s) failed" in worker.stderr
+
+
+def test_a_cuda_build_is_a_warning_and_old_python_a_failure(monkeypatch):
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "2.13.0+cu121")
+    check = doctor.torch_check(load=False)
+    assert check.status == "WARN" and "CUDA" in check.detail and "whl/cpu" in check.fix
+    monkeypatch.setattr(sys, "version_info", (3, 10, 0))
+    assert doctor.python_check().status == "FAIL"
+
+
+def test_a_dataset_is_checked_against_the_published_file(tmp_path, monkeypatch):
+    fake = tmp_path / "longmemeval_s_cleaned.json"
+    fake.write_text("[]")
+    check = doctor.dataset_check(fake)
+    assert check.status == "WARN" and "not the published LongMemEval-S (cleaned) file" in check.detail
+    assert "2 bytes" in check.detail
+    import hashlib
+
+    digest = hashlib.sha256(b"[]").hexdigest()
+    monkeypatch.setattr(doctor, "KNOWN_DATASETS", (("Test set", "other.json", 2, digest[:8], digest[-4:]),))
+    assert doctor.dataset_check(fake).status == "OK" and "the published Test set file" in doctor.dataset_check(fake).detail
+    assert doctor.dataset_check(tmp_path / "missing.json").status == "FAIL"

@@ -1,0 +1,72 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from coordinator.cli import main
+from coordinator.results.optimize import load_weights
+from adapters.errors import ResultsError
+from tests.helpers import write_dataset
+
+pytestmark = pytest.mark.slow
+
+# Recency says nothing about where evidence sits in these haystacks; here it outweighs everything else.
+WRONG = {"semantic": 0.1, "token": 0.1, "phrase": 0.0, "graph": 0.0, "attribute_boost": 0.0,
+         "importance": 0.0, "recency": 0.6}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("opt")
+    data = write_dataset(folder / "data.json", questions=10, seed=12, scale=0.1)
+    (folder / "wrong.json").write_text(json.dumps({"weights": WRONG}))
+    return folder, data
+
+
+def _run(folder, data, *extra):
+    return CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--retrieval-mode", "full",
+                                     "--weights", str(folder / "wrong.json"), "--cache-dir", str(folder / "cache"),
+                                     "--optimize", "--step-size", "0.1", *extra])
+
+
+def test_optimize_moves_a_clearly_wrong_weight_the_right_way(setup):
+    folder, data = setup
+    out, saved = folder / "run.json", folder / "tuned.json"
+    result = _run(folder, data, "--output", str(out), "--save-weights", str(saved))
+    assert result.exit_code == 0, result.output
+    report = json.loads(saved.read_text())
+    tuned = report["weights"]
+    share = lambda w: w["recency"] / sum(w.values())
+    assert share(tuned) < share(WRONG), tuned
+    assert report["optimisation"]["after"] > report["optimisation"]["before"]
+    manifest = json.loads((folder / "run.manifest.json").read_text())
+    assert manifest["system"]["ranking"]["weights"] == WRONG  # the manifest records the weights used
+    assert load_weights(saved) == tuned
+
+    rerun = folder / "rerun.json"
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--retrieval-mode", "full",
+                                       "--weights", str(saved), "--cache-dir", str(folder / "cache"),
+                                       "--output", str(rerun)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(rerun.read_text())["settings_system"]["ranking"]["weights"] == tuned
+
+
+def test_dry_run_weights_writes_nothing(setup):
+    folder, data = setup
+    out = folder / "dry.json"
+    result = _run(folder, data, "--output", str(out), "--dry-run-weights")
+    assert result.exit_code == 0, result.output
+    assert "dry run: weights not written" in result.output and "recency" in result.output
+    assert not list(folder.glob("dry*.weights.json"))
+
+
+def test_optimize_needs_the_full_mode(setup):
+    folder, data = setup
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--optimize"])
+    assert result.exit_code == 2 and "full" in result.output
+
+
+def test_bad_weight_files_are_refused(tmp_path):
+    (tmp_path / "w.json").write_text(json.dumps({"semantik": 1.0}))
+    with pytest.raises(ResultsError, match="unknown signals"):
+        load_weights(tmp_path / "w.json")

@@ -1,0 +1,50 @@
+"""The farm's progress display: one line per change off a terminal, a redrawn board on one, warnings once."""
+
+import io
+
+from coordinator.running.progress import FarmProgress, board, duration
+
+
+def _state(done=0, running=0, queued=10, failed=0, final=0, eta=None, **extra):
+    return {"run_id": "r", "total": 10, "done": done, "running": running, "queued": queued, "failed": failed,
+            "final_failures": final, "finished": done + final, "eta_seconds": eta, **extra}
+
+
+def test_off_a_terminal_one_line_per_change_and_each_warning_once():
+    out = io.StringIO()
+    display = FarmProgress(out, live=False)
+    display.update(_state())
+    display.update(_state())  # nothing changed: nothing printed
+    display.update(_state(running=2, queued=8))
+    display.warn("item a: attempt lost, queued again")
+    display.update(_state(done=1, running=2, queued=7, eta=95, throughput_per_minute=6.0))
+    display.warn("item a: attempt lost, queued again")
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "run r: 0/10 finished: done 0  running 0  queued 10  failed 0 (0 final)  ETA ?",
+        "run r: 0/10 finished: done 0  running 2  queued 8  failed 0 (0 final)  ETA ?",
+        "warning: item a: attempt lost, queued again",
+        "run r: 1/10 finished: done 1  running 2  queued 7  failed 0 (0 final)  6.0 items/min  ETA 1m35s",
+    ]
+
+
+def test_on_a_terminal_the_board_is_redrawn_in_place():
+    out = io.StringIO()
+    display = FarmProgress(out, live=True)
+    state = _state(done=4, running=1, queued=5, eta=3700,
+                   worker_rates={"w1@h": {"done": 3, "per_minute": 2.5}, "w2@h": {"done": 1, "per_minute": None}},
+                   slowest=[{"item_id": "q9", "worker": "w2@h", "age_seconds": 125.0}])
+    display.update(state)
+    display.update(state)
+    text = out.getvalue()
+    assert text.count("\x1b[4F\x1b[J") == 1, "the second board replaces the first (4 lines)"
+    lines = board(state)
+    assert lines[0].startswith("run r [############..................] 4/10 finished")
+    assert lines[0].endswith("ETA 1h01m")
+    assert "w1@h" in lines[1] and "2.5/min" in lines[1] and lines[2].rstrip().endswith("-")
+    assert lines[3] == "  slowest running: q9 on w2@h for 2m05s"
+
+
+def test_durations_read_like_a_person_would_say_them():
+    assert [duration(x) for x in (None, 0, 59.6, 61, 3599, 7260)] == ["?", "0s", "1m00s", "1m01s", "59m59s",
+                                                                       "2h01m"]
