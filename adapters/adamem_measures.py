@@ -17,13 +17,13 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 import string
 import time
 from collections import Counter
 
 from adapters.metrics import average, level_metrics
+from adapters.percentile import percentile
 
 #: What `prompt_tokens` counts with (the embedder's own tokenizer; no LLM tokenizer is available).
 TOKENIZER = "all-MiniLM-L6-v2 WordPiece (bert-base-uncased vocabulary), no special tokens"
@@ -152,14 +152,6 @@ def write_amplification(memory) -> dict:
     return {"events": memory.events, "entries": len(entries), "folded": memory.folded,
             "supersession_edges": supersession, "links": links,
             "bytes": stored + EDGE_BYTES * (supersession + links)}
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest rank: the ceil(q * n)-th smallest value."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 def _mean(values: list) -> float | None:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from adapters.errors import MemfarmError
-from coordinator.results.analyze import percentile
+from adapters.percentile import percentile
 from coordinator.running.reducer import git_commit, summarize
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from adapters.defaults import K_VALUES
 from adapters.errors import ResultsError
+from adapters.percentile import percentile
 from coordinator.results.measures_table import MEASURES_NOTE, cell, render_rows, row_of
 from coordinator.running.reducer import RESULTS_FORMAT
 
@@ -61,12 +62,6 @@ def under_profile(results: dict, profile: str | None) -> dict:
 
 def _rate(count: int, total: int) -> dict:
     return {"rate": (count / total) if total else None, "count": count, "of": total}
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The value at quantile `q` (nearest rank) of `values`."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def _distribution(values: list[float]) -> dict | None:

@@ -8,7 +8,8 @@ import io
 from pathlib import Path
 
 from adapters.defaults import K_VALUES
-from coordinator.results.analyze import COMPARE_K, percentile
+from adapters.percentile import percentile
+from coordinator.results.analyze import COMPARE_K
 
 
 def _figure():
