@@ -3,6 +3,8 @@
 The engine's own numbers live in `memoria.defaults`; a manifest snapshots both.
 """
 
+from __future__ import annotations
+
 #: How many candidates every system under test is asked for.
 DEFAULT_TOP_K = 50
 
@@ -12,12 +14,25 @@ K_VALUES = (1, 3, 5, 10, 30, 50)
 #: The metric names at each level (session, turn).
 METRIC_NAMES = ("recall_any", "recall_all", "ndcg_any")
 
-#: Scoring profiles: `memoria` (the Adapters seed's gold rules, standard DCG, every turn indexed) and
-#: `longmemeval-official` (LongMemEval's own retrieval evaluation, reproduced exactly: `adapters.official`).
-#: The chosen profile also decides the corpus a run gives its system; every profile a benchmark
-#: supports is computed for every question.
-SCORING_PROFILES = ("memoria", "longmemeval-official")
-DEFAULT_SCORING_PROFILE = "memoria"
+#: The default scoring profile: a gold turn is a turn of an answer session whose content contains the
+#: expected text; standard DCG; every turn indexed.
+EXPECTED_TEXT_PROFILE = "expected-text"
+
+#: Scoring profiles: `expected-text` (above) and `longmemeval-official` (LongMemEval's own retrieval
+#: evaluation, reproduced exactly: `adapters.official`). The chosen profile also decides the corpus a run
+#: gives its system; every profile a benchmark supports is computed for every question.
+SCORING_PROFILES = (EXPECTED_TEXT_PROFILE, "longmemeval-official")
+DEFAULT_SCORING_PROFILE = EXPECTED_TEXT_PROFILE
+
+#: Other names a scoring profile is read under: results files and manifests written under the name
+#: `memoria` carry it as their profile and as keys of `metrics_by_profile`, and `--scoring-profile
+#: memoria` still names the expected-text profile.
+PROFILE_ALIASES = {"memoria": EXPECTED_TEXT_PROFILE}
+
+
+def profile_name(name: str | None) -> str | None:
+    """The name a scoring profile goes by in this version: an alias becomes its profile, any other name stays."""
+    return PROFILE_ALIASES.get(name, name) if name is not None else None
 
 #: What `--optimize` maximises unless told otherwise: LEVEL:METRIC@K.
 DEFAULT_OBJECTIVE = "session:ndcg_any@10"

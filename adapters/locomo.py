@@ -14,6 +14,7 @@ from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
 from adapters.dataset import BadField, StreamedDataset, capped, check_text, reading
+from adapters.defaults import DEFAULT_SCORING_PROFILE
 from adapters.registry import BENCHMARKS
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -60,7 +61,7 @@ class LoCoMo(StreamedDataset):
     benchmark = BENCHMARKS["locomo"]
     id_field = "sample_id"
 
-    def __init__(self, path: str | Path, profile: str = "memoria"):
+    def __init__(self, path: str | Path, profile: str = DEFAULT_SCORING_PROFILE):
         super().__init__(path)
         self.profile = profile
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
 from adapters.dataset import BadField, StreamedDataset, capped, check_list, check_text, reading
+from adapters.defaults import DEFAULT_SCORING_PROFILE, EXPECTED_TEXT_PROFILE
 from adapters.errors import DatasetError
 from adapters.jsonstream import iter_array
 from adapters.official import PROFILE as OFFICIAL
@@ -90,7 +91,7 @@ class LongMemEval(StreamedDataset):
     benchmark = BENCHMARKS["longmemeval"]
     id_field = "question_id"
 
-    def __init__(self, path: str | Path, companion: str | Path | None = None, profile: str = "memoria"):
+    def __init__(self, path: str | Path, companion: str | Path | None = None, profile: str = DEFAULT_SCORING_PROFILE):
         super().__init__(path)
         self.profile = profile
         self.companion = load_companion(companion)
@@ -135,7 +136,7 @@ class LongMemEval(StreamedDataset):
                 "sessions": occurrences}
 
     def _turns(self, qid, ids, sessions, dates) -> tuple[list[Turn], dict]:
-        """The run's corpus. `memoria`: every non-empty turn, a repeated session once. `longmemeval-official`:
+        """The run's corpus. `expected-text`: every non-empty turn, a repeated session once. `longmemeval-official`:
         the user turns of every session occurrence (an empty one is counted in the corpus but not indexed)."""
         official = self.profile == OFFICIAL
         turns: list[Turn] = []
@@ -210,8 +211,8 @@ class LongMemEval(StreamedDataset):
                 question["excluded"] = f"gold session(s) not in the haystack: {', '.join(missing[:5])}"
         official = official_gold(qid, haystack)
         question["gold_by_profile"] = {
-            "memoria": {"sessions": answer_ids, "turns": gold_turns,
-                        "scored": not question["abstention"] and "excluded" not in question},
+            EXPECTED_TEXT_PROFILE: {"sessions": answer_ids, "turns": gold_turns,
+                                    "scored": not question["abstention"] and "excluded" not in question},
             OFFICIAL: official,
         }
         if self.profile == OFFICIAL:  # the chosen profile's rules decide what the run counts as scored

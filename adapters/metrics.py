@@ -2,7 +2,7 @@
 
 All functions take a best-first ranking of ids and a set of gold ids.
 NDCG uses binary relevance and the standard DCG (sum rel_i / log2(i + 1));
-this is the `memoria` profile. The `longmemeval-official` profile (its own
+this is the `expected-text` profile. The `longmemeval-official` profile (its own
 corpus, gold, DCG variant and widened session k) is `adapters.official`;
 `profile_metrics` computes every profile a question carries gold for.
 """
@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from adapters import official
-from adapters.defaults import K_VALUES, METRIC_NAMES
+from adapters.defaults import EXPECTED_TEXT_PROFILE, K_VALUES, METRIC_NAMES
 
 __all__ = ["METRIC_NAMES", "average", "level_metrics", "profile_metrics", "question_metrics", "sessions_of"]
 
@@ -76,9 +76,9 @@ def question_metrics(
     }
 
 
-def memoria_gold(question: dict) -> dict:
-    """The seed profile's gold of a question (adapters without per-profile gold set the top-level fields)."""
-    gold = (question.get("gold_by_profile") or {}).get("memoria")
+def expected_text_gold(question: dict) -> dict:
+    """The expected-text profile's gold of a question (adapters without per-profile gold set the top-level fields)."""
+    gold = (question.get("gold_by_profile") or {}).get(EXPECTED_TEXT_PROFILE)
     if gold is not None:
         return gold
     return {"sessions": question.get("gold_sessions", []), "turns": question.get("gold_turns", []),
@@ -89,20 +89,22 @@ def profile_metrics(question: dict, ranked: Sequence[dict], *, level: str, k_val
     """`{profile: {"session": ..., "turn": ...} | None}` for every profile the question carries gold for.
 
     `ranked` is the whole ranking, best first, as native ids (`session_id`,
-    `turn_id`, `official_id`); the seed profile reads its first `depth` entries
+    `turn_id`, `official_id`); the expected-text profile reads its first `depth` entries
     (the candidates a results file keeps), the official one all of it.
     """
     out = {}
-    gold = memoria_gold(question)
+    gold = expected_text_gold(question)
     head = ranked[:depth]
     if not gold["scored"]:
-        out["memoria"] = None
+        out[EXPECTED_TEXT_PROFILE] = None
     elif level == "turn":
-        out["memoria"] = question_metrics([r["turn_id"] for r in head], {r["turn_id"]: r["session_id"] for r in head},
-                                          gold["sessions"], gold["turns"], k_values)
+        out[EXPECTED_TEXT_PROFILE] = question_metrics([r["turn_id"] for r in head],
+                                                      {r["turn_id"]: r["session_id"] for r in head},
+                                                      gold["sessions"], gold["turns"], k_values)
     else:
-        out["memoria"] = {"session": level_metrics([r["session_id"] for r in head], gold["sessions"], k_values),
-                          "turn": None}
+        out[EXPECTED_TEXT_PROFILE] = {"session": level_metrics([r["session_id"] for r in head], gold["sessions"],
+                                                               k_values),
+                                      "turn": None}
     official_gold = (question.get("gold_by_profile") or {}).get(official.PROFILE)
     if official_gold is not None:
         out[official.PROFILE] = official.metrics([r["official_id"] for r in ranked if r.get("official_id")],

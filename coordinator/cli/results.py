@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from adapters.defaults import DEFAULT_SCORING_PROFILE, K_VALUES, SCORING_PROFILES
+from adapters.defaults import DEFAULT_SCORING_PROFILE, K_VALUES
 from adapters.registry import BENCHMARKS, RANKED_BENCHMARKS
-from coordinator.cli.root import main
+from coordinator.cli.root import ProfileChoice, main
 
 
 @main.command()
@@ -25,7 +25,7 @@ from coordinator.cli.root import main
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None, help="Write PNG charts here.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None, help="Write one HTML report.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
-@click.option("--profile", type=click.Choice(SCORING_PROFILES), default=None,
+@click.option("--profile", type=ProfileChoice(), default=None,
               help="Read the files under this scoring profile (every run computes all of its benchmark's).")
 def analyze(files, do_compare, force, explain, questions, all_files, results_dir, plot_dir, html_file, as_json,
             profile):
@@ -72,7 +72,7 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
 @click.option("--rankings", type=click.Path(exists=True, dir_okay=False), required=True,
               help='JSON lines: {"question_id": ..., "ranked": [ids, best first]}.')
 @click.option("--level", type=click.Choice(["session", "turn"]), default="session", show_default=True)
-@click.option("--scoring-profile", "--profile", "scoring_profile", type=click.Choice(SCORING_PROFILES),
+@click.option("--scoring-profile", "--profile", "scoring_profile", type=ProfileChoice(),
               default=DEFAULT_SCORING_PROFILE, show_default=True,
               help="The profile of the closing table and `metrics` (every profile is computed).")
 @click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from adapters.defaults import SCORING_PROFILES, profile_name
 from adapters.errors import MemfarmError
 from memoria.errors import MemoriaError
 
@@ -75,6 +76,16 @@ def main(ctx, verbose):
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactingFilter())
     ctx.obj = CliContext(redact("memfarm " + " ".join(shlex.quote(a) for a in sys.argv[1:])))
+
+
+class ProfileChoice(click.Choice):
+    """A scoring profile by name; another name of a profile (`PROFILE_ALIASES`) is taken as that profile."""
+
+    def __init__(self) -> None:
+        super().__init__(SCORING_PROFILES)
+
+    def convert(self, value, param, ctx):
+        return super().convert(profile_name(value), param, ctx)
 
 
 def broker_option(required: bool = True):

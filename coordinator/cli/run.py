@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 
 from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE, DEFAULT_SCORING_PROFILE,
-                               DEFAULT_TOP_K, EMBEDDER_BACKENDS, SCORING_PROFILES)
+                               DEFAULT_TOP_K, EMBEDDER_BACKENDS)
 from adapters.registry import BENCHMARKS
-from coordinator.cli.root import broker_option, main
+from coordinator.cli.root import ProfileChoice, broker_option, main
 from memoria import defaults as engine
 
 
@@ -33,7 +33,7 @@ def run_options(command):
                      help="Per-item cache (local runs; farm workers use their own --cache-dir)."),
         click.option("--rebuild-cache", is_flag=True, help="Ignore cached items and rebuild them."),
         click.option("--output", type=click.Path(dir_okay=False), default=None),
-        click.option("--scoring-profile", "--profile", "scoring_profile", type=click.Choice(SCORING_PROFILES),
+        click.option("--scoring-profile", "--profile", "scoring_profile", type=ProfileChoice(),
                      default=DEFAULT_SCORING_PROFILE, show_default=True,
                      help="Gold rules and corpus of the run (every profile of the benchmark is also computed)."),
         click.option("--batch-size", type=click.IntRange(1), default=engine.DEFAULT_BATCH_SIZE, show_default=True,

@@ -15,7 +15,7 @@ from adapters.defaults import K_VALUES
 from adapters.errors import ResultsError
 from adapters.percentile import percentile
 from coordinator.results.measures_table import MEASURES_NOTE, cell, render_rows, row_of
-from coordinator.running.reducer import RESULTS_FORMAT
+from coordinator.running.reducer import RESULTS_FORMAT, current_profile_names
 
 RANK_BUCKETS = ((1, 1), (2, 3), (4, 5), (6, 10), (11, 30), (31, 50))
 COMPARE_K = (1, 3, 5, 10)
@@ -23,7 +23,7 @@ REQUIRED_KEYS = ("benchmark", "records", "metrics", "question_count", "retrieval
 
 
 def load_results(path: str | Path) -> dict:
-    """A results file, checked for the shape this version writes."""
+    """A results file, checked for the shape this version writes, its scoring profiles under their current names."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -36,6 +36,7 @@ def load_results(path: str | Path) -> dict:
         raise ResultsError(f"{path}: not a memoria-farm results file (missing {', '.join(missing)})")
     if data.get("format") != RESULTS_FORMAT:
         raise ResultsError(f"{path}: results format {data.get('format')!r}, this version reads {RESULTS_FORMAT!r}")
+    data = current_profile_names(data)
     data["_path"] = str(path)
     return data
 

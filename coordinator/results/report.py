@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from adapters.defaults import EXPECTED_TEXT_PROFILE
+
 TABLE_K = (1, 5, 10)
 
 
@@ -38,10 +40,10 @@ def metrics_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-#: Why the seed profile's turn numbers sit below the official ones, in one line.
-SEED_TURN_NOTE = ("the memoria profile's turn gold is the answer-session turns holding the expected text (the first "
-                  "answer turn), usually one turn, so its turn recall is low; the official gold is every has_answer "
-                  "user turn")
+#: Why the expected-text profile's turn numbers sit below the official ones, in one line.
+EXPECTED_TEXT_TURN_NOTE = ("the expected-text profile's turn gold is the answer-session turns holding the expected "
+                           "text (the first answer turn), usually one turn, so its turn recall is low; the official "
+                           "gold is every has_answer user turn")
 
 
 def profile_lines(results: dict) -> list[str]:
@@ -64,8 +66,8 @@ def profile_lines(results: dict) -> list[str]:
         chosen = next((n for n, b in profiles.items() if b.get("own_corpus")), results.get("scoring_profile"))
         lines.append(f"* on the {chosen} profile's corpus, not its own: comparable between runs, not citable "
                      "(for citable official numbers run with --scoring-profile longmemeval-official)")
-    if "memoria" in profiles:
-        lines.append(f"note: {SEED_TURN_NOTE}")
+    if EXPECTED_TEXT_PROFILE in profiles:
+        lines.append(f"note: {EXPECTED_TEXT_TURN_NOTE}")
     return lines
 
 

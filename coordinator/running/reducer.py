@@ -15,6 +15,7 @@ from pathlib import Path
 
 from adapters import defaults as harness
 from adapters.adamem_measures import run_measures
+from adapters.defaults import profile_name
 from adapters.errors import ResultsError
 from adapters.files import write_json
 from adapters.metrics import METRIC_NAMES, average
@@ -40,6 +41,28 @@ def settings_snapshot() -> dict:
     return {f"{prefix}.{name}": (list(v) if isinstance(v, tuple) else v)
             for prefix, module in (("memoria", engine), ("harness", harness))
             for name, v in vars(module).items() if name.isupper() and not name.startswith("_")}
+
+
+def current_profile_names(data: dict) -> dict:
+    """`data` (a record, a results file or a manifest) with every scoring profile under its current name.
+
+    Files written when the expected-text profile was called `memoria` carry that name as the chosen profile,
+    the corpus and the keys of `metrics_by_profile`; read through this, they line up with new files.
+    """
+    renamed = dict(data)
+    for key in ("scoring_profile", "corpus"):
+        if isinstance(renamed.get(key), str):
+            renamed[key] = profile_name(renamed[key])
+    if isinstance(renamed.get("metrics_by_profile"), dict):
+        renamed["metrics_by_profile"] = {profile_name(name): current_profile_names(block) if isinstance(block, dict)
+                                         else block for name, block in renamed["metrics_by_profile"].items()}
+    if isinstance(renamed.get("profiles_computed"), list):
+        renamed["profiles_computed"] = [profile_name(name) for name in renamed["profiles_computed"]]
+    if isinstance(renamed.get("evaluation"), dict):  # a manifest's
+        renamed["evaluation"] = current_profile_names(renamed["evaluation"])
+    if isinstance(renamed.get("records"), list):
+        renamed["records"] = [current_profile_names(r) if isinstance(r, dict) else r for r in renamed["records"]]
+    return renamed
 
 
 def _support(records: list[dict]) -> dict:
@@ -106,7 +129,8 @@ def _short(record: dict) -> bool:
 
 def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
     """(results, manifest) from item outcomes in dataset order and the run's context."""
-    records = [r for outcome in outcomes for r in outcome["records"]]
+    context = {**context, "scoring_profile": profile_name(context["scoring_profile"])}
+    records = [current_profile_names(r) for outcome in outcomes for r in outcome["records"]]
     ids = [r["question_id"] for r in records]
     if len(ids) != len(set(ids)):
         raise ResultsError("records hold a question twice; refusing to reduce")

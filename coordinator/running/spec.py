@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K,
-                               EMBEDDING_STORE_FILE, K_VALUES)
+                               EMBEDDING_STORE_FILE, EXPECTED_TEXT_PROFILE, K_VALUES)
 from adapters.errors import MemfarmError
 from adapters.files import content_hash, file_sha256
 from adapters.registry import Benchmark, benchmark
@@ -153,7 +153,7 @@ class RunSpec:
             warnings.append("--cache-dir is not used by a farm run: each worker caches in its own --cache-dir")
         elif self.cache_dir and not farm and self.system_name in SYSTEMS and self.system_name != "memoria":
             warnings.append(f"--cache-dir is not used: {self.system_name} cannot snapshot its state")
-        if self.benchmark == "longmemeval" and self.questions is None and self.scoring_profile == "memoria":
+        if self.benchmark == "longmemeval" and self.questions is None and self.scoring_profile == EXPECTED_TEXT_PROFILE:
             warnings.append("no --questions file; turn gold is the first turn of each answer session")
         return warnings
 

@@ -134,7 +134,7 @@ def test_a_turn_item_measured_with_nothing_marked_stale(embedder):
     assert outcome["stats"]["write"]["events"] == 2 and outcome["stats"]["write"]["entries"] == 2
     context = {"benchmark": "locomo", "benchmark_title": "LoCoMo", "group_key": None, "dataset_path": "x",
                "dataset_sha256": "0", "system_config": {"name": "adamem"}, "embedding_signature": None,
-               "scoring_profile": "memoria", "top_k": 2, "k_values": (1, 3, 5, 10, 30, 50), "arguments": {},
+               "scoring_profile": "expected-text", "top_k": 2, "k_values": (1, 3, 5, 10, 30, 50), "arguments": {},
                "command": "", "elapsed_seconds": 0.0}
     results, manifest = reduce_run([outcome], context)
     assert results["measures"]["stale_fact_rate"] is None and results["measures"]["stale_fact_queries"] == 0

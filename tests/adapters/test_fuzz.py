@@ -100,11 +100,11 @@ def test_damaged_files_never_escape_as_tracebacks_and_nothing_damaged_is_scored(
         if kind != "duplicate_id":  # only what is not JSON at all (NaN, Infinity) or past 64-bit integers
             assert not _standard_json(data) and f"element {index}" in str(exc), str(exc)
         return
-    outcomes = run_items(adapter.iter_items(), Echo(), top_k=10, k_values=(1, 5), profile="memoria", cache=None,
+    outcomes = run_items(adapter.iter_items(), Echo(), top_k=10, k_values=(1, 5), profile="expected-text", cache=None,
                          dataset_sha256="x")
     context = {"benchmark": "longmemeval", "benchmark_title": "LongMemEval-S", "group_key": "question_type",
                "dataset_path": str(path), "dataset_sha256": "x", "system_config": {"name": "echo"},
-               "embedding_signature": None, "scoring_profile": "memoria", "top_k": 10, "k_values": (1, 5),
+               "embedding_signature": None, "scoring_profile": "expected-text", "top_k": 10, "k_values": (1, 5),
                "arguments": {}, "command": "fuzz", "elapsed_seconds": 0.0}
     results, manifest = reduce_run(outcomes, context)
     written, _ = write_results(results, manifest, folder / "r.json")
@@ -179,7 +179,7 @@ def test_damaged_locomo_files_name_the_harm_and_score_nothing_damaged(tmp_path_f
         assert str(path) in str(refused.value)
         return
     items = list(LoCoMo(path).iter_items())
-    outcomes = run_items(iter(items), Echo(), top_k=10, k_values=(1, 5), profile="memoria", cache=None,
+    outcomes = run_items(iter(items), Echo(), top_k=10, k_values=(1, 5), profile="expected-text", cache=None,
                          dataset_sha256="x")
     damaged = outcomes[index]["records"]
     if kind in ("question", "evidence"):  # one question: excluded with its reason, its conversation runs on

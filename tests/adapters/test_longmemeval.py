@@ -36,7 +36,7 @@ def test_each_abstention_trigger_alone(raw, qid, expected, reason):
     assert abstention_reason(raw, qid, expected) == reason
 
 
-def _item(tmp_path, raw, profile="memoria", companion=True):
+def _item(tmp_path, raw, profile="expected-text", companion=True):
     data = tmp_path / "d.json"
     data.write_text(json.dumps([raw]))
     questions = None
@@ -66,7 +66,7 @@ def test_memoria_profile_gold_is_answer_session_turns_holding_the_expected_text(
     companion = tmp_path / "q.json"
     companion.write_text(json.dumps([{"question_id": "aa11bb22", "query": "?", "expected": "Rex",
                                       "expected_ids": ["answer_x1"]}]))
-    question = next(LongMemEval(data, companion, "memoria").iter_items())["questions"][0]
+    question = next(LongMemEval(data, companion, "expected-text").iter_items())["questions"][0]
     assert question["gold_turns"] == ["answer_x1#2", "answer_x1#3"]
     assert question["gold_sessions"] == ["answer_x1"]
 
@@ -86,7 +86,7 @@ def test_companion_fallback_warns_once(tmp_path):
     data = tmp_path / "d.json"
     second = _raw(question_id="cc33dd44")
     data.write_text(json.dumps([_raw(), second]))
-    items = list(LongMemEval(data, None, "memoria").iter_items())
+    items = list(LongMemEval(data, None, "expected-text").iter_items())
     assert [i["questions"][0]["gold_turns"] for i in items] == [["answer_x1#0"], ["answer_x1#0"]]
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system",
                                                        "tests.adapters.systems.spy_system:Misbehaving",
@@ -194,31 +194,31 @@ def test_every_field_of_a_question_under_each_rule(tmp_path):
         return {i["item_id"]: i["questions"][0] for i in items}
 
     common = {"question": "What is my dog called?", "question_date": "", "question_type": "", "answer": "Rex"}
-    seed = questions("memoria", True)
-    assert {k: v for k, v in seed["aa11bb22"].items() if k != "gold_by_profile"} == {
+    text_gold = questions("expected-text", True)
+    assert {k: v for k, v in text_gold["aa11bb22"].items() if k != "gold_by_profile"} == {
         **common, "question_id": "aa11bb22", "question_date": "2023/05/30 (Tue) 23:40",
         "question_type": "single-session-user", "expected": "We adopted a puppy.", "expected_ids": ["answer_x1"],
         "gold_sessions": ["answer_x1"], "gold_turns": ["answer_x1#0"], "abstention": False}
-    assert seed["aa11bb22"]["gold_by_profile"]["memoria"] == {"sessions": ["answer_x1"], "turns": ["answer_x1#0"],
-                                                              "scored": True}
-    assert {k: v for k, v in seed["q_abs"].items() if k != "gold_by_profile"} == {
+    assert text_gold["aa11bb22"]["gold_by_profile"]["expected-text"] == {
+        "sessions": ["answer_x1"], "turns": ["answer_x1#0"], "scored": True}
+    assert {k: v for k, v in text_gold["q_abs"].items() if k != "gold_by_profile"} == {
         **common, "question_id": "q_abs", "expected": "We adopted a puppy.", "expected_ids": ["answer_x1"],
         "gold_sessions": ["answer_x1"], "gold_turns": ["answer_x1#0"], "abstention": True,
         "abstention_reason": "question_id ends with _abs"}
-    assert {k: v for k, v in seed["nolist"].items() if k != "gold_by_profile"} == {
+    assert {k: v for k, v in text_gold["nolist"].items() if k != "gold_by_profile"} == {
         **common, "question_id": "nolist", "expected": "", "expected_ids": [], "gold_sessions": [], "gold_turns": [],
         "abstention": False, "excluded": "no answer session listed"}
-    assert seed["away"]["excluded"] == "gold session(s) not in the haystack: answer_zz"
-    assert [seed[q]["gold_by_profile"]["memoria"]["scored"] for q in ("q_abs", "nolist", "away")] == [False] * 3
+    assert text_gold["away"]["excluded"] == "gold session(s) not in the haystack: answer_zz"
+    assert [text_gold[q]["gold_by_profile"]["expected-text"]["scored"] for q in ("q_abs", "nolist", "away")] == [False] * 3
     # without the companion file, expected is the dataset's answer
-    assert questions("memoria", False)["aa11bb22"]["expected"] == "Rex"
+    assert questions("expected-text", False)["aa11bb22"]["expected"] == "Rex"
     official = questions("longmemeval-official", False)
     assert {k: v for k, v in official["nolist"].items() if k != "gold_by_profile"} == {
         **common, "question_id": "nolist", "expected": "Rex", "expected_ids": [], "gold_sessions": [],
         "gold_turns": ["answer_x1#2"], "abstention": False}  # the official gold is the ids, not the list
     assert official["q_abs"]["abstention"] and \
         official["q_abs"]["abstention_reason"] == "question_id contains _abs (the official rule)"
-    assert official["nolist"]["gold_by_profile"]["memoria"]["scored"] is False
+    assert official["nolist"]["gold_by_profile"]["expected-text"]["scored"] is False
     assert "excluded" not in official["away"] and not official["away"]["abstention"]
 
 
@@ -232,7 +232,7 @@ def test_the_first_answer_turn_is_empty_when_there_is_none():
 
 
 def test_the_less_common_exclusions_and_defaults(tmp_path):
-    def question(raw, companion_entries=None, profile="memoria"):
+    def question(raw, companion_entries=None, profile="expected-text"):
         data = tmp_path / "d.json"
         data.write_text(json.dumps([raw]))
         companion = None
@@ -252,7 +252,7 @@ def test_the_less_common_exclusions_and_defaults(tmp_path):
     # a companion entry without `expected`: no expected text, so the first answer turn is gold
     bare = question(_raw(), [{"question_id": "aa11bb22"}])
     assert bare["expected"] == "" and bare["gold_turns"] == ["answer_x1#0"]
-    # the seed's abstention trigger is not the official rule: no reason is left behind under the official profile
+    # the expected-text profile's abstention trigger is not the official rule: no reason is left behind under the official profile
     flagged = question(_raw(_abs=True), profile="longmemeval-official")
     assert flagged["abstention"] is False and "abstention_reason" not in flagged
     assert question(_raw(_abs=True))["abstention_reason"] == "_abs field"

@@ -79,14 +79,14 @@ def test_profile_metrics_for_every_profile_at_the_asked_k_only():
 
     ranked = [{"session_id": "S", "turn_id": "S#0"}]
     bare = profile_metrics({"question_id": "q"}, ranked, level="turn", k_values=(2,), depth=5)
-    assert bare["memoria"]["session"] == {"recall_any@2": 0.0, "recall_all@2": 0.0, "ndcg_any@2": 0.0}
-    assert bare["memoria"]["turn"] is None and set(bare) == {"memoria"}
+    assert bare["expected-text"]["session"] == {"recall_any@2": 0.0, "recall_all@2": 0.0, "ndcg_any@2": 0.0}
+    assert bare["expected-text"]["turn"] is None and set(bare) == {"expected-text"}
     assert profile_metrics({"question_id": "q", "abstention": True}, ranked, level="turn", k_values=(2,),
-                           depth=5) == {"memoria": None}
+                           depth=5) == {"expected-text": None}
     session = profile_metrics({"question_id": "q", "gold_sessions": ["S"]}, ranked, level="session", k_values=(2,),
                               depth=5)
-    assert session == {"memoria": {"session": {"recall_any@2": 1.0, "recall_all@2": 1.0, "ndcg_any@2": 1.0},
+    assert session == {"expected-text": {"session": {"recall_any@2": 1.0, "recall_all@2": 1.0, "ndcg_any@2": 1.0},
                                    "turn": None}}
     turn = profile_metrics({"question_id": "q", "gold_sessions": ["S"], "gold_turns": ["S#0"]}, ranked, level="turn",
                            k_values=(2,), depth=5)
-    assert set(turn["memoria"]["turn"]) == {"recall_any@2", "recall_all@2", "ndcg_any@2"}
+    assert set(turn["expected-text"]["turn"]) == {"recall_any@2", "recall_all@2", "ndcg_any@2"}

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from adapters import official
 from adapters.longmemeval import LongMemEval
 from coordinator.cli import main
+from coordinator.running.reducer import current_profile_names
 from tests.adapters.systems.scripted_system import Scripted
 from workers.item import evaluate_item
 
@@ -99,8 +100,8 @@ def test_the_item_indexes_user_turns_of_every_occurrence_and_never_an_empty_one(
     assert item["stats"]["empty_turns_not_indexed"] == 1
     question = item["questions"][0]
     assert question["gold_turns"] == ["answer_e1#0", "answer_e1#0"] and "excluded" not in question
-    seed = next(LongMemEval(_dataset(tmp_path)).iter_items())  # the seed's corpus: every non-empty turn, once
-    assert len(seed["turns"]) == 7 and seed["stats"]["duplicate_sessions_skipped"] == 1
+    text_item = next(LongMemEval(_dataset(tmp_path)).iter_items())  # expected-text corpus: every non-empty turn, once
+    assert len(text_item["turns"]) == 7 and text_item["stats"]["duplicate_sessions_skipped"] == 1
 
 
 def _score(tmp_path, level, lines, profile=OFFICIAL):
@@ -137,9 +138,9 @@ def test_score_turn_rankings_reproduces_the_hand_worked_numbers(tmp_path):
     assert averaged["evaluable"] == {"session": 2, "turn": 2}
     assert averaged["turn"]["recall_any@5"] == pytest.approx(0.5) and averaged["turn"]["recall_all@1"] == 0.5
     assert averaged["session"]["ndcg_any@10"] == pytest.approx(tail / 2)
-    # the seed's profile is computed too, on the same ranking: q2 (no answer session) and q3_abs are excluded
-    seed = results["metrics_by_profile"]["memoria"]["all"]
-    assert seed["evaluable"]["session"] == 1 and results["metrics_by_profile"][OFFICIAL]["own_corpus"]
+    # the expected-text profile is computed too, on the same ranking: q2 (no answer session) and q3_abs are excluded
+    text_block = results["metrics_by_profile"]["expected-text"]["all"]
+    assert text_block["evaluable"]["session"] == 1 and results["metrics_by_profile"][OFFICIAL]["own_corpus"]
 
 
 def test_score_session_rankings_uses_the_session_corpus(tmp_path):
@@ -180,12 +181,12 @@ def test_the_cli_run_prints_every_profile_and_says_which_corpus(tmp_path):
     assert "longmemeval-official *" in result.output and "not citable" in result.output
     assert "turn recall is low" in result.output
     results = json.loads(out.read_text())
-    assert results["corpus"] == "memoria" and not results["metrics_by_profile"][OFFICIAL]["own_corpus"]
+    assert results["corpus"] == "expected-text" and not results["metrics_by_profile"][OFFICIAL]["own_corpus"]
     cited = tmp_path / "cited.json"
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", system,
                                        "--profile", OFFICIAL, "--output", str(cited)])
     assert result.exit_code == 0, result.output
-    assert "longmemeval-official *" not in result.output and "memoria *" in result.output
+    assert "longmemeval-official *" not in result.output and "expected-text *" in result.output
     assert json.loads(cited.read_text())["metrics_by_profile"][OFFICIAL]["all"]["evaluable"]["turn"] == 2
 
 
@@ -193,7 +194,7 @@ def test_analyze_reads_a_file_under_another_profile_and_refuses_to_mix_corpora(t
     data = _dataset(tmp_path)
     system = "tests/adapters/systems/scripted_system.py:Scripted"
     paths = []
-    for profile in ("memoria", OFFICIAL):
+    for profile in ("expected-text", OFFICIAL):
         paths.append(tmp_path / f"{profile}.json")
         result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", system,
                                            "--profile", profile, "--output", str(paths[-1])])
@@ -201,11 +202,42 @@ def test_analyze_reads_a_file_under_another_profile_and_refuses_to_mix_corpora(t
     shown = CliRunner().invoke(main, ["analyze", str(paths[0]), "--profile", OFFICIAL, "--json"])
     assert shown.exit_code == 0, shown.output
     report = json.loads(shown.output)
-    assert report["scoring_profile"] == OFFICIAL and report["corpus"] == "memoria" and report["evaluable"] == 2
+    assert report["scoring_profile"] == OFFICIAL and report["corpus"] == "expected-text" and report["evaluable"] == 2
     mixed = CliRunner().invoke(main, ["analyze", "--compare", "--profile", OFFICIAL, *map(str, paths)])
     assert mixed.exit_code == 2 and "corpus" in mixed.output
     forced = CliRunner().invoke(main, ["analyze", "--compare", "--force", "--profile", OFFICIAL, *map(str, paths)])
     assert forced.exit_code == 0, forced.output
+
+
+def test_the_old_profile_name_memoria_reads_as_expected_text(tmp_path):
+    data = _dataset(tmp_path)
+    system = "tests/adapters/systems/scripted_system.py:Scripted"
+    new = tmp_path / "new.json"
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", system,
+                                       "--scoring-profile", "memoria", "--output", str(new)])
+    assert result.exit_code == 0, result.output
+    written = json.loads(new.read_text())
+    assert written["scoring_profile"] == written["corpus"] == "expected-text"
+    assert set(written["records"][0]["metrics_by_profile"]) == {"expected-text", OFFICIAL}
+    # a results file and manifest as a run wrote them when the profile was named `memoria`
+    old = tmp_path / "old.json"
+    old.write_text(new.read_text().replace('"expected-text"', '"memoria"'))
+    old_manifest = json.loads(new.with_name("new.manifest.json").read_text().replace('"expected-text"', '"memoria"'))
+    assert json.loads(old.read_text())["metrics_by_profile"]["memoria"]["corpus"] == "memoria"
+    assert current_profile_names(old_manifest)["evaluation"]["scoring_profile"] == "expected-text"
+    assert current_profile_names(old_manifest)["evaluation"]["profiles_computed"] == sorted(["expected-text", OFFICIAL])
+    shown = CliRunner().invoke(main, ["analyze", str(old), "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["scoring_profile"] == "expected-text"
+    official_view = CliRunner().invoke(main, ["analyze", str(old), "--profile", OFFICIAL, "--json"])
+    assert official_view.exit_code == 0, official_view.output
+    assert json.loads(official_view.output)["corpus"] == "expected-text"
+    for profile in ("expected-text", "memoria"):  # the old name on the command line too
+        same = CliRunner().invoke(main, ["analyze", str(old), "--profile", profile, "--json"])
+        assert same.exit_code == 0, same.output
+        assert json.loads(same.output) == json.loads(shown.output)
+    lined_up = CliRunner().invoke(main, ["analyze", "--compare", str(old), str(new)])
+    assert lined_up.exit_code == 0, lined_up.output
 
 
 def test_locomo_refuses_the_official_profile(tmp_path):
@@ -318,7 +350,8 @@ def test_memoria_reads_only_the_kept_candidates_of_a_deeper_ranking():
     ranked = [{"session_id": "X", "turn_id": "X#0"}, {"session_id": "G", "turn_id": "G#0"}]
     question = {"question_id": "q", "gold_sessions": ["G"], "gold_turns": ["G#0"]}
     deep = profile_metrics(question, ranked, level="turn", k_values=(2,), depth=1)
-    assert deep["memoria"]["turn"]["recall_any@2"] == 0.0 and deep["memoria"]["session"]["recall_any@2"] == 0.0
+    assert deep["expected-text"]["turn"]["recall_any@2"] == 0.0
+    assert deep["expected-text"]["session"]["recall_any@2"] == 0.0
 
 
 def test_a_short_ranking_is_said_and_the_export_reproduces_the_official_numbers(tmp_path):

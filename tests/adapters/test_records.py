@@ -28,7 +28,7 @@ def test_question_record_scores_turns_and_sessions_and_excludes_what_it_must():
     question = {"question_id": "q", "question": "?", "gold_sessions": ["S2"], "gold_turns": ["S2#1"],
                 "question_type": "t", "expected_ids": ["S2"]}
     cands = _cands(("S1", "S1#0"), ("S2", "S2#0"), ("S2", "S2#1"))
-    record = question_record(question, "i", cands, level="turn", k_values=K, profile="memoria",
+    record = question_record(question, "i", cands, level="turn", k_values=K, profile="expected-text",
                              worker="w", attempt=2)
     assert record["metrics"]["turn"]["recall_any@1"] == 0.0 and record["metrics"]["turn"]["recall_any@3"] == 1.0
     assert record["metrics"]["session"]["recall_any@1"] == 0.0 and record["metrics"]["session"]["recall_all@3"] == 1.0
@@ -36,10 +36,10 @@ def test_question_record_scores_turns_and_sessions_and_excludes_what_it_must():
     assert record["expected_rank"] == 3 and record["retrieved"] and record["attempt"] == 2
     assert record["question_type"] == "t" and record["status"] == "ok"
     session_level = question_record(question, "i", _cands(("S2", None)), level="session", k_values=K,
-                                    profile="memoria", worker="w", attempt=1)
+                                    profile="expected-text", worker="w", attempt=1)
     assert session_level["metrics"]["turn"] is None and session_level["metrics"]["session"]["recall_any@1"] == 1.0
     for flag in ({"abstention": True}, {"excluded": "no evidence"}):
-        excluded = question_record({**question, **flag}, "i", cands, level="turn", k_values=K, profile="memoria",
+        excluded = question_record({**question, **flag}, "i", cands, level="turn", k_values=K, profile="expected-text",
                                    worker="w", attempt=1)
         assert excluded["metrics"] is None and excluded["status"] == "ok"
 
@@ -86,10 +86,11 @@ def test_the_registry_hands_the_profile_and_companion_to_the_adapter():
         Benchmark("longmemeval", "t", "s", "question", "ids", "recording_adapter:Recorder").open("d", "q", "longmemeval-official")
         assert seen == {"dataset": "d", "companion": "q", "profile": "longmemeval-official"}
         seen.clear()
-        Benchmark("locomo", "t", "s", "conversation", "ids", "recording_adapter:Recorder").open("d", None, "memoria")
-        assert seen == {"dataset": "d", "profile": "memoria"}
+        Benchmark("locomo", "t", "s", "conversation", "ids", "recording_adapter:Recorder").open("d", None,
+                                                                                                  "expected-text")
+        assert seen == {"dataset": "d", "profile": "expected-text"}
     finally:
         del sys.modules["recording_adapter"]
     assert BENCHMARKS["longmemeval"].open("x.json", None, "longmemeval-official").profile == "longmemeval-official"
-    assert BENCHMARKS["longmemeval"].profiles == ("memoria", "longmemeval-official")
-    assert BENCHMARKS["locomo"].profiles == ("memoria",)
+    assert BENCHMARKS["longmemeval"].profiles == ("expected-text", "longmemeval-official")
+    assert BENCHMARKS["locomo"].profiles == ("expected-text",)

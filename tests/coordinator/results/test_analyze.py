@@ -34,7 +34,7 @@ def _record(qid, qtype, expected_rank, candidates, session_metrics, turn_metrics
                                        "ranking": {"mmr": {"applied": True, "moved": 2, "max_shift": 3}}}}}
 
 
-def _results(path, records, mode="fusion", benchmark="LongMemEval-S", profile="memoria"):
+def _results(path, records, mode="fusion", benchmark="LongMemEval-S", profile="expected-text"):
     from adapters.metrics import average
 
     scored = [r for r in records if r["metrics"]]

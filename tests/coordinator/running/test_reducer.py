@@ -1,0 +1,36 @@
+"""The reducer names scoring profiles as this version does, whatever name its outcomes carry."""
+
+from adapters.defaults import EXPECTED_TEXT_PROFILE
+from coordinator.running.reducer import reduce_run
+
+OFFICIAL = "longmemeval-official"
+HIT = {"session": {"recall_any@1": 1.0}, "turn": {"recall_any@1": 1.0}}
+MISS = {"session": {"recall_any@1": 0.0}, "turn": {"recall_any@1": 0.0}}
+
+
+def _outcome(qid, metrics_by_profile, chosen):
+    record = {"question_id": qid, "item_id": qid, "status": "ok", "question_type": "t",
+              "metrics": metrics_by_profile[chosen], "metrics_by_profile": metrics_by_profile}
+    return {"item_id": qid, "records": [record]}
+
+
+def _context(profile):
+    return {"benchmark": "longmemeval", "benchmark_title": "LongMemEval-S", "group_key": "question_type",
+            "dataset_path": "d.json", "dataset_sha256": "x", "system_config": {"name": "scripted"},
+            "embedding_signature": None, "scoring_profile": profile, "top_k": 1, "k_values": (1,),
+            "arguments": {}, "command": "test", "elapsed_seconds": 0.0, "commit": "c"}
+
+
+def test_outcomes_under_the_old_name_memoria_reduce_under_expected_text():
+    outcomes = [_outcome("q1", {"memoria": HIT, OFFICIAL: MISS}, "memoria"),
+                _outcome("q2", {"memoria": MISS, OFFICIAL: MISS}, "memoria")]
+    results, manifest = reduce_run(outcomes, _context("memoria"))
+    assert results["scoring_profile"] == results["corpus"] == EXPECTED_TEXT_PROFILE
+    assert set(results["metrics_by_profile"]) == {EXPECTED_TEXT_PROFILE, OFFICIAL}
+    text_block = results["metrics_by_profile"][EXPECTED_TEXT_PROFILE]
+    assert text_block["own_corpus"] and text_block["all"]["session"]["recall_any@1"] == 0.5
+    assert not results["metrics_by_profile"][OFFICIAL]["own_corpus"]
+    assert all(set(r["metrics_by_profile"]) == {EXPECTED_TEXT_PROFILE, OFFICIAL} for r in results["records"])
+    assert manifest["evaluation"]["scoring_profile"] == EXPECTED_TEXT_PROFILE
+    assert manifest["evaluation"]["profiles_computed"] == [EXPECTED_TEXT_PROFILE, OFFICIAL]
+    assert outcomes[0]["records"][0]["metrics_by_profile"].keys() == {"memoria", OFFICIAL}  # its input untouched
