@@ -56,13 +56,13 @@ DEFAULT_SCHEDULER_POLICY = "all"
 
 #: Ranking weights of the `full` mode, one per signal. Tuned on the development data only
 #: (the five LoCoMo conversations in shared/data and generated LongMemEval-S files); see README.
-#: `session` (the mean of a session's best turns), `date`, `temporal` and `quoted` were each
+#: `session` (the mean of a session's best turns), `date`, `temporal` and `quoted` are each
 #: set from a few values on LoCoMo dev5 (session 0.2 / 0.3 / 0.5 / 0.8, date 0.05 / 0.1 / 0.2,
 #: temporal 0.05 / 0.1); `name` and `window` lowered session R@5 there at every weight tried, so they
 #: weigh 0 (their parts stay available: `--weights`, and the ablation bench shows each switched on).
-#: `feedback` (BM25 of words from the best first-stage turn) was set from 0.02 / 0.035 / 0.05 / 0.1 on LoCoMo
+#: `feedback` (BM25 of words from the best first-stage turn) is set from 0.02 / 0.035 / 0.05 / 0.1 on LoCoMo
 #: dev5 and the ablation bench's generated LongMemEval-S file: 0.035 is the largest that lowers no metric on dev5.
-#: With `speaker_strip` on, `semantic`, `token` and `date` were set again from a grid on both files (semantic
+#: With `speaker_strip` on, `semantic`, `token` and `date` are set from a grid on both files (semantic
 #: 0.45 / 0.5 / 0.55 / 0.6, token 0.3 / 0.35, date 0.1 / 0.15 / 0.2): 0.55 / 0.3 / 0.15 is inside the region
 #: where neither file loses (dev5 session R@5 0.934 to 0.936 there by a one-off re-ranking; `memfarm bench ablation`
 #: gives 0.934 and the generated file's nDCG@10 0.845).

@@ -46,8 +46,8 @@ def settings_snapshot() -> dict:
 def current_profile_names(data: dict) -> dict:
     """`data` (a record, a results file or a manifest) with every scoring profile under its current name.
 
-    Files written when the expected-text profile was called `memoria` carry that name as the chosen profile,
-    the corpus and the keys of `metrics_by_profile`; read through this, they line up with new files.
+    A file may name a profile by an alias (`PROFILE_ALIASES`: `memoria` for `expected-text`) as the chosen
+    profile, the corpus and the keys of `metrics_by_profile`; read through this, it lines up with the others.
     """
     renamed = dict(data)
     for key in ("scoring_profile", "corpus"):

@@ -295,7 +295,7 @@ def test_official_metrics_match_an_independent_reading_of_the_facts(haystack, da
             assert values[f"ndcg_any@{k}"] == pytest.approx(want[2], abs=1e-12), (level, k)
 
 
-# -- what an outside review found: repeated ids, collisions, short rankings, exports, silent drops ----------------
+# -- repeated ids, collisions, short rankings, exports, silent drops ---------------------------------------------
 def _one(tmp_path, ids, sessions, name="one.json"):
     raw = {"question_id": "q1", "question": "q?", "answer": "a", "question_type": "t", "haystack_session_ids": ids,
            "haystack_dates": ["2023/01/01 (Sun) 10:00"] * len(ids), "haystack_sessions": sessions,
