@@ -9,33 +9,6 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 
-class Doc(TypedDict):
-    """What a system ingests: opaque id, isolation label, rendered text, safe props."""
-
-    external_id: str  # minted by the runner; never a native session or turn id
-    label: str  # isolation scope (one item)
-    text: str
-    props: dict[str, Any]  # role, speaker, date, turn_index; never native ids or gold flags
-
-
-class Task(TypedDict, total=False):
-    """What a system is asked; built from a whitelist, so no ground truth fits in it."""
-
-    task_id: str
-    label: str
-    question: str
-    question_date: str
-    top_k: int
-
-
-class Hit(TypedDict, total=False):
-    """One retrieved doc, best first."""
-
-    external_id: str
-    score: float
-    diagnostics: dict[str, Any]
-
-
 class Turn(TypedDict):
     """A turn as a dataset adapter yields it: native ids stay with the runner."""
 
@@ -76,7 +49,8 @@ class Item(TypedDict, total=False):
     sessions: list[dict[str, Any]]  # every session occurrence in haystack order (LongMemEval), for scoring
 
 
-#: The only Task fields a system may see.
+#: The only fields of a task (what a system is asked, `workers.item.make_task`): no ground truth fits in them.
 TASK_FIELDS = ("task_id", "label", "question", "question_date", "top_k")
-#: The only Doc props a system may see.
+#: The only props a doc (what a system ingests: an id minted by the runner, the item's isolation label, the
+#: rendered text, these props; `workers.item.make_docs`) may carry: never native ids or gold flags.
 DOC_PROPS = ("role", "speaker", "date", "turn_index", "session_index", "caption")

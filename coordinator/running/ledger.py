@@ -224,9 +224,6 @@ class RunLedger(Ledger):
         raw = self.r.get(self._key(run_id, "outcome", item_id))
         return unpack(raw) if raw else None
 
-    def record_count(self, run_id: str) -> int:
-        return sum(1 for _ in self.r.scan_iter(self._key(run_id, "outcome", "*")))
-
     # -- the broker's own view ----------------------------------------------------
     def waiting_messages(self, run_id: str) -> set[str]:
         """Item ids of this run with a task message waiting in the queue or delivered and not yet acknowledged."""

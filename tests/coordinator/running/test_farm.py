@@ -211,13 +211,15 @@ def test_the_same_item_twice_leaves_one_record(redis_server, data, monkeypatch):
     run_id = _submit(redis_server.url, data["small"], "--limit", "2")
     item_id = ledger.order(run_id)[0]
     assert process_item(ledger, run_id, item_id, "inline") == "done"
+    first = ledger.outcome(run_id, item_id)
     assert process_item(ledger, run_id, item_id, "inline") == "already done"
     assert not ledger.requeue(run_id, item_id), "a done item is never queued again"
     assert process_item(ledger, run_id, item_id, "inline") == "already done"
     assert process_item(ledger, run_id, "never-staged", "inline") == "unknown"
     assert process_item(ledger, "no-such-run", item_id, "inline") == "unknown run"
-    assert ledger.record_count(run_id) == 1
-    assert len(ledger.outcome(run_id, item_id)["records"]) == 1
+    assert ledger.attempts(run_id)[item_id] == 1, "a done item is never run again"
+    assert ledger.outcome(run_id, item_id) == first, "its outcome is the first run's, never overwritten"
+    assert len(first["records"]) == 1
 
 
 @pytest.mark.parametrize("setting, shown", [
