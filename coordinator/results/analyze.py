@@ -219,12 +219,12 @@ def compare(files: list[dict], force: bool = False) -> list[dict]:
 
 
 def render_compare(rows: list[dict]) -> str:
-    head = f"{'file':<40} {'system':<8} {'mode':<7} {'profile':<11} {'n':>5}" + "".join(
+    head = f"{'file':<40} {'system':<8} {'mode':<7} {'profile':<20} {'n':>5}" + "".join(
         f"{'R@' + str(k):>7}" for k in COMPARE_K) + f"{'NDCG@10':>9}"
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{Path(r['file']).name[:40]:<40} {str(r['system'])[:8]:<8} {str(r['mode']):<7} "
-                     f"{str(r['profile']):<11} {r['evaluable']:>5}" + "".join(cell(r[f'R@{k}'], 7) for k in COMPARE_K)
+                     f"{str(r['profile']):<20} {r['evaluable']:>5}" + "".join(cell(r[f'R@{k}'], 7) for k in COMPARE_K)
                      + cell(r["NDCG@10"], 9))
     modes = [str(r["mode"]) for r in rows if r.get("measures")]
     measured = {(str(r["mode"]) if modes.count(str(r["mode"])) == 1 else Path(r["file"]).name): r["measures"]
