@@ -1,7 +1,8 @@
 """Named defaults of the engine, in one place.
 
 Every number that changes a retrieval result lives here with the reason for its
-value, so a harness can snapshot them and a reader can find them.
+value, so a harness can snapshot them and a reader can find them. The engine's settings
+take their defaults from here (memoria.settings.MemoriaSettings).
 """
 
 #: Reciprocal Rank Fusion constant (Cormack, Clarke and Buettcher, SIGIR 2009).
@@ -102,4 +103,5 @@ DEFAULT_MMR_LAMBDA = 0.9
 DEFAULT_MMR_WINDOW = 20
 #: How many seeds the graph source expands from.
 DEFAULT_GRAPH_SEEDS = 10
+#: The retrieval mode of a recall, and of a run, that names none.
 DEFAULT_MODE = "fusion"

@@ -21,10 +21,11 @@ from memoria.errors import SnapshotError, UnknownModeError
 from memoria.ranking import RankingContext, rank
 from memoria.rrf import reciprocal_rank_fusion
 from memoria.scheduler import SourceScheduler
+from memoria.settings import MemoriaSettings
 from memoria.retrieval_sources import DerivedView, attribute_search, graph_search, phrase_search
 from memoria.store import MemoryStore
 from memoria.vectors import VectorIndex
-from memoria.windows import build_windows, check_window, credit_turns
+from memoria.windows import build_windows, credit_turns
 
 logger = logging.getLogger(__name__)
 
@@ -37,42 +38,19 @@ WINDOW_FILES = {"window_vectors": "windows.faiss", "windows": "windows.json"}
 class MemoryInterface:
     """One memory state: SQLite rows plus FAISS and BM25 indexes derived from them."""
 
-    def __init__(
-        self,
-        embedder=None,
-        candidate_pool: int = defaults.DEFAULT_CANDIDATE_POOL,
-        rrf_k: int = defaults.DEFAULT_RRF_K,
-        weights: dict[str, float] | None = None,
-        mmr_lambda: float = defaults.DEFAULT_MMR_LAMBDA,
-        mmr_window: int = defaults.DEFAULT_MMR_WINDOW,
-        policy: str = defaults.DEFAULT_SCHEDULER_POLICY,
-        budget_ms: float = defaults.DEFAULT_SOURCE_BUDGET_MS,
-        graph_seeds: int = defaults.DEFAULT_GRAPH_SEEDS,
-        window_size: int = defaults.DEFAULT_WINDOW_SIZE,
-        window_overlap: int = defaults.DEFAULT_WINDOW_OVERLAP,
-        window_turn_chars: int = defaults.DEFAULT_WINDOW_TURN_CHARS,
-        session_top_n: int = defaults.DEFAULT_SESSION_TOP_N,
-        feedback_turns: int = defaults.DEFAULT_FEEDBACK_TURNS,
-        feedback_terms: int = defaults.DEFAULT_FEEDBACK_TERMS,
-        speaker_strip: bool = defaults.DEFAULT_SPEAKER_STRIP,
-    ):
+    def __init__(self, embedder=None, settings: MemoriaSettings | None = None, **overrides):
+        """A memory under `settings` (the defaults when None), with any of them overridden by name.
+
+        Each setting is also an attribute of the same name (`memory.weights`), so a caller can
+        tune one in place between recalls. `SettingsError` names a setting the engine cannot use.
+        """
         if embedder is None:
             from memoria.embedder import LazyEmbedder
 
             embedder = LazyEmbedder()
         self.embedder = embedder
-        self.candidate_pool = candidate_pool
-        self.rrf_k = rrf_k
-        self.weights = dict(defaults.DEFAULT_WEIGHTS if weights is None else weights)
-        self.mmr_lambda, self.mmr_window = mmr_lambda, mmr_window
-        self.policy, self.budget_ms, self.graph_seeds = policy, budget_ms, graph_seeds
-        check_window(window_size, window_overlap)
-        self.window_size, self.window_overlap, self.window_turn_chars = window_size, window_overlap, window_turn_chars
-        self.session_top_n = session_top_n
-        if feedback_turns < 1 or feedback_terms < 1:
-            raise ValueError(f"feedback needs at least one turn and one term, got {feedback_turns} and {feedback_terms}")
-        self.feedback_turns, self.feedback_terms = feedback_turns, feedback_terms
-        self.speaker_strip = speaker_strip
+        for name, value in (settings or MemoriaSettings()).updated(**overrides).as_dict().items():
+            setattr(self, name, value)
         self.scheduler = SourceScheduler()
         #: Extra or replacement sources by name (tests, experiments): {name: callable() -> [(id, score)]}.
         self.custom_sources: dict = {}
@@ -91,6 +69,7 @@ class MemoryInterface:
 
     @property
     def settings(self) -> dict:
+        """The pool, fusion, BM25, scheduler and window settings as a manifest discloses them."""
         return {"candidate_pool": self.candidate_pool, "rrf_k": self.rrf_k,
                 "bm25": {"k1": self.bm25.k1, "b": self.bm25.b, "epsilon": self.bm25.epsilon},
                 "scheduler": {"policy": self.policy, "budget_ms": self.budget_ms},
@@ -102,6 +81,7 @@ class MemoryInterface:
 
     @property
     def ranking_settings(self) -> dict:
+        """The settings of the ranked modes as a manifest discloses them."""
         return {"weights": dict(self.weights), "mmr_lambda": self.mmr_lambda, "mmr_window": self.mmr_window,
                 "graph_seeds": self.graph_seeds, "session_top_n": self.session_top_n,
                 "feedback": {"turns": self.feedback_turns, "terms": self.feedback_terms},

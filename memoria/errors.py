@@ -38,3 +38,11 @@ class UnknownModeError(MemoriaError, ValueError):
 
 class SnapshotError(MemoriaError):
     """A snapshot directory is missing a file or holds an unreadable one."""
+
+
+class SettingsError(MemoriaError, ValueError):
+    """A setting of the engine (memoria.settings.MemoriaSettings) has a value it cannot use."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"Memoria setting {field}: {problem}")
+        self.field, self.problem = field, problem

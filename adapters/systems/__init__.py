@@ -13,10 +13,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from adapters.errors import MemfarmError, SystemUnavailable
+from memoria.settings import MemoriaSettings
 
 CONTRACT = ("reset", "ingest", "retrieve")
 
@@ -36,9 +37,8 @@ class SystemInfo:
 
 SYSTEMS = {s.name: s for s in (
     SystemInfo("memoria", "adapters.systems.memoria_system:MemoriaSystem",
-               ("mode", "batch_size", "max_workers", "weights", "without", "mmr_lambda", "max_seq_length",
-                "embedding_store", "embedder_backend", "window_size", "window_overlap", "session_top_n",
-                "feedback_turns", "feedback_terms"),
+               ("mode", "batch_size", "max_workers", "without", "max_seq_length", "embedding_store",
+                "embedder_backend") + tuple(spec.name for spec in fields(MemoriaSettings)),
                has_modes=True),
     SystemInfo("adamem", "adapters.systems.adamem:AdaMemSystem", ("ablation", "max_seq_length")),
     SystemInfo("mem0", "adapters.systems.mem0_system:Mem0System", (), optional=True),

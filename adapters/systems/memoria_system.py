@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
+from memoria.settings import MemoriaSettings
 
 
 def onnx_folder() -> Path:
@@ -57,40 +58,33 @@ class MemoriaSystem:
 
     `max_workers` is the number of extraction threads at insert time;
     `max_seq_length` shortens the embedder's window (and so changes the signature).
+    `settings` are the engine's (`memoria.settings.MemoriaSettings`) by field name; one that
+    is None or absent keeps its default. `without` then switches parts off: a ranking part
+    weighs 0, a query part is off, and windows that nothing searches are not built.
     """
 
     name = "memoria"
 
     def __init__(self, mode: str = defaults.DEFAULT_MODE, batch_size: int = defaults.DEFAULT_BATCH_SIZE,
                  max_workers: int = defaults.DEFAULT_MAX_WORKERS, parallel_extract: bool = True, embedder=None,
-                 weights: dict | None = None, without: tuple[str, ...] = (), mmr_lambda: float | None = None,
-                 max_seq_length: int | None = None, embedding_store: str | None = None,
-                 embedder_backend: str = "torch", window_size: int | None = None, window_overlap: int | None = None,
-                 session_top_n: int | None = None, feedback_turns: int | None = None,
-                 feedback_terms: int | None = None):
-        parts = plan_parts(mode, without, weights)
+                 without: tuple[str, ...] = (), max_seq_length: int | None = None, embedding_store: str | None = None,
+                 embedder_backend: str = "torch", **settings):
+        given = {name: value for name, value in settings.items() if value is not None}
+        parts = plan_parts(mode, without, given.get("weights"))
         self.mode = mode
         self.batch_size = batch_size
         self.max_workers = max_workers
         self.parallel_extract = parallel_extract
-        options = {"weights": dict(defaults.DEFAULT_WEIGHTS if weights is None else weights)}
+        weights = dict(given.get("weights", defaults.DEFAULT_WEIGHTS))
         for part in parts.switched_off:  # a ranking part switched off weighs nothing; a query part is off
             if part in defaults.QUERY_SWITCHES:
-                options[part] = False
+                given[part] = False
             else:
-                options["weights"][part] = 0.0
-        if mmr_lambda is not None:
-            options["mmr_lambda"] = mmr_lambda
-        if session_top_n is not None:
-            options["session_top_n"] = session_top_n
-        if feedback_turns is not None:
-            options["feedback_turns"] = feedback_turns
-        if feedback_terms is not None:
-            options["feedback_terms"] = feedback_terms
-        if window_overlap is not None:
-            options["window_overlap"] = window_overlap
-        options["window_size"] = (defaults.DEFAULT_WINDOW_SIZE if window_size is None else window_size) \
-            if parts.windows else 0
+                weights[part] = 0.0
+        if not parts.windows:
+            given["window_size"] = 0
+        #: What the engine is built with: the settings given, after `without`.
+        self.settings = MemoriaSettings().updated(**{**given, "weights": weights})
         self.max_seq_length = max_seq_length
         embedder = embedder or LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
                                             threads=embedder_threads())
@@ -101,7 +95,7 @@ class MemoriaSystem:
             from memoria.embedding_store import EmbeddingStore, StoredEmbedder
 
             embedder = StoredEmbedder(embedder, EmbeddingStore(embedding_store), model_files=model_files_sha256())
-        self.memory = MemoryInterface(embedder=embedder, **options)
+        self.memory = MemoryInterface(embedder=embedder, settings=self.settings)
         self.sources, self.switched_off = parts.sources, parts.switched_off
         if self.sources != defaults.MODE_SOURCES[mode]:
             self.memory.mode_sources[mode] = self.sources

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import ExitStack
+from dataclasses import fields
 from pathlib import Path
 
 import click
@@ -14,6 +15,30 @@ from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, D
 from adapters.registry import BENCHMARKS
 from coordinator.cli.root import ProfileChoice, broker_option, main
 from memoria import defaults as engine
+from memoria.settings import MemoriaSettings, default_of
+
+
+#: What an option's help adds to its setting's own line, where the system decides whether the setting is used.
+OPTION_NOTES = {"window_size": "used where --weights gives `window` a weight"}
+
+
+def settings_options(settings_class=MemoriaSettings) -> list:
+    """One option per Memoria setting marked `option`: named, bounded and explained by its field.
+
+    Each defaults to None, so a RunSpec records only the settings given and the engine keeps its own default.
+    """
+    return [_setting_option(spec) for spec in fields(settings_class) if spec.metadata["option"]]
+
+
+def _setting_option(spec):
+    default, meta = default_of(spec), spec.metadata
+    if isinstance(default, bool) or not isinstance(default, (int, float)):
+        raise TypeError(f"setting {spec.name}: only a number can be an option, not {default!r}")
+    bounds = (click.IntRange if isinstance(default, int) else click.FloatRange)(meta["minimum"], meta["maximum"])
+    scope = f"{'/'.join(engine.RANKED_MODES)}: " if meta["ranked"] else ""
+    note = f"; {OPTION_NOTES[spec.name]}" if spec.name in OPTION_NOTES else ""
+    return click.option(f"--{spec.name.replace('_', '-')}", spec.name, type=bounds, default=None,
+                        help=f"{scope}{meta['doc']} (default {default}{note}).")
 
 
 def run_options(command):
@@ -49,18 +74,7 @@ def run_options(command):
         click.option("--without", multiple=True, metavar="PART",
                      help="Memoria: leave out a source of the mode or, in full, switch off a ranking or query part "
                           f"({', '.join(engine.SWITCHES)}); repeatable."),
-        click.option("--window-size", type=click.IntRange(0), default=None,
-                     help=f"full: turns per window (default {engine.DEFAULT_WINDOW_SIZE}; used where --weights gives "
-                          "`window` a weight)."),
-        click.option("--window-overlap", type=click.IntRange(0), default=None,
-                     help=f"full: turns neighbouring windows share (default {engine.DEFAULT_WINDOW_OVERLAP})."),
-        click.option("--session-top-n", type=click.IntRange(1), default=None,
-                     help=f"full: a session scores the mean of its best N turns (default "
-                          f"{engine.DEFAULT_SESSION_TOP_N})."),
-        click.option("--feedback-turns", type=click.IntRange(1), default=None,
-                     help=f"full: best turns that give feedback words (default {engine.DEFAULT_FEEDBACK_TURNS})."),
-        click.option("--feedback-terms", type=click.IntRange(1), default=None,
-                     help=f"full: feedback words searched (default {engine.DEFAULT_FEEDBACK_TERMS})."),
+        *settings_options(),
         click.option("--ablation", default=None,
                      help="AdaMem configuration (system adamem; 'all' runs each, the default for adamem-*)."),
         click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,

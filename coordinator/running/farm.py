@@ -254,7 +254,7 @@ def resume(ledger: RunLedger, app, run_id: str) -> list[str]:
     meta = ledger.meta(run_id)
     chosen = []
     if not meta.get("staging_done", True):
-        spec = RunSpec(**{**meta["arguments"], "explicit": frozenset()})
+        spec = RunSpec.from_arguments(meta["arguments"])
         if spec.dataset_sha256() != meta["dataset_sha256"]:
             raise ResultsError(f"run {run_id}: its dataset {spec.dataset} changed since staging began; "
                                "cannot finish staging")

@@ -9,7 +9,7 @@ reducer writes into the results file and manifest) in one place.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K,
@@ -20,7 +20,8 @@ from adapters.registry import Benchmark, benchmark
 from adapters.systems import SYSTEMS, describe, make_system
 from adapters.systems.memoria_system import plan_parts
 from memoria import defaults as engine
-from memoria.windows import check_window
+from memoria.errors import SettingsError
+from memoria.settings import MemoriaSettings
 
 logger = logging.getLogger(__name__)
 
@@ -46,12 +47,9 @@ class RunSpec:
     weights_file: str | None = None
     #: Memoria: sources left out and ranking or query parts switched off (`--without`, repeatable).
     without: tuple[str, ...] = ()
-    #: Memoria `full`: turn windows, session aggregation and lexical feedback (None: the engine's defaults).
-    window_size: int | None = None
-    window_overlap: int | None = None
-    session_top_n: int | None = None
-    feedback_turns: int | None = None
-    feedback_terms: int | None = None
+    #: Memoria: engine settings given, by `MemoriaSettings` field name (the others: the engine's defaults).
+    #: A run records them flat, beside the other arguments (`arguments`, `from_arguments`).
+    memoria_settings: dict = field(default_factory=dict)
     ablation: str | None = None
     #: The embedder's window in tokens (None: the model's own); it changes the embedding signature.
     max_seq_length: int | None = None
@@ -117,12 +115,13 @@ class RunSpec:
                     refuse(option, f"is not a setting of {system.name}")
         if self.weights_file and self.retrieval_mode not in engine.RANKED_MODES:
             raise MemfarmError(f"--weights sets the ranking of --retrieval-mode full, not {self.retrieval_mode}")
-        for option in ("without",) + FULL_SETTINGS:
-            if getattr(self, option) not in (None, ()):
+        ranked = {spec.name for spec in fields(MemoriaSettings) if spec.metadata["ranked"]}
+        for option, value in {"without": self.without, **self._memoria_given()}.items():
+            if value not in (None, ()):
                 if system is None or option not in system.settings:
-                    raise MemfarmError(f"--{option.replace('_', '-')} is not a setting of {self.system_name}")
-                if option != "without" and self.retrieval_mode not in engine.RANKED_MODES:
-                    raise MemfarmError(f"--{option.replace('_', '-')} sets the ranking of --retrieval-mode full, "
+                    raise MemfarmError(f"{_flag(option)} is not a setting of {self.system_name}")
+                if option in ranked and self.retrieval_mode not in engine.RANKED_MODES:
+                    raise MemfarmError(f"{_flag(option)} sets the ranking of --retrieval-mode full, "
                                        f"not {self.retrieval_mode}")
         parts = None
         if self.system_name == "memoria":  # the system's own rules for its parts, before anything is built
@@ -130,12 +129,10 @@ class RunSpec:
                 parts = plan_parts(self.retrieval_mode, self.without, self._weights())
             except ValueError as exc:
                 raise MemfarmError(f"--without: {exc}") from None
-        if (self.window_size, self.window_overlap) != (None, None):
-            try:
-                check_window(engine.DEFAULT_WINDOW_SIZE if self.window_size is None else self.window_size,
-                             engine.DEFAULT_WINDOW_OVERLAP if self.window_overlap is None else self.window_overlap)
-            except ValueError as exc:
-                raise MemfarmError(f"--window-size / --window-overlap: {exc}") from None
+        try:
+            MemoriaSettings().updated(**self._memoria_given())
+        except SettingsError as exc:
+            raise MemfarmError(f"{_flag(exc.field)}: {exc.problem}") from None
         if not farm:
             for option in ("max_attempts", "run_id", "shared_embeddings"):
                 refuse(option, "is a farm setting: give --broker (or MEMFARM_BROKER) to run on the farm")
@@ -145,9 +142,9 @@ class RunSpec:
             raise MemfarmError("--shared-embeddings shares what each worker's embedding store holds: "
                                "drop --no-embedding-store")
         warnings = []
-        windowed = [o for o in ("window_size", "window_overlap") if getattr(self, o) is not None]
+        windowed = [o for o in ("window_size", "window_overlap") if o in self._memoria_given()]
         if windowed and parts is not None and not parts.windows:
-            warnings.append(f"--{windowed[0].replace('_', '-')} is not used: windows weigh 0 unless --weights "
+            warnings.append(f"{_flag(windowed[0])} is not used: windows weigh 0 unless --weights "
                             "gives `window` a weight, and windows weighing nothing are not built")
         if farm and "cache_dir" in given:
             warnings.append("--cache-dir is not used by a farm run: each worker caches in its own --cache-dir")
@@ -156,6 +153,9 @@ class RunSpec:
         if self.benchmark == "longmemeval" and self.questions is None and self.scoring_profile == EXPECTED_TEXT_PROFILE:
             warnings.append("no --questions file; turn gold is the first turn of each answer session")
         return warnings
+
+    def _memoria_given(self) -> dict:
+        return {name: value for name, value in self.memoria_settings.items() if value is not None}
 
     def _weights(self) -> dict[str, float] | None:
         if not self.weights_file:
@@ -186,8 +186,7 @@ class RunSpec:
         """The settings the system is built with (also what a farm worker rebuilds it from)."""
         settings = {"mode": self.retrieval_mode, "batch_size": self.batch_size, "max_workers": self.extraction_threads,
                     "ablation": self.ablation, "max_seq_length": self.max_seq_length,
-                    "without": tuple(self.without) or None,
-                    **{option: getattr(self, option) for option in FULL_SETTINGS}, **self.extra_settings}
+                    "without": tuple(self.without) or None, **self.memoria_settings, **self.extra_settings}
         if self.embedder_backend != DEFAULT_EMBEDDER_BACKEND:
             settings["embedder_backend"] = self.embedder_backend
         if self.embedding_store and self.cache_dir:
@@ -210,10 +209,28 @@ class RunSpec:
         return content_hash(self.open_dataset().episodes())
 
     def arguments(self) -> dict:
-        values = asdict(self)
-        values.pop("explicit")
+        """The spec as plain data, what a results file, a manifest and a run's metadata record.
+
+        The Memoria settings sit flat among the other fields: each command-line one by name (None
+        when not given), then any other one given; `from_arguments` reads this back.
+        """
+        values = {}
+        for name, value in asdict(self).items():
+            if name == "memoria_settings":
+                values.update({spec.name: None for spec in fields(MemoriaSettings) if spec.metadata["option"]})
+                values.update(value)
+            elif name != "explicit":
+                values[name] = value
         values["system"] = self.system_name
         return values
+
+    @classmethod
+    def from_arguments(cls, arguments: dict) -> "RunSpec":
+        """The spec that `arguments()` recorded (those of any results file or run metadata written before too)."""
+        names = {spec.name for spec in fields(MemoriaSettings)}
+        memoria = {k: v for k, v in arguments.items() if k in names and v is not None}
+        rest = {k: v for k, v in arguments.items() if k not in names and k != "explicit"}
+        return cls(**rest, memoria_settings=memoria, explicit=frozenset())
 
     def context(self, *, system_config: dict, embedding_signature: dict | None, cache_dir: str | None = None) -> dict:
         """The run context the reducer writes into the results file and manifest."""
@@ -243,8 +260,8 @@ class RunSpec:
                             cache_dir=self.cache_dir if cache_used else None)
 
 
-#: RunSpec fields that set Memoria's `full` ranking, each an option of `memfarm run` and a setting of the system.
-FULL_SETTINGS = ("window_size", "window_overlap", "session_top_n", "feedback_turns", "feedback_terms")
+def _flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
 
 
 def resolved_system(name: str) -> str:
@@ -257,9 +274,13 @@ def resolved_system(name: str) -> str:
 
 
 def from_options(benchmark_name: str, params: dict, *, command: str, explicit) -> RunSpec:
-    """A spec from click's parameters (names as the options spell them)."""
-    names = set(RunSpec.__dataclass_fields__) - {"benchmark", "command", "explicit", "extra_settings"}
+    """A spec from click's parameters (names as the options spell them; Memoria's as its settings' fields)."""
+    names = set(RunSpec.__dataclass_fields__) - {"benchmark", "command", "explicit", "extra_settings",
+                                                 "memoria_settings"}
     values = {k: v for k, v in params.items() if k in names}
     if values.get("system"):
         values["system"] = resolved_system(values["system"])
-    return RunSpec(benchmark=benchmark_name, command=command, explicit=frozenset(explicit), **values)
+    settings = {spec.name for spec in fields(MemoriaSettings)}
+    memoria = {k: v for k, v in params.items() if k in settings and v is not None}
+    return RunSpec(benchmark=benchmark_name, command=command, explicit=frozenset(explicit), memoria_settings=memoria,
+                   **values)

@@ -144,19 +144,22 @@ def test_windows_count_as_a_source_only_where_they_weigh_something(tmp_path):
 def test_full_ranking_settings_from_the_command_line_are_checked_and_reach_the_system(tmp_path):
     weights = tmp_path / "w.json"
     weights.write_text(json.dumps({"semantic": 1.0, "window": 0.2}))
-    spec = RunSpec("locomo", dataset="d.json", retrieval_mode="full", weights_file=str(weights), window_size=3,
-                   window_overlap=1, session_top_n=2, feedback_turns=2, feedback_terms=4)
+    spec = RunSpec("locomo", dataset="d.json", retrieval_mode="full", weights_file=str(weights), memoria_settings={
+        "window_size": 3, "window_overlap": 1, "session_top_n": 2, "feedback_turns": 2, "feedback_terms": 4})
     assert spec.check(farm=False) == []
     config = spec.make_system().config
     assert config["windows"]["size"] == 3 and config["windows"]["overlap"] == 1
     assert config["ranking"]["session_top_n"] == 2 and config["ranking"]["feedback"] == {"turns": 2, "terms": 4}
     with pytest.raises(MemfarmError, match="--session-top-n sets the ranking of --retrieval-mode full, not fusion"):
-        RunSpec("locomo", dataset="d.json", retrieval_mode="fusion", session_top_n=2).check(farm=False)
+        RunSpec("locomo", dataset="d.json", retrieval_mode="fusion", memoria_settings={"session_top_n": 2}).check(
+            farm=False)
     with pytest.raises(MemfarmError, match="--feedback-terms is not a setting of adamem"):
-        RunSpec("locomo", dataset="d.json", system="adamem", feedback_terms=3).check(farm=False)
-    with pytest.raises(MemfarmError, match="--window-size / --window-overlap: window size 6 with overlap 6"):
-        RunSpec("locomo", dataset="d.json", retrieval_mode="full", window_overlap=6).check(farm=False)
-    unused = RunSpec("locomo", dataset="d.json", retrieval_mode="full", window_size=3).check(farm=False)
+        RunSpec("locomo", dataset="d.json", system="adamem", memoria_settings={"feedback_terms": 3}).check(farm=False)
+    with pytest.raises(MemfarmError, match="--window-overlap: window size 6 with overlap 6"):
+        RunSpec("locomo", dataset="d.json", retrieval_mode="full", memoria_settings={"window_overlap": 6}).check(
+            farm=False)
+    unused = RunSpec("locomo", dataset="d.json", retrieval_mode="full", memoria_settings={"window_size": 3}).check(
+        farm=False)
     assert unused == ["--window-size is not used: windows weigh 0 unless --weights gives `window` a weight, and "
                       "windows weighing nothing are not built"]
     result = CliRunner().invoke(main, ["run", "locomo", "--dataset", str(weights), "--retrieval-mode", "dense",

@@ -1,0 +1,69 @@
+"""`memfarm run` and `submit` offer one option per Memoria setting marked `option`, built from its field."""
+
+import json
+from dataclasses import fields, make_dataclass
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from adapters.longmemeval import extract_questions
+from coordinator.cli import main
+from coordinator.cli.run import settings_options, spec_from
+from memoria import defaults
+from memoria.settings import MemoriaSettings, default_of, setting
+from tests.helpers import write_dataset
+
+OFFERED = [spec for spec in fields(MemoriaSettings) if spec.metadata["option"]]
+
+
+@pytest.mark.parametrize("command", ["run", "submit"])
+def test_each_setting_marked_option_is_an_option_and_no_other_setting_is(command):
+    params = {param.name: param for param in main.commands[command].params}
+    assert {name for name in params if name in {spec.name for spec in fields(MemoriaSettings)}} == \
+        {spec.name for spec in OFFERED}
+    for spec in OFFERED:
+        param, scope = params[spec.name], "full: " if spec.metadata["ranked"] else ""
+        assert param.opts == [f"--{spec.name.replace('_', '-')}"] and param.default is None
+        assert (param.type.min, param.type.max) == (spec.metadata["minimum"], spec.metadata["maximum"])
+        assert param.help.startswith(f"{scope}{spec.metadata['doc']} (default {default_of(spec)}")
+    assert params["window_size"].help == (f"full: turns per window (default {defaults.DEFAULT_WINDOW_SIZE}; used "
+                                          "where --weights gives `window` a weight).")
+    assert params["feedback_terms"].help == f"full: feedback words searched (default {defaults.DEFAULT_FEEDBACK_TERMS})."
+
+
+def test_a_setting_added_to_a_copy_of_the_settings_becomes_an_option():
+    extended = make_dataclass("Extended", [
+        ("rerank_depth", int, setting(7, "candidates the reranker reads", minimum=2, ranked=True, option=True)),
+        ("rerank_seed", int, setting(1, "not offered on the command line", minimum=0)),
+    ], bases=(MemoriaSettings,), frozen=True)
+
+    def probe(**params):
+        click.echo(json.dumps(params))
+
+    for option in reversed(settings_options(extended)):
+        probe = option(probe)
+    probe = click.command()(probe)
+    assert [param.name for param in probe.params] == [spec.name for spec in OFFERED] + ["rerank_depth"]
+    assert probe.params[-1].help == "full: candidates the reranker reads (default 7)."
+    assert json.loads(CliRunner().invoke(probe, ["--rerank-depth", "3"]).output)["rerank_depth"] == 3
+    assert CliRunner().invoke(probe, ["--rerank-depth", "1"]).exit_code == 2
+
+
+def test_every_option_reaches_the_spec_its_record_and_the_engine(tmp_path):
+    data = write_dataset(tmp_path / "d.json", questions=2, seed=1, scale=0.05)
+    extract_questions(data, tmp_path / "q.json")
+    weights = tmp_path / "w.json"  # windows are built only where they weigh something
+    weights.write_text(json.dumps({**defaults.DEFAULT_WEIGHTS, "window": 0.2}))
+    chosen = {spec.name: default_of(spec) + 1 for spec in OFFERED}
+    args = ["longmemeval", "--dataset", str(data), "--questions", str(tmp_path / "q.json"), "--retrieval-mode", "full",
+            "--weights", str(weights)]
+    for name, value in chosen.items():
+        args += [f"--{name.replace('_', '-')}", str(value)]
+    ctx = main.commands["run"].make_context("run", args)
+    spec = spec_from(ctx, "memfarm run", dict(ctx.params), farm=False)
+    assert spec.memoria_settings == chosen and spec.check(farm=False) == []
+    assert {name: spec.arguments()[name] for name in chosen} == chosen
+    system = spec.make_system()
+    assert {name: getattr(system.settings, name) for name in chosen} == chosen
+    assert {name: getattr(system.memory, name) for name in chosen} == chosen
