@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from coordinator.benches.suite import length_buckets
+from coordinator.benches.encoders import length_buckets
 from coordinator.cli import main
 
 pytestmark = pytest.mark.slow
