@@ -1,13 +1,16 @@
 """What the benches share: writing a bench file, timing a `memfarm` child, a fresh work folder, a
-generated LongMemEval-S file and how much it repeats itself, and one quality row run here.
+generated LongMemEval-S file and how much it repeats itself, starting and stopping workers, Redis's
+memory, and one quality row run here.
 
 Each bench is a module of its own beside this one; this module measures nothing by itself.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -62,6 +65,35 @@ def redis_used_memory(url: str) -> int:
     from workers.ledger import connect
 
     return int(connect(url).info("memory")["used_memory"])
+
+
+def start_workers(broker: str, workdir: Path, tag: str, count: int, threads: int) -> list[subprocess.Popen]:
+    """`count` workers named TAG0, TAG1, ..., each with its own cache and log under `workdir`, once all are
+    ready; those started are stopped again if any fails to come up."""
+    from coordinator.operations.cluster import start_worker, wait_ready
+
+    running, logs = [], []
+    try:
+        for number in range(count):
+            log = workdir / f"{tag}{number}.log"
+            log.write_text("")
+            running.append(start_worker(broker, f"{tag}{number}", workdir / f"cache_{tag}{number}", log,
+                                        torch_threads=threads))
+            logs.append(log)
+        wait_ready(logs)
+        time.sleep(1.0)  # pool processes load the model right after ready
+    except BaseException:
+        stop_workers(running)
+        raise
+    return running
+
+
+def stop_workers(running: list[subprocess.Popen], timeout: float = 60) -> None:
+    """Stop each worker's process group, wait for it, and empty `running`: stopping twice stops nothing."""
+    for proc in running:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    running.clear()
 
 
 def sharing_statistics(path: str | Path) -> dict:

@@ -4,20 +4,17 @@ and the broker's overhead per task; it starts its own Redis server and workers."
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import signal
-import time
 from pathlib import Path
 
-from coordinator.benches.common import measure_memfarm, write_bench
+from coordinator.benches.common import measure_memfarm, start_workers, stop_workers, write_bench
 
 
 def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) -> str:
     """Farm vs local executor as ratios, 2 workers vs 1, and the broker's per-task overhead."""
     from adapters.longmemeval import extract_questions
     from adapters.longmemeval_synth import write
-    from coordinator.operations.cluster import free_port, start_redis, start_worker, wait_ready
+    from coordinator.operations.cluster import free_port, start_redis
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -31,23 +28,6 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
     base = ["run", "longmemeval", "--dataset", str(data), "--questions", str(companion), "--no-embedding-store"]
     running: list = []
 
-    def start_workers(count: int, threads: int, tag: str) -> None:
-        logs = []
-        for number in range(count):
-            log = workdir / f"{tag}{number}.log"
-            log.write_text("")
-            running.append(start_worker(broker, f"{tag}{number}", workdir / f"cache_{tag}{number}", log,
-                                        torch_threads=threads))
-            logs.append(log)
-        wait_ready(logs)
-        time.sleep(1.0)  # pool processes load the model right after ready
-
-    def stop_workers() -> None:
-        for proc in running:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-        running.clear()
-
     def timed(args: list[str]) -> float:
         seconds, _ = measure_memfarm(args)
         return seconds
@@ -56,18 +36,18 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
         local_cache = str(workdir / "cache_local")
         local_cold = timed(base + ["--cache-dir", local_cache, "--rebuild-cache", "--output", str(workdir / "l1.json")])
         local_warm = timed(base + ["--cache-dir", local_cache, "--output", str(workdir / "l2.json")])
-        start_workers(1, 2, "same")  # the local run uses torch's default 2 threads here
+        running = start_workers(broker, workdir, "same", 1, 2)  # the local run uses torch's default 2 threads
         farm_cold = timed(base + ["--broker", broker, "--rebuild-cache", "--output", str(workdir / "f1.json")])
         farm_warm = timed(base + ["--broker", broker, "--output", str(workdir / "f2.json")])
-        stop_workers()
-        start_workers(1, 1, "one")
+        stop_workers(running, timeout=30)
+        running = start_workers(broker, workdir, "one", 1, 1)
         one_worker = timed(base + ["--broker", broker, "--rebuild-cache", "--output", str(workdir / "o1.json")])
-        stop_workers()
-        start_workers(2, 1, "two")
+        stop_workers(running, timeout=30)
+        running = start_workers(broker, workdir, "two", 2, 1)
         two_workers = timed(base + ["--broker", broker, "--rebuild-cache", "--output", str(workdir / "t1.json")])
-        stop_workers()
+        stop_workers(running, timeout=30)
     finally:
-        stop_workers()
+        stop_workers(running, timeout=30)
         redis_proc.kill()
     same_records = (json.loads((workdir / "l1.json").read_text())["metrics"]
                     == json.loads((workdir / "f1.json").read_text())["metrics"])

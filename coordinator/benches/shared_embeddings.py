@@ -5,21 +5,18 @@ added, and whether the numbers are the same."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import signal
-import time
 from pathlib import Path
 
 from coordinator.benches.common import (fresh_workdir, generated_longmemeval, measure_memfarm, redis_used_memory,
-                                        sharing_statistics, write_bench)
+                                        sharing_statistics, start_workers, stop_workers, write_bench)
 
 
 def run_shared_embeddings_bench(questions: int, scale: float, workers: int, workdir: str | Path, output) -> str:
     """The same cold farm run on `workers` one-thread workers with their own stores, with and without
     sharing vectors through Redis: wall seconds, texts encoded, Redis memory, the same numbers."""
     from adapters.longmemeval import extract_questions
-    from coordinator.operations.cluster import free_port, start_redis, start_worker, wait_ready
+    from coordinator.operations.cluster import free_port, start_redis
 
     workdir = fresh_workdir(workdir)
     data = generated_longmemeval(workdir, questions, scale, seed=43)
@@ -32,15 +29,8 @@ def run_shared_embeddings_bench(questions: int, scale: float, workers: int, work
     try:
         for shared in (False, True):
             tag = "shared" if shared else "own"
-            running, logs = [], []
-            for number in range(workers):  # fresh caches and stores: every run is cold
-                log = workdir / f"{tag}{number}.log"
-                log.write_text("")
-                running.append(start_worker(broker, f"{tag}{number}", workdir / f"cache_{tag}{number}", log,
-                                            torch_threads=1))
-                logs.append(log)
-            wait_ready(logs)
-            time.sleep(1.0)
+            # fresh caches and stores: every run is cold
+            running = start_workers(broker, workdir, tag, workers, 1)
             before = redis_used_memory(broker)
             out = workdir / f"{tag}.json"
             try:
@@ -48,9 +38,7 @@ def run_shared_embeddings_bench(questions: int, scale: float, workers: int, work
                                               "--questions", str(companion), "--broker", broker, "--output", str(out)]
                                              + (["--shared-embeddings"] if shared else []))
             finally:
-                for proc in running:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                    proc.wait(timeout=60)
+                stop_workers(running, timeout=60)
             store = json.loads((workdir / f"{tag}.manifest.json").read_text())["embedding_store"]
             rows.append({"shared_embeddings": shared, "seconds": round(seconds, 1),
                          "texts_encoded": store["texts_encoded"], "texts_from_shared": store.get("texts_from_shared", 0),
