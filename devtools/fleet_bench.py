@@ -12,7 +12,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from coordinator.benches.suite import write_bench
+from coordinator.benches.common import write_bench
 
 
 def _wrapped(adapter, edits: dict):

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from coordinator.results.measures_table import MEASURES_NOTE, render_rows, row_of
+from coordinator.benches.common import write_bench
+from coordinator.results.measures_table import render_rows, row_of
 
 SUITES = ("synthetic", "locomo", "longmemeval")
 #: The generated LongMemEval-S file's seed (so that two benches read the same file).
@@ -63,7 +64,6 @@ def run_adamem_bench(locomo: str | Path | None, questions: int, scale: float, wo
     `conversations`: only the first N LoCoMo conversations; `longmemeval`: a LongMemEval-S file to read
     instead of generating one of `questions` at `scale`.
     """
-    from coordinator.benches.suite import write_bench
     from coordinator.running.reducer import write_results
 
     workdir = Path(workdir)

@@ -6,6 +6,7 @@ import click
 
 from coordinator.cli.root import main
 
+
 @main.group()
 def bench():
     """Speed and memory benchmarks; each writes JSON under results/bench/."""
@@ -18,7 +19,7 @@ def bench():
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/engine.json", show_default=True)
 def bench_engine(turns, store_turns, queries, output):
     """Engine insert throughput next to bare encode, and recall latency per mode."""
-    from coordinator.benches.suite import run_engine_bench
+    from coordinator.benches.engine import run_engine_bench
 
     report = run_engine_bench(turns=turns, store_turns=store_turns, queries=queries, output=output)
     click.echo(report)
@@ -33,7 +34,7 @@ def bench_engine(turns, store_turns, queries, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/longmemeval.json", show_default=True)
 def bench_longmemeval(questions, scale, rss_questions, workdir, output):
     """Cold vs warm seconds per question, cache hits and peak RSS on generated files."""
-    from coordinator.benches.suite import run_longmemeval_bench
+    from coordinator.benches.longmemeval import run_longmemeval_bench
 
     click.echo(run_longmemeval_bench(questions, scale, rss_questions, workdir, output))
 
@@ -44,7 +45,7 @@ def bench_longmemeval(questions, scale, rss_questions, workdir, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/locomo.json", show_default=True)
 def bench_locomo(dataset, workdir, output):
     """dense, bm25, raw and fusion on one LoCoMo file, side by side."""
-    from coordinator.benches.suite import run_locomo_bench
+    from coordinator.benches.locomo import run_locomo_bench
 
     click.echo(run_locomo_bench(dataset, workdir, output))
 
@@ -56,7 +57,7 @@ def bench_locomo(dataset, workdir, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/farm.json", show_default=True)
 def bench_farm(questions, scale, workdir, output):
     """Farm vs local (warm and cold), 2 workers vs 1, broker overhead; starts its own redis and workers."""
-    from coordinator.benches.suite import run_farm_bench
+    from coordinator.benches.farm import run_farm_bench
 
     click.echo(run_farm_bench(questions, scale, workdir, output))
 
@@ -70,7 +71,7 @@ def bench_farm(questions, scale, workdir, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/ablation.json", show_default=True)
 def bench_ablation(locomo, questions, scale, workdir, output):
     """fusion vs full vs full without each source (and without MMR), on LoCoMo and generated LongMemEval-S."""
-    from coordinator.benches.suite import run_ablation_bench
+    from coordinator.benches.ablation import run_ablation_bench
 
     click.echo(run_ablation_bench(locomo, questions, scale, workdir, output))
 
@@ -80,7 +81,7 @@ def bench_ablation(locomo, questions, scale, workdir, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/systems.json", show_default=True)
 def bench_systems(locomo, output):
     """memoria (fusion, full), adamem (full, semantic-only) and mem0 on one LoCoMo file."""
-    from coordinator.benches.suite import run_systems_bench
+    from coordinator.benches.systems import run_systems_bench
 
     click.echo(run_systems_bench(locomo, output))
 
@@ -97,7 +98,7 @@ def bench_systems(locomo, output):
               help="Slices of the questions each variant runs in turn, so load changes hit every variant alike.")
 def bench_coldrun(questions, scale, locomo, workdir, output, rounds):
     """A cold LongMemEval-S run with and without the embedding store, side by side."""
-    from coordinator.benches.suite import run_coldrun_bench
+    from coordinator.benches.coldrun import run_coldrun_bench
 
     click.echo(run_coldrun_bench(questions, scale, workdir, output, locomo=locomo, rounds=rounds))
 
@@ -112,7 +113,7 @@ def bench_coldrun(questions, scale, locomo, workdir, output, rounds):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/encoders.json", show_default=True)
 def bench_encoders(rounds, threads, tokens_per_bucket, workdir, output):
     """Texts per second of torch, onnx and onnx-int8 by text length, side by side."""
-    from coordinator.benches.suite import run_encoders_bench
+    from coordinator.benches.encoders import run_encoders_bench
 
     click.echo(run_encoders_bench(output, rounds=rounds, threads=threads, workdir=workdir,
                                   per_bucket_tokens=tokens_per_bucket))
@@ -141,7 +142,7 @@ def bench_staging(questions, scale, dataset, workdir, output):
               show_default=True)
 def bench_shared_embeddings(questions, scale, workers, workdir, output):
     """A cold farm run on N workers with and without --shared-embeddings."""
-    from coordinator.benches.staging import run_shared_embeddings_bench
+    from coordinator.benches.shared_embeddings import run_shared_embeddings_bench
 
     click.echo(run_shared_embeddings_bench(questions, scale, workers, workdir, output))
 

@@ -1,7 +1,7 @@
 """`memfarm bench ablation`: a row for every source and every part of `full`, each building the system it names."""
 
 from adapters.systems.memoria_system import MemoriaSystem
-from coordinator.benches.suite import ABLATION_TRIAL_WEIGHT, ablation_configs
+from coordinator.benches.ablation import ABLATION_TRIAL_WEIGHT, ablation_configs
 from memoria import defaults
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from adapters.errors import MemfarmError
-from coordinator.benches.suite import round_ratios
+from coordinator.benches.coldrun import round_ratios
 
 
 def test_each_round_has_its_own_ratio_and_the_median_of_an_even_count_is_the_middle_two():

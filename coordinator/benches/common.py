@@ -1,0 +1,132 @@
+"""What the benches share: writing a bench file, timing a `memfarm` child, a fresh work folder, a
+generated LongMemEval-S file and how much it repeats itself, starting and stopping workers, Redis's
+memory, and one quality row run here.
+
+Each bench is a module of its own beside this one; this module measures nothing by itself.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from adapters.files import write_json
+from coordinator.running.reducer import git_commit
+
+#: A wrapper process runs the `memfarm` child, so that RUSAGE_CHILDREN holds that child's peak alone.
+_CHILD_WRAPPER = ("import resource,subprocess,sys,time;t=time.perf_counter();"
+                  "p=subprocess.run([sys.executable,'-m','coordinator.cli',*sys.argv[1:]],capture_output=True);"
+                  "sys.exit(p.returncode) if p.returncode else None;"
+                  "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss*1024)")
+
+
+def write_bench(name: str, data: dict, output: str | Path) -> Path:
+    """`data` under the bench's name, the commit, the machine and the time, written atomically and redacted."""
+    data = {"benchmark": name, "commit": git_commit(), "machine": platform.platform(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **data}
+    return write_json(output, data)
+
+
+def measure_memfarm(args: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS in bytes of one `memfarm ARGS` child, measured by a fresh wrapper process."""
+    proc = subprocess.run([sys.executable, "-c", _CHILD_WRAPPER, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"memfarm {' '.join(args)} failed (exit {proc.returncode})")
+    seconds, rss = proc.stdout.split()
+    return float(seconds), int(rss)
+
+
+def fresh_workdir(workdir: str | Path) -> Path:
+    """An empty `workdir`: whatever an earlier bench left there is removed, so that a cold run is cold."""
+    workdir = Path(workdir)
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    return workdir
+
+
+def generated_longmemeval(workdir: Path, questions: int, scale: float, seed: int) -> Path:
+    """A generated LongMemEval-S file whose sessions repeat about as often as the real file's."""
+    from adapters.longmemeval_synth import DISTINCT_SESSION_SHARE, write
+
+    path = workdir / "data.json"
+    write(path, questions, seed=seed, scale=scale, distinct_share=DISTINCT_SESSION_SHARE)
+    return path
+
+
+def redis_used_memory(url: str) -> int:
+    """The Redis server's `used_memory` in bytes."""
+    from workers.ledger import connect
+
+    return int(connect(url).info("memory")["used_memory"])
+
+
+def start_workers(broker: str, workdir: Path, tag: str, count: int, threads: int) -> list[subprocess.Popen]:
+    """`count` workers named TAG0, TAG1, ..., each with its own cache and log under `workdir`, once all are
+    ready; those started are stopped again if any fails to come up."""
+    from coordinator.operations.cluster import start_worker, wait_ready
+
+    running, logs = [], []
+    try:
+        for number in range(count):
+            log = workdir / f"{tag}{number}.log"
+            log.write_text("")
+            running.append(start_worker(broker, f"{tag}{number}", workdir / f"cache_{tag}{number}", log,
+                                        torch_threads=threads))
+            logs.append(log)
+        wait_ready(logs)
+        time.sleep(1.0)  # pool processes load the model right after ready
+    except BaseException:
+        stop_workers(running)
+        raise
+    return running
+
+
+def stop_workers(running: list[subprocess.Popen], timeout: float = 60) -> None:
+    """Stop each worker's process group, wait for it, and empty `running`: stopping twice stops nothing."""
+    for proc in running:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    running.clear()
+
+
+def sharing_statistics(path: str | Path) -> dict:
+    """How much a LongMemEval-S file repeats itself: session occurrences vs distinct ids, turns vs distinct texts."""
+    from adapters.jsonstream import iter_array
+
+    occurrences, sessions, turns, texts = 0, set(), 0, set()
+    for question in iter_array(path):
+        for sid, session in dict(zip(question["haystack_session_ids"], question["haystack_sessions"])).items():
+            occurrences += 1
+            sessions.add(sid)
+            for turn in session:
+                if isinstance(turn.get("content"), str) and turn["content"].strip():
+                    turns += 1
+                    texts.add(turn["content"])
+        texts.add(question["question"])
+        turns += 1
+    return {"session_occurrences": occurrences, "distinct_sessions": len(sessions),
+            "texts_given_to_the_model": turns, "distinct_texts": len(texts),
+            "real_file": {"session_occurrences": 23867, "distinct_sessions": 19195}}
+
+
+def quality_row(spec, workdir: Path, label: str) -> tuple[dict, dict]:
+    """Run `spec` here through the reducer; write its results file and manifest under `workdir`."""
+    from coordinator.running.local_executor import run_local
+    from coordinator.running.reducer import write_results
+
+    results, manifest = run_local(spec)
+    name = "".join(c if c.isalnum() else "-" for c in label).strip("-")
+    write_results(results, manifest, workdir / f"{spec.benchmark}_{name}.json")
+    return results, manifest
+
+
+def metric(summary: dict, level: str, name: str) -> float:
+    """One metric of a run's summary at `level`, to four places; NaN where the level was not measured."""
+    return round((summary.get(level) or {}).get(name, float("nan")), 4)

@@ -1,0 +1,34 @@
+"""What the benches share: the bench file's writer, and how much a LongMemEval-S file repeats itself."""
+
+import json
+
+from coordinator.benches.common import sharing_statistics, write_bench
+
+
+def test_a_bench_file_says_what_made_it_and_holds_no_password(tmp_path):
+    out = tmp_path / "deep" / "farm.json"
+    path = write_bench("farm", {"broker": "redis://:s3cret-pass@127.0.0.1:6390/0", "speedup": 1.5}, out)
+    assert path == out
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["benchmark"] == "farm" and data["speedup"] == 1.5
+    assert data["broker"] == "redis://:***@127.0.0.1:6390/0"
+    assert "s3cret-pass" not in out.read_text(encoding="utf-8")
+    assert {"commit", "machine", "created"} <= set(data)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["farm.json"]  # no temporary file left beside it
+
+
+def test_sharing_counts_sessions_and_texts_by_hand(tmp_path):
+    def question(n, sessions):
+        return {"question_id": f"q{n}", "question": f"Question {n}?",
+                "haystack_session_ids": [sid for sid, _ in sessions],
+                "haystack_sessions": [[{"role": "user", "content": text} for text in texts] for _, texts in sessions]}
+
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps([question(0, [("s1", ["a", "b"]), ("s2", ["c"])]),
+                                question(1, [("s1", ["a", "b"]), ("s3", ["  ", "d"])])]))
+    stats = sharing_statistics(path)
+    # s1 twice, s2, s3: four occurrences of three sessions; turns a b c a b d (the blank one is not a text) and
+    # the two questions: eight texts, six of them distinct
+    assert {k: stats[k] for k in ("session_occurrences", "distinct_sessions", "texts_given_to_the_model",
+                                  "distinct_texts")} == {"session_occurrences": 4, "distinct_sessions": 3,
+                                                         "texts_given_to_the_model": 8, "distinct_texts": 6}
