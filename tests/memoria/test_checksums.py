@@ -49,7 +49,8 @@ def test_the_embedding_store_writes_the_checksum_as_hex_and_serves_rows_already_
     store = EmbeddingStore(tmp_path / "e.sqlite")
     db = sqlite3.connect(tmp_path / "e.sqlite", isolation_level=None)
     # a row as stores on disk already hold it: 32 hex digits
-    db.execute("INSERT INTO vectors (key, vector, checksum, used) VALUES ('k1', ?, ?, 0)", (VECTOR.tobytes(), K1_CHECKSUM))
+    db.execute("INSERT INTO vectors (key, vector, checksum, used) VALUES ('k1', ?, ?, 0)",
+               (VECTOR.tobytes(), K1_CHECKSUM))
     found, damaged = store.get(["k1"], 3)
     assert damaged == 0 and list(found) == ["k1"]
     np.testing.assert_array_equal(found["k1"], VECTOR)
