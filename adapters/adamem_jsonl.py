@@ -21,6 +21,7 @@ from adapters.adamem_measures import entry_recall, query_measures, timed_context
 from adapters.dataset import BadField, check_list, check_text
 from adapters.defaults import K_VALUES
 from adapters.errors import DatasetError
+from adapters.files import read_json
 from adapters.jsonstream import iter_json_lines
 from adapters.locomo import CATEGORIES, normalise_evidence, render
 from adapters.records import judged_record, outcome
@@ -196,9 +197,7 @@ def convert_locomo(source: str | Path, expected: str = "evidence", top_k: int = 
     """LoCoMo conversations as AdaMem episodes: a turn per observation, a QA per query (category 5 left out)."""
     if expected not in ("evidence", "answer", "both"):
         raise ValueError("expected must be evidence, answer or both")
-    data = json.loads(Path(source).read_text(encoding="utf-8-sig"))
-    if not isinstance(data, list):
-        raise DatasetError(f"{source}: expected a JSON array of conversations")
+    data = read_json(source, "LoCoMo file (an array of conversations)", DatasetError, top=list)
     episodes = []
     for conversation in data:
         talk = conversation["conversation"]

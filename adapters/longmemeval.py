@@ -7,13 +7,13 @@ system only ever sees rendered turns.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
 from adapters.dataset import BadField, StreamedDataset, capped, check_list, check_text, reading
 from adapters.defaults import DEFAULT_SCORING_PROFILE, EXPECTED_TEXT_PROFILE
 from adapters.errors import DatasetError
+from adapters.files import read_json, write_json
 from adapters.jsonstream import iter_array
 from adapters.official import PROFILE as OFFICIAL
 from adapters.official import is_gold
@@ -56,19 +56,14 @@ def extract_questions(dataset: str | Path, output: str | Path) -> int:
             "expected": first_answer_turn(raw),
             "expected_ids": list(raw.get("answer_session_ids") or []),
         })
-    Path(output).write_text(json.dumps(entries, ensure_ascii=False, indent=1), encoding="utf-8")
+    write_json(output, entries)
     return len(entries)
 
 
 def load_companion(path: str | Path | None) -> dict[str, dict] | None:
     if path is None:
         return None
-    try:
-        entries = json.loads(Path(path).read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError) as exc:
-        raise DatasetError(f"{path}: cannot read the questions file ({exc})") from exc
-    if not isinstance(entries, list):
-        raise DatasetError(f"{path}: the questions file must be a JSON array")
+    entries = read_json(path, "questions file", DatasetError, top=list)
     return {str(e.get("question_id")): e for e in entries if isinstance(e, dict)}
 
 

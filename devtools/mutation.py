@@ -27,6 +27,8 @@ from collections import Counter
 from fnmatch import fnmatch
 from pathlib import Path
 
+from adapters.files import write_json
+
 REPO = Path(__file__).resolve().parent.parent
 
 #: Area -> mutmut mutant-name patterns (module.x_function or module.xǁClassǁmethod).
@@ -195,8 +197,7 @@ def mutation_bench(output: str | Path, *, scope=None, tests=TESTS, lua_tests=LUA
     report = {"bench": "mutation", "tool": "mutmut (Python) + memfarm's Lua mutator (ledger scripts)",
               "tests": list(tests), "lua_tests": list(lua_tests), **mutation_report(python, lua, scope, diffs),
               "seconds": round(time.perf_counter() - started, 1), "workdir": str(workdir) if keep else None}
-    Path(output).parent.mkdir(parents=True, exist_ok=True)
-    Path(output).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+    write_json(output, report)
     return report
 
 

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from memoria.checksums import vector_checksum
+
 logger = logging.getLogger(__name__)
 
 #: Default cap of a store, in bytes of vectors (a 384-d vector is 1.5 KiB: about 700k vectors).
@@ -49,10 +51,6 @@ CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used);
 def text_key(space: str, text: str) -> str:
     """The key of `text` in a vector space: SHA-256 over the space and the exact text."""
     return hashlib.sha256(f"{space}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _checksum(key: str, blob: bytes) -> str:
-    return hashlib.sha256(key.encode() + b"\0" + blob).hexdigest()[:32]
 
 
 class EmbeddingStore:
@@ -86,7 +84,7 @@ class EmbeddingStore:
             rows = db.execute(f"SELECT key, vector, checksum FROM vectors WHERE key IN ({','.join('?' * len(chunk))})",
                               chunk).fetchall()
             for key, blob, checksum in rows:
-                if len(blob) != 4 * dimension or _checksum(key, blob) != checksum:
+                if len(blob) != 4 * dimension or vector_checksum(key, blob).hex() != checksum:
                     damaged.append(key)
                     continue
                 found[key] = np.frombuffer(blob, dtype=np.float32)
@@ -118,7 +116,7 @@ class EmbeddingStore:
         rows = []
         for key, vector in vectors.items():
             blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
-            rows.append((key, blob, _checksum(key, blob), now))
+            rows.append((key, blob, vector_checksum(key, blob).hex(), now))
         with self._transaction() as tx:
             tx.executemany("INSERT OR IGNORE INTO vectors (key, vector, checksum, used) VALUES (?, ?, ?, ?)", rows)
         # Summing the store's size reads every row, so it is done once per slice of the cap this process

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from memoria import defaults
+from memoria.checksums import update_from_file
 
 #: CLI name -> the signature's backend label (torch keeps the label it always had).
 BACKENDS = {"torch": "sentence-transformers/torch", "onnx": "onnxruntime/fp32-fused",
@@ -41,9 +42,7 @@ def model_files_sha256() -> str:
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         digest.update(str(path.relative_to(root)).encode())
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        update_from_file(digest, path)
     return digest.hexdigest()
 
 

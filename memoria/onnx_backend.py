@@ -18,7 +18,6 @@ never mixed in a cache, a store or a farm run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -28,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from memoria import defaults
-from memoria.model_files import BACKENDS, model_files_sha256, model_path, offline_environment, signature
+from memoria.checksums import file_sha256
+from memoria.model_files import (BACKENDS, model_files_sha256, model_path, offline_environment, packaged_signature,
+                                  signature)
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +41,6 @@ _LOCK = threading.Lock()
 _SHARED: dict[tuple, "OnnxEmbedder"] = {}
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _valid(folder: Path, backend: str) -> bool:
     try:
         record = json.loads((folder / "export.json").read_text())
@@ -56,7 +49,7 @@ def _valid(folder: Path, backend: str) -> bool:
     name = _FILES[backend]
     return (record.get("model_files") == model_files_sha256() and record.get("recipe") == RECIPE
             and (folder / name).is_file()
-            and record.get("files", {}).get(name) == _sha256(folder / name))
+            and record.get("files", {}).get(name) == file_sha256(folder / name))
 
 
 def export(folder: str | Path, backend: str = "onnx") -> Path:
@@ -81,7 +74,7 @@ def export(folder: str | Path, backend: str = "onnx") -> Path:
             traced.unlink()
             os.replace(staging, fp32)
             (folder / _FILES["onnx-int8"]).unlink(missing_ok=True)  # quantised from the old graph: made again
-        files = {_FILES["onnx"]: _sha256(fp32)}
+        files = {_FILES["onnx"]: file_sha256(fp32)}
         if backend == "onnx-int8":
             import onnx
             from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -93,9 +86,9 @@ def export(folder: str | Path, backend: str = "onnx") -> Path:
             quantize_dynamic(str(fp32), str(staging), weight_type=QuantType.QInt8,
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
             os.replace(staging, int8)
-            files[_FILES["onnx-int8"]] = _sha256(int8)
+            files[_FILES["onnx-int8"]] = file_sha256(int8)
         elif (folder / _FILES["onnx-int8"]).is_file():
-            files[_FILES["onnx-int8"]] = _sha256(folder / _FILES["onnx-int8"])
+            files[_FILES["onnx-int8"]] = file_sha256(folder / _FILES["onnx-int8"])
         record = {"model_files": model_files_sha256(), "recipe": RECIPE, "opset": OPSET, "torch": torch.__version__,
                   "files": files}
         (folder / "export.json").write_text(json.dumps(record, indent=1))
@@ -151,9 +144,8 @@ class OnnxEmbedder:
         from tokenizers import Tokenizer
 
         path = export(folder, backend)
-        config = json.loads((Path(model_path()) / "sentence_bert_config.json").read_text())
-        self.max_seq_length = int(max_seq_length or config["max_seq_length"])
-        self.dimension = int(json.loads((Path(model_path()) / "config.json").read_text())["hidden_size"])
+        packaged = packaged_signature(max_seq_length)
+        self.max_seq_length, self.dimension = packaged["max_seq_length"], packaged["dimension"]
         self.backend = backend
         self.tokenizer = Tokenizer.from_file(str(Path(model_path()) / "tokenizer.json"))
         self.tokenizer.enable_truncation(self.max_seq_length)

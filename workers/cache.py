@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 from adapters.defaults import CACHE_FORMAT_VERSION
-from adapters.files import file_sha256
+from adapters.errors import MemfarmError
+from adapters.files import file_sha256, read_json, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +53,12 @@ class ItemCache:
 
     def _check(self, folder: Path, item_id: str, system: str, expected: dict) -> str | None:
         """None if the copied entry in `folder` is valid for `expected`; else why not."""
-        try:
-            manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        if not (folder / MANIFEST).exists():
             return "no cache entry"
-        except (OSError, ValueError) as exc:
+        try:
+            manifest = read_json(folder / MANIFEST, "cache manifest", top=dict)
+        except MemfarmError as exc:
             return f"manifest unreadable ({exc})"
-        if not isinstance(manifest, dict):
-            return "manifest is not an object"
         if manifest.get("item_id") != item_id or manifest.get("system") != system:
             return "entry belongs to another item or system"
         for key, label in KEY_FIELDS:
@@ -111,7 +110,7 @@ class ItemCache:
                 "artifacts": {Path(f).name: file_sha256(f) for f in files},
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
-            (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+            write_json(staging / MANIFEST, manifest)
             _replace_folder(staging, target)
             staging = None
             return None

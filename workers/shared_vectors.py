@@ -20,11 +20,12 @@ tier is an optimisation and never fails an item.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 
 import numpy as np
 import redis
+
+from memoria.checksums import VECTOR_CHECKSUM_BYTES, vector_checksum
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,6 @@ PREFIX = "memfarm-vectors:"
 BUDGET_KEY = "memfarm-vectors-budget"
 DEFAULT_MAX_BYTES = 256 << 20
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
-_CHECK = 16
 
 
 def forget_all(client: redis.Redis) -> int:
@@ -41,10 +41,6 @@ def forget_all(client: redis.Redis) -> int:
     for start in range(0, len(keys), 1000):
         client.delete(*keys[start:start + 1000])
     return len(keys) + client.delete(BUDGET_KEY)
-
-
-def _checksum(key: str, blob: bytes) -> bytes:
-    return hashlib.sha256(key.encode() + b"\0" + blob).digest()[:_CHECK]
 
 
 class RedisVectors:
@@ -71,8 +67,8 @@ class RedisVectors:
                 for key, raw in zip(part, self.r.mget([PREFIX + k for k in part])):
                     if raw is None:
                         continue
-                    blob = raw[_CHECK:]
-                    if len(blob) != 4 * dimension or raw[:_CHECK] != _checksum(key, blob):
+                    blob = raw[VECTOR_CHECKSUM_BYTES:]
+                    if len(blob) != 4 * dimension or raw[:VECTOR_CHECKSUM_BYTES] != vector_checksum(key, blob):
                         self.counts["damaged"] += 1
                         continue
                     vector = np.frombuffer(blob, dtype=np.float32)
@@ -91,7 +87,7 @@ class RedisVectors:
         payloads = {}
         for key, vector in vectors.items():
             blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
-            payloads[key] = _checksum(key, blob) + blob
+            payloads[key] = vector_checksum(key, blob) + blob
         size = sum(len(p) for p in payloads.values())
         try:
             pipe = self.r.pipeline(transaction=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import ExitStack
 from dataclasses import fields
@@ -198,9 +197,11 @@ def staging_line(stats: dict, used_memory: int | None) -> str:
 
 
 def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run: bool, save_to) -> None:
+    from adapters.errors import ResultsError
+    from adapters.files import read_json, write_json
     from coordinator.results.optimize import optimise
 
-    results = json.loads(Path(results_path).read_text(encoding="utf-8"))
+    results = read_json(results_path, "results file", ResultsError, top=dict)
     weights = results["settings_system"]["ranking"]["weights"]
     report = optimise(results["records"], weights, step=step_size, objective_name=objective_name)
     click.echo(f"optimise {report['objective']} over {report['questions']} questions: "
@@ -212,7 +213,7 @@ def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run
         click.echo("dry run: weights not written")
         return
     target = Path(save_to) if save_to else Path(str(results_path)[:-5] + ".weights.json")
-    target.write_text(json.dumps({"weights": report["weights"], "optimisation": report}, indent=1), encoding="utf-8")
+    write_json(target, {"weights": report["weights"], "optimisation": report})
     click.echo(f"weights: {target} (use with --weights)")
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from adapters.errors import MemfarmError
+from adapters.files import read_json
 
 
 def free_port() -> int:
@@ -185,7 +186,7 @@ def restart(state_dir: Path) -> dict:
     state_file = state_dir / "cluster.json"
     if not state_file.exists():
         raise MemfarmError(f"no cluster state in {state_file}; start one with `memfarm cluster up`")
-    state = json.loads(state_file.read_text())
+    state = read_json(state_file, "cluster state", top=dict)
     alive = [name for name, pid in state["pids"].items() if process_alive(pid)]
     if alive:
         raise MemfarmError(f"the cluster is still running ({', '.join(alive)}); `memfarm cluster down` first")
@@ -251,7 +252,7 @@ def down(state_dir: Path, grace_seconds: float = 10.0) -> list[str]:
     state_file = state_dir / "cluster.json"
     if not state_file.exists():
         raise MemfarmError(f"no cluster state in {state_file}")
-    pids = json.loads(state_file.read_text())["pids"]
+    pids = read_json(state_file, "cluster state", top=dict)["pids"]
     order = [n for n in pids if n != "redis"] + (["redis"] if "redis" in pids else [])
     stopped = []
     for name in order:

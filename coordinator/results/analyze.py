@@ -6,13 +6,13 @@ functions turn that data into text. Rates always carry their denominator.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
 from adapters.defaults import K_VALUES
 from adapters.errors import ResultsError
+from adapters.files import read_json
 from adapters.percentile import percentile
 from coordinator.results.measures_table import MEASURES_NOTE, cell, render_rows, row_of
 from coordinator.running.reducer import RESULTS_FORMAT, current_profile_names
@@ -25,12 +25,7 @@ REQUIRED_KEYS = ("benchmark", "records", "metrics", "question_count", "retrieval
 def load_results(path: str | Path) -> dict:
     """A results file, checked for the shape this version writes, its scoring profiles under their current names."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ResultsError(f"{path}: cannot read results ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ResultsError(f"{path}: not a results file (top level is {type(data).__name__})")
+    data = read_json(path, "results file", ResultsError, top=dict)
     missing = [k for k in REQUIRED_KEYS if k not in data]
     if missing:
         raise ResultsError(f"{path}: not a memoria-farm results file (missing {', '.join(missing)})")

@@ -9,11 +9,11 @@ stores, so no model or index is touched; only the candidates a run kept
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from adapters.defaults import DEFAULT_OBJECTIVE
 from adapters.errors import ResultsError
+from adapters.files import read_json
 from adapters.metrics import question_metrics
 from memoria.ranking import KNOWN_SIGNALS
 #: Multiples of the step tried, in order, while the objective stays flat.
@@ -89,10 +89,7 @@ def optimise(records: list[dict], weights: dict[str, float], step: float = 0.02,
 
 
 def load_weights(path: str | Path) -> dict[str, float]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError) as exc:
-        raise ResultsError(f"{path}: cannot read weights ({exc})") from exc
+    data = read_json(path, "weights file", ResultsError)
     weights = data.get("weights", data) if isinstance(data, dict) else None
     if not isinstance(weights, dict) or not all(isinstance(v, (int, float)) for v in weights.values()):
         raise ResultsError(f"{path}: expected {{signal: number}} (or {{'weights': {{...}}}})")

@@ -5,6 +5,8 @@ from collections import Counter
 import pytest
 from click.testing import CliRunner
 
+from adapters.adamem_jsonl import convert_locomo
+from adapters.errors import DatasetError
 from adapters.locomo import LoCoMo, normalise_evidence
 from coordinator.cli import main
 
@@ -174,3 +176,12 @@ def test_every_field_of_a_question_under_each_rule(tmp_path):
     assert q[10]["question"] == "" and q[10]["excluded"] == "empty question"
     assert q[11]["expected"] == "" and q[11]["abstention"]
     assert q[12]["excluded"] == "no resolvable evidence" and q[12]["details"]["dropped_evidence"] == ["D9:9"]
+
+
+def test_converting_a_file_that_is_not_an_array_of_conversations_names_it(tmp_path):
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps({"conversation": {}}))
+    with pytest.raises(DatasetError) as caught:
+        convert_locomo(path)
+    assert str(caught.value) == (f"{path}: the LoCoMo file (an array of conversations) is not a JSON array "
+                                 "(its top level is a JSON object)")

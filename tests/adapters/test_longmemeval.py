@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from adapters.longmemeval import LongMemEval, abstention_reason, extract_questions, scan
+from adapters.longmemeval import LongMemEval, abstention_reason, extract_questions, load_companion, scan
 from adapters.longmemeval_synth import TYPE_COUNTS, generate
 from adapters.errors import DatasetError
 from tests.helpers import write_dataset
@@ -256,3 +256,14 @@ def test_the_less_common_exclusions_and_defaults(tmp_path):
     flagged = question(_raw(_abs=True), profile="longmemeval-official")
     assert flagged["abstention"] is False and "abstention_reason" not in flagged
     assert question(_raw(_abs=True))["abstention_reason"] == "_abs field"
+
+
+@pytest.mark.parametrize("content, message", [(None, "No such file"), ("{oops", "not valid UTF-8 JSON"),
+                                              ('{"question_id": "x"}', "is not a JSON array")])
+def test_an_unusable_questions_file_is_named(tmp_path, content, message):
+    path = tmp_path / "q.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(DatasetError, match=message) as caught:
+        load_companion(path)
+    assert str(caught.value).startswith(f"{path}: ") and "questions file" in str(caught.value)

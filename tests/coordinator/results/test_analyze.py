@@ -127,8 +127,8 @@ def test_all_summarises_a_directory_and_skips_foreign_files(files, tmp_path):
     assert summary["files"]["b.json"]["session"]["recall_any@5"] == 1.0
 
 
-@pytest.mark.parametrize("content, words", [("[1, 2]", "top level is list"), ('{"benchmark": "x"}', "missing"),
-                                            ("not json", "cannot read")])
+@pytest.mark.parametrize("content, words", [("[1, 2]", "top level is a JSON array"),
+                                            ('{"benchmark": "x"}', "missing"), ("not json", "cannot read")])
 def test_foreign_or_old_files_get_a_clear_message(tmp_path, content, words):
     path = tmp_path / "old.json"
     path.write_text(content)

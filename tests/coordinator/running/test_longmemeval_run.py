@@ -245,9 +245,9 @@ def test_a_change_to_the_engine_code_or_the_model_files_rebuilds(cached_item, mo
     assert outcome["cache"] == {"hit": False, "reason": "index-building code or model files changed"}
     assert evaluate_item(item, MemoriaSystem(mode="fusion"), cache=cache)["cache"]["hit"]
     monkeypatch.undo()
-    import memoria.embedder
+    import memoria.model_files
 
-    monkeypatch.setattr(memoria.embedder, "model_files_sha256", lambda: "other-weights")
+    monkeypatch.setattr(memoria.model_files, "model_files_sha256", lambda: "other-weights")
     assert evaluate_item(item, MemoriaSystem(mode="fusion"), cache=cache)["cache"]["reason"] == (
         "index-building code or model files changed")
 
