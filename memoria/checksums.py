@@ -31,6 +31,17 @@ def file_sha256(path: str | Path, chunk: int = CHUNK_BYTES) -> str:
     return update_from_file(hashlib.sha256(), path, chunk).hexdigest()
 
 
+def files_sha256(root: str | Path, paths) -> str:
+    """One SHA-256 over several files under `root`: each file's path relative to `root`, then its bytes,
+    in sorted path order. What a set of files is (model weights, a package's sources) as one value."""
+    root = Path(root)
+    digest = hashlib.sha256()
+    for path in sorted(Path(p) for p in paths):
+        digest.update(str(path.relative_to(root)).encode())
+        update_from_file(digest, path)
+    return digest.hexdigest()
+
+
 def vector_checksum(key: str, blob: bytes) -> bytes:
     """The checksum of a stored vector: the first 16 bytes of SHA-256 over its key, a NUL byte and its bytes.
 

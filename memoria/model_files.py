@@ -7,13 +7,12 @@ so neither imports the other's internals.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 from pathlib import Path
 
 from memoria import defaults
-from memoria.checksums import update_from_file
+from memoria.checksums import files_sha256
 
 #: CLI name -> the signature's backend label (torch keeps the label it always had).
 BACKENDS = {"torch": "sentence-transformers/torch", "onnx": "onnxruntime/fp32-fused",
@@ -39,11 +38,7 @@ def model_path() -> str:
 def model_files_sha256() -> str:
     """One hash over every file of the packaged model (names and bytes): other weights, other vectors."""
     root = Path(model_path())
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(root)).encode())
-        update_from_file(digest, path)
-    return digest.hexdigest()
+    return files_sha256(root, (p for p in root.rglob("*") if p.is_file()))
 
 
 def signature(dimension: int, max_seq_length: int, backend: str = BACKENDS["torch"]) -> dict:

@@ -6,16 +6,10 @@ is not the same state, so caches key on this and rebuild when it changes.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
+from memoria.checksums import files_sha256
 
-def _sources_hash() -> str:
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+_HERE = Path(__file__).resolve().parent
 
-
-BUILD_VERSION = _sources_hash()
+BUILD_VERSION = files_sha256(_HERE, _HERE.glob("*.py"))[:16]

@@ -6,20 +6,11 @@ one results file never mixes records made by two versions of the code.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
+
+from memoria.checksums import files_sha256
 
 _ROOT = Path(__file__).resolve().parent.parent
 _PACKAGES = ("memoria", "adapters", "workers")
 
-
-def _code_version() -> str:
-    digest = hashlib.sha256()
-    for package in _PACKAGES:
-        for path in sorted((_ROOT / package).rglob("*.py")):
-            digest.update(str(path.relative_to(_ROOT)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-CODE_VERSION = _code_version()
+CODE_VERSION = files_sha256(_ROOT, (p for package in _PACKAGES for p in (_ROOT / package).rglob("*.py")))[:16]

@@ -57,3 +57,20 @@ def test_the_embedding_store_writes_the_checksum_as_hex_and_serves_rows_already_
     store.put({"k2": VECTOR})
     assert db.execute("SELECT checksum FROM vectors WHERE key = 'k2'").fetchone()[0] == K2_CHECKSUM
     db.close()
+
+
+def test_files_sha256_binds_each_file_to_its_name(tmp_path):
+    """Swapping two files' contents, or renaming one, changes the hash; the order given does not."""
+    import hashlib
+
+    from memoria.checksums import files_sha256
+
+    (tmp_path / "sub").mkdir()
+    a, b = tmp_path / "a.txt", tmp_path / "sub" / "b.txt"
+    a.write_bytes(b"alpha")
+    b.write_bytes(b"beta")
+    expected = hashlib.sha256(b"a.txt" + b"alpha" + b"sub/b.txt" + b"beta").hexdigest()
+    assert files_sha256(tmp_path, [b, a]) == files_sha256(tmp_path, [a, b]) == expected
+    a.write_bytes(b"beta")
+    b.write_bytes(b"alpha")
+    assert files_sha256(tmp_path, [a, b]) != expected
