@@ -40,7 +40,7 @@ def run_staging_bench(questions: int, scale: float, workdir: str | Path, output,
     """`memfarm submit` of a large file: its peak RSS, seconds, and what Redis holds after staging."""
     from adapters.jsonstream import iter_array
     from adapters.longmemeval import LongMemEval
-    from coordinator.operations.cluster import free_port, start_redis
+    from coordinator.operations.processes import free_port, start_redis
     from coordinator.running.ledger import RunLedger, connect
     from workers.ledger import pack
 
@@ -94,7 +94,7 @@ def run_shared_embeddings_bench(questions: int, scale: float, workers: int, work
     import secrets
 
     from adapters.longmemeval import extract_questions
-    from coordinator.operations.cluster import free_port, start_redis, start_worker, wait_ready
+    from coordinator.operations.processes import free_port, start_redis, start_worker, wait_ready
 
     workdir = _fresh(workdir)
     data = _generated(workdir, questions, scale, seed=43)
@@ -107,14 +107,13 @@ def run_shared_embeddings_bench(questions: int, scale: float, workers: int, work
     try:
         for shared in (False, True):
             tag = "shared" if shared else "own"
-            running, logs = [], []
+            running = []
             for number in range(workers):  # fresh caches and stores: every run is cold
                 log = workdir / f"{tag}{number}.log"
                 log.write_text("")
                 running.append(start_worker(broker, f"{tag}{number}", workdir / f"cache_{tag}{number}", log,
                                             torch_threads=1))
-                logs.append(log)
-            wait_ready(logs)
+            wait_ready(running)
             time.sleep(1.0)
             before = _used_memory(broker)
             out = workdir / f"{tag}.json"

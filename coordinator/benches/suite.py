@@ -218,7 +218,7 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
 
     from adapters.longmemeval import extract_questions
     from adapters.longmemeval_synth import write
-    from coordinator.operations.cluster import free_port, start_redis, start_worker, wait_ready
+    from coordinator.operations.processes import free_port, start_redis, start_worker, wait_ready
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -233,14 +233,12 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
     running: list = []
 
     def start_workers(count: int, threads: int, tag: str) -> None:
-        logs = []
         for number in range(count):
             log = workdir / f"{tag}{number}.log"
             log.write_text("")
             running.append(start_worker(broker, f"{tag}{number}", workdir / f"cache_{tag}{number}", log,
                                         torch_threads=threads))
-            logs.append(log)
-        wait_ready(logs)
+        wait_ready(running)
         time.sleep(1.0)  # pool processes load the model right after ready
 
     def stop_workers() -> None:
