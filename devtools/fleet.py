@@ -16,19 +16,21 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.errors import MemfarmError
+from coordinator.operations.processes import Child, start_redis, start_worker, wait_ready
 
 logger = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 DEFAULT_MEMORY_LIMIT = int(1.5 * 2**30)
 SUBNET = "10.213"
+#: The checkout the workers run from.
+REPO = Path(__file__).resolve().parent.parent
 
 
 def unavailable_reason() -> str | None:
@@ -66,17 +68,10 @@ class Machine:
     cgroup: Path
     cache_dir: Path
     log: Path
-    proc: subprocess.Popen | None = None
-    log_offset: int = 0
+    proc: Child | None = None
 
     def pool_children(self) -> list[int]:
-        if self.proc is None:
-            return []
-        path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
-        try:
-            return [int(p) for p in path.read_text().split()]
-        except OSError:
-            return []
+        return self.proc.children() if self.proc is not None else []
 
     def memory_usage(self) -> int:
         return int((self.cgroup / "memory.usage_in_bytes").read_text())
@@ -108,7 +103,7 @@ class Fleet:
         self.hub = f"mf{self.tag}hub"
         self._made_namespaces: list[str] = []
         self._made_cgroups: list[Path] = []
-        self.redis_proc: subprocess.Popen | None = None
+        self.redis_proc: Child | None = None
         self.broker = f"redis://:{self.password}@{SUBNET}.0.2:6379/0"
 
     # -- building --------------------------------------------------------------------
@@ -160,60 +155,27 @@ class Fleet:
             self.start_worker(machine)
 
     def start_redis(self) -> None:
-        data = self.workdir / "redis"
-        data.mkdir(parents=True, exist_ok=True)
-        from coordinator.operations.cluster import write_private
-
-        config = write_private(self.workdir / "redis.conf", f"requirepass {self.password}\n")
-        self.redis_proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.hub, shutil.which("redis-server"), str(config), "--bind", "0.0.0.0",
-             "--port", "6379", "--dir", str(data), "--appendonly", "yes", "--appendfsync", "everysec",
-             "--save", "", "--maxmemory-policy", "noeviction"],
-            stdout=open(self.workdir / "redis.log", "ab"), stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait_for_redis()
-
-    def _wait_for_redis(self, timeout: float = 15.0) -> None:
-        import redis
-
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                redis.Redis.from_url(self.broker, socket_connect_timeout=1).ping()
-                return
-            except redis.exceptions.RedisError:
-                if self.redis_proc.poll() is not None:
-                    raise MemfarmError(f"redis-server in the hub namespace exited; see {self.workdir}/redis.log")
-                time.sleep(0.1)
-        raise MemfarmError("redis-server in the hub namespace did not answer")
+        """redis-server inside the hub namespace, on every address of it, its data replayed from its
+        append-only file on a restart."""
+        self.redis_proc = start_redis(self.workdir / "redis", 6379, self.password, self.workdir / "redis.log",
+                                      addresses=("0.0.0.0",), prefix=("ip", "netns", "exec", self.hub))
 
     def start_worker(self, machine: Machine) -> None:
-        """`memfarm worker` inside the machine's namespace and cgroup (the shell joins the cgroup, then execs)."""
-        broker = f"redis://:{self.password}@{machine.redis_address}:6379/0"
-        command = (f"echo $$ > {machine.cgroup}/cgroup.procs && exec ip netns exec {machine.namespace} "
-                   f"{sys.executable} -m coordinator.cli worker --cache-dir {machine.cache_dir} "
-                   f"--name {machine.name}@%h --loglevel INFO")
-        env = dict(os.environ, **self.env, MEMFARM_BROKER=broker)
-        machine.log_offset = machine.log.stat().st_size if machine.log.exists() else 0
-        machine.proc = subprocess.Popen(["sh", "-c", command], stdout=open(machine.log, "ab"),
-                                        stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                        cwd=Path(__file__).resolve().parent.parent)
+        """`memfarm worker` inside the machine's namespace and cgroup: a shell writes its own PID into the
+        cgroup, then execs `ip netns exec`, which execs the worker, so the group's leader is the worker."""
+        join_cgroup = ("sh", "-c", 'echo $$ > "$0" && exec "$@"', str(machine.cgroup / "cgroup.procs"))
+        machine.proc = start_worker(f"redis://:{self.password}@{machine.redis_address}:6379/0", machine.name,
+                                    machine.cache_dir, machine.log, dict(os.environ, **self.env),
+                                    extra=("--loglevel", "INFO"), cwd=REPO,
+                                    prefix=(*join_cgroup, "ip", "netns", "exec", machine.namespace))
 
     def wait_ready(self, machines: list[Machine] | None = None, timeout: float = 180.0) -> None:
         """Until each worker (started last) logs `ready.`; a clear error naming its log otherwise."""
-        deadline = time.time() + timeout
-        for machine in machines or self.machines:
-            while "ready." not in machine.log.read_text(errors="replace")[machine.log_offset:]:
-                if machine.proc.poll() is not None or time.time() > deadline:
-                    raise MemfarmError(f"worker {machine.name} did not come up; see {machine.log}")
-                time.sleep(0.3)
+        wait_ready([machine.proc for machine in machines or self.machines], timeout)
 
     # -- faults ----------------------------------------------------------------------
     def kill_worker(self, machine: Machine) -> None:
-        try:
-            os.killpg(machine.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        machine.proc.wait(timeout=30)
+        machine.proc.kill_group()
 
     def restart_worker(self, machine: Machine) -> None:
         self.start_worker(machine)
@@ -225,15 +187,14 @@ class Fleet:
         _ip("-n", machine.namespace, "link", "set", machine.link, "up")
 
     def kill_redis(self) -> None:
-        os.killpg(self.redis_proc.pid, signal.SIGKILL)
-        self.redis_proc.wait(timeout=30)
+        self.redis_proc.kill_group()
 
     # -- removing --------------------------------------------------------------------
     def close(self) -> None:
-        for machine in self.machines:
-            if machine.proc is not None and machine.proc.poll() is None:
+        for machine in self.machines:  # a group outlives its leader: kill it even when the leader is gone
+            if machine.proc is not None:
                 self.kill_worker(machine)
-        if self.redis_proc is not None and self.redis_proc.poll() is None:
+        if self.redis_proc is not None:
             self.kill_redis()
         for namespace in reversed(self._made_namespaces):  # removing a namespace removes its veth ends
             subprocess.run(["ip", "netns", "del", namespace], capture_output=True)

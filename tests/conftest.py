@@ -15,6 +15,35 @@ def embedder():
     return Embedder.shared()
 
 
+@pytest.fixture()
+def redis_server(tmp_path):
+    """A real redis-server for one test (password on, append-only file on), its data and `redis.log` in the
+    test's folder; killed at the end."""
+    from tests.farm_support import RedisServer
+
+    server = RedisServer(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def workers(tmp_path):
+    """Start real `memfarm worker` processes in the test's folder: `workers(broker, name, *args, **env)`;
+    every one is stopped, group and all, at the end."""
+    from tests.farm_support import Worker
+
+    started = []
+
+    def start(broker, name, *extra, **env):
+        worker = Worker(broker, tmp_path, name, *extra, **env)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
 @pytest.fixture(scope="session")
 def locomo_path():
     path = SHARED_DATA / "locomo_dev5.json"

@@ -1,81 +1,68 @@
-"""Real servers for farm tests: a redis-server on a free port and `memfarm worker` processes."""
+"""Real servers for farm tests: a redis-server on a free port and `memfarm worker` processes, each in the
+test's own folder, started and stopped by `coordinator.operations.processes` as the cluster does."""
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from coordinator.operations.cluster import free_port, start_redis
+from adapters.errors import MemfarmError
+from coordinator.operations.processes import free_port, start_redis, start_worker
 
 REPO = Path(__file__).resolve().parent.parent
 PASSWORD = "s3cret-test-pass"
 
 
 class RedisServer:
-    """A real redis-server on a free port, append-only file on, in the test's own folder."""
+    """A real redis-server on a free port, append-only file on, its data in `tmp/redis`, its log `tmp/redis.log`."""
 
     def __init__(self, tmp: Path, password: str | None = PASSWORD):
         self.port = free_port()
         self.password = password
         self.tmp = tmp
-        self.proc = start_redis(tmp / "redis", self.port, password, tmp / "redis.log")
         auth = f":{password}@" if password else ""
         self.url = f"redis://{auth}127.0.0.1:{self.port}/0"
+        self._start()
+
+    def _start(self):
+        self.proc = start_redis(self.tmp / "redis", self.port, self.password, self.tmp / "redis.log")
 
     def stop(self):
-        self.proc.kill()
-        self.proc.wait(timeout=10)
+        """SIGKILL, as a crash would: nothing a test wrote needs saving."""
+        self.proc.kill_group()
 
     def restart(self, down_seconds: float = 1.0):
-        """SIGKILL it, wait, start it again on the same port and data folder (it replays its AOF)."""
+        """SIGKILL it, stay down `down_seconds`, start it again on the same port and data folder (it replays
+        its AOF); returns once it takes commands again."""
         self.stop()
-        time.sleep(down_seconds)
-        self.proc = start_redis(self.tmp / "redis", self.port, self.password, self.tmp / "redis.log")
+        time.sleep(down_seconds)  # the outage itself, not a wait for something to happen
+        self._start()
 
 
 class Worker:
-    """A real `memfarm worker` in its own process group."""
+    """A real `memfarm worker` in its own process group, caching in `tmp/cache_NAME`, its log `tmp/NAME.log`."""
 
     def __init__(self, broker: str, tmp: Path, name: str, *extra: str, **env):
-        self.log = tmp / f"{name}.log"
-        full_env = dict(os.environ, PYTHONPATH=str(REPO), MEMFARM_BROKER=broker, **{k: str(v) for k, v in env.items()})
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "coordinator.cli", "worker", "--cache-dir", str(tmp / f"cache_{name}"),
-             "--name", f"{name}@%h", "--loglevel", "INFO", *extra],
-            cwd=REPO, env=full_env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
-        )
         self.name = name
+        self.log = tmp / f"{name}.log"
+        full_env = dict(os.environ, PYTHONPATH=str(REPO), **{k: str(v) for k, v in env.items()})
+        self.proc = start_worker(broker, name, tmp / f"cache_{name}", self.log, full_env,
+                                 extra=("--loglevel", "INFO", *extra), cwd=REPO)
 
     def wait_ready(self, timeout=60):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if "ready." in self.log.read_text(errors="replace"):
-                return self
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"worker {self.name} exited:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.2)
-        raise TimeoutError(f"worker {self.name} not ready:\n{self.log.read_text()[-3000:]}")
+        try:
+            self.proc.wait_ready(timeout)
+        except MemfarmError as error:
+            raise MemfarmError(f"{error}\n{self.proc.output()[-3000:]}") from None
+        return self
 
     def children(self) -> list[int]:
-        path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
-        return [int(p) for p in path.read_text().split()] if path.exists() else []
+        return self.proc.children()
 
     def kill_all(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(timeout=10)
+        self.proc.kill_group()
 
     def stop(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=15)
-            except (subprocess.TimeoutExpired, ProcessLookupError):
-                self.kill_all()
+        self.proc.stop(grace_seconds=15)
 
 
 def wait_for(predicate, timeout=120, interval=0.2, what="condition"):

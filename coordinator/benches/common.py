@@ -7,10 +7,8 @@ Each bench is a module of its own beside this one; this module measures nothing 
 
 from __future__ import annotations
 
-import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -67,20 +65,17 @@ def redis_used_memory(url: str) -> int:
     return int(connect(url).info("memory")["used_memory"])
 
 
-def start_workers(broker: str, workdir: Path, tag: str, count: int, threads: int) -> list[subprocess.Popen]:
+def start_workers(broker: str, workdir: Path, tag: str, count: int, threads: int) -> list:
     """`count` workers named TAG0, TAG1, ..., each with its own cache and log under `workdir`, once all are
     ready; those started are stopped again if any fails to come up."""
-    from coordinator.operations.cluster import start_worker, wait_ready
+    from coordinator.operations.processes import start_worker, wait_ready
 
-    running, logs = [], []
+    running = []
     try:
         for number in range(count):
-            log = workdir / f"{tag}{number}.log"
-            log.write_text("")
-            running.append(start_worker(broker, f"{tag}{number}", workdir / f"cache_{tag}{number}", log,
-                                        torch_threads=threads))
-            logs.append(log)
-        wait_ready(logs)
+            running.append(start_worker(broker, f"{tag}{number}", workdir / f"cache_{tag}{number}",
+                                        workdir / f"{tag}{number}.log", torch_threads=threads))
+        wait_ready(running)
         time.sleep(1.0)  # pool processes load the model right after ready
     except BaseException:
         stop_workers(running)
@@ -88,11 +83,10 @@ def start_workers(broker: str, workdir: Path, tag: str, count: int, threads: int
     return running
 
 
-def stop_workers(running: list[subprocess.Popen], timeout: float = 60) -> None:
-    """Stop each worker's process group, wait for it, and empty `running`: stopping twice stops nothing."""
-    for proc in running:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=timeout)
+def stop_workers(running: list) -> None:
+    """Stop each worker's whole process group and empty `running`: stopping twice stops nothing."""
+    for child in running:
+        child.stop()
     running.clear()
 
 

@@ -14,7 +14,7 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
     """Farm vs local executor as ratios, 2 workers vs 1, and the broker's per-task overhead."""
     from adapters.longmemeval import extract_questions
     from adapters.longmemeval_synth import write
-    from coordinator.operations.cluster import free_port, start_redis
+    from coordinator.operations.processes import free_port, start_redis
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -39,16 +39,16 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
         running = start_workers(broker, workdir, "same", 1, 2)  # the local run uses torch's default 2 threads
         farm_cold = timed(base + ["--broker", broker, "--rebuild-cache", "--output", str(workdir / "f1.json")])
         farm_warm = timed(base + ["--broker", broker, "--output", str(workdir / "f2.json")])
-        stop_workers(running, timeout=30)
+        stop_workers(running)
         running = start_workers(broker, workdir, "one", 1, 1)
         one_worker = timed(base + ["--broker", broker, "--rebuild-cache", "--output", str(workdir / "o1.json")])
-        stop_workers(running, timeout=30)
+        stop_workers(running)
         running = start_workers(broker, workdir, "two", 2, 1)
         two_workers = timed(base + ["--broker", broker, "--rebuild-cache", "--output", str(workdir / "t1.json")])
-        stop_workers(running, timeout=30)
+        stop_workers(running)
     finally:
-        stop_workers(running, timeout=30)
-        redis_proc.kill()
+        stop_workers(running)
+        redis_proc.stop()
     same_records = (json.loads((workdir / "l1.json").read_text())["metrics"]
                     == json.loads((workdir / "f1.json").read_text())["metrics"])
     data_out = {

@@ -16,7 +16,7 @@ def run_shared_embeddings_bench(questions: int, scale: float, workers: int, work
     """The same cold farm run on `workers` one-thread workers with their own stores, with and without
     sharing vectors through Redis: wall seconds, texts encoded, Redis memory, the same numbers."""
     from adapters.longmemeval import extract_questions
-    from coordinator.operations.cluster import free_port, start_redis
+    from coordinator.operations.processes import free_port, start_redis
 
     workdir = fresh_workdir(workdir)
     data = generated_longmemeval(workdir, questions, scale, seed=43)
@@ -38,15 +38,14 @@ def run_shared_embeddings_bench(questions: int, scale: float, workers: int, work
                                               "--questions", str(companion), "--broker", broker, "--output", str(out)]
                                              + (["--shared-embeddings"] if shared else []))
             finally:
-                stop_workers(running, timeout=60)
+                stop_workers(running)
             store = json.loads((workdir / f"{tag}.manifest.json").read_text())["embedding_store"]
             rows.append({"shared_embeddings": shared, "seconds": round(seconds, 1),
                          "texts_encoded": store["texts_encoded"], "texts_from_shared": store.get("texts_from_shared", 0),
                          "redis_mib_added": round((redis_used_memory(broker) - before) / 2**20, 1),
                          "session_metrics": json.loads(out.read_text())["metrics"]["all"]["session"]})
     finally:
-        redis_proc.kill()
-        redis_proc.wait(timeout=10)
+        redis_proc.stop()
     own, shared = rows
     result = {"questions": questions, "scale": scale, "workers": workers, "threads_per_worker": 1,
               "sharing": sharing_statistics(data), "runs": rows,

@@ -14,7 +14,7 @@ def run_staging_bench(questions: int, scale: float, workdir: str | Path, output,
     """`memfarm submit` of a large file: its peak RSS, seconds, and what Redis holds after staging."""
     from adapters.jsonstream import iter_array
     from adapters.longmemeval import LongMemEval
-    from coordinator.operations.cluster import free_port, start_redis
+    from coordinator.operations.processes import free_port, start_redis
     from coordinator.running.ledger import RunLedger, connect
     from workers.ledger import pack
 
@@ -35,8 +35,7 @@ def run_staging_bench(questions: int, scale: float, workdir: str | Path, output,
         staged = redis_used_memory(url)
         stats = RunLedger(connect(url)).meta("staging-bench")["staging"]
     finally:
-        redis_proc.kill()
-        redis_proc.wait(timeout=10)
+        redis_proc.stop()
     mib = 2**20
     result = {
         "dataset": str(data), "file_mib": round(size_mib, 1), "questions": elements,

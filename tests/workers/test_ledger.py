@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from adapters.errors import MemfarmError
 from coordinator.running.farm import progress
 from coordinator.running.ledger import RunLedger, check_run_id, connect, redact
-from tests.farm_support import RedisServer
 from workers.ledger import join_sessions, pack, split_sessions
 
 pytestmark = pytest.mark.server
@@ -20,18 +19,9 @@ pytestmark = pytest.mark.server
 STALE = 3600.0
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("ledger"))
-    yield server
-    server.stop()
-
-
 @pytest.fixture()
-def ledger(server):
-    ledger = RunLedger(connect(server.url), lease_seconds=30)
-    ledger.r.flushdb()
-    return ledger
+def ledger(redis_server):
+    return RunLedger(connect(redis_server.url), lease_seconds=30)
 
 
 def _run(ledger, run_id="r1", items=("a", "b"), max_attempts=3):

@@ -4,27 +4,17 @@ import numpy as np
 import pytest
 import redis
 
-from coordinator.operations.cluster import free_port
+from coordinator.operations.processes import free_port
 from memoria.embedding_store import EmbeddingStore, StoredEmbedder
-from tests.farm_support import RedisServer
 from workers.ledger import connect
 from workers.shared_vectors import BUDGET_KEY, PREFIX, RedisVectors
 
 pytestmark = pytest.mark.server
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("vectors"))
-    yield server
-    server.stop()
-
-
 @pytest.fixture()
-def client(server):
-    client = connect(server.url)
-    client.flushdb()
-    return client
+def client(redis_server):
+    return connect(redis_server.url)
 
 
 class Counting:
@@ -115,12 +105,12 @@ def test_a_second_machine_fetches_what_the_first_encoded(client, tmp_path):
     assert second.counts["shared"] == 3 and again.tobytes() == made[:1].tobytes()
 
 
-def test_the_run_decides_whether_a_worker_shares(server, tmp_path, monkeypatch):
+def test_the_run_decides_whether_a_worker_shares(redis_server, tmp_path, monkeypatch):
     """One worker process serves runs with and without --shared-embeddings: its system follows each run."""
     from coordinator.running.spec import RunSpec
     from workers import tasks
 
-    monkeypatch.setenv("MEMFARM_BROKER", server.url)
+    monkeypatch.setenv("MEMFARM_BROKER", redis_server.url)
     monkeypatch.setenv("MEMFARM_CACHE_DIR", str(tmp_path / "cache"))
     for name, value in (("_LEDGER", None), ("_SHARED", None), ("_SYSTEMS", {})):
         monkeypatch.setattr(tasks, name, value)

@@ -7,7 +7,6 @@ from click.testing import CliRunner
 
 from adapters.systems.adamem import ABLATIONS
 from coordinator.cli import main
-from tests.farm_support import RedisServer, Worker
 
 #: Measures that do not depend on timing: the same wherever the items run.
 STEADY = ("queries", "passed", "answer_exact", "answer_f1", "answer_in_context", "turn_recall_any@5",
@@ -121,18 +120,12 @@ def test_longmemeval_suite_measures_answers_and_reports_stale_as_not_measured(tm
 
 @pytest.mark.server
 @pytest.mark.slow
-def test_the_bench_on_the_farm_gives_the_local_table(tmp_path):
+def test_the_bench_on_the_farm_gives_the_local_table(redis_server, workers, tmp_path):
     from coordinator.benches.adamem import run_adamem_bench
 
-    redis = RedisServer(tmp_path)
-    worker = Worker(redis.url, tmp_path, "w1")
-    try:
-        worker.wait_ready()
-        run_adamem_bench(None, 2, 0.02, tmp_path / "farm", tmp_path / "farm.json", suites=("synthetic",),
-                         broker=redis.url, timeout=300)
-    finally:
-        worker.stop()
-        redis.stop()
+    workers(redis_server.url, "w1").wait_ready()
+    run_adamem_bench(None, 2, 0.02, tmp_path / "farm", tmp_path / "farm.json", suites=("synthetic",),
+                     broker=redis_server.url, timeout=300)
     run_adamem_bench(None, 2, 0.02, tmp_path / "local", tmp_path / "local.json", suites=("synthetic",))
     farm, local = (json.loads((tmp_path / f).read_text()) for f in ("farm.json", "local.json"))
     assert farm["executor"].startswith("farm") and local["executor"] == "local"

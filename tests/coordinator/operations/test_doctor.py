@@ -11,16 +11,10 @@ from click.testing import CliRunner
 
 from coordinator.operations import doctor
 from coordinator.cli import main
-from tests.farm_support import REPO, RedisServer
+from coordinator.operations.processes import free_port
+from tests.farm_support import REPO
 
 pytestmark = pytest.mark.server
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("doctor"))
-    yield server
-    server.stop()
 
 
 @contextmanager
@@ -53,38 +47,32 @@ def _lines(output: str) -> dict[str, str]:
     return found
 
 
-def test_a_healthy_machine_passes(server, tmp_path):
-    result = CliRunner().invoke(main, ["doctor", "--broker", server.url, "--cache-dir", str(tmp_path / "cache")])
+def test_a_healthy_machine_passes(redis_server, tmp_path):
+    result = CliRunner().invoke(main, ["doctor", "--broker", redis_server.url, "--cache-dir", str(tmp_path / "cache")])
     assert result.exit_code == 0, result.output
     status = _lines(result.output)
     for name in ("python", "packages", "torch", "model", "redis", "persistence", "queue", "cache disk"):
         assert status[name] == "OK", (name, result.output)
     assert "loaded offline: 384-d" in result.output and "appendonly yes" in result.output
-    assert server.password not in result.output
+    assert redis_server.password not in result.output
 
 
 @pytest.mark.parametrize("broken, message", [
     ("password", "refused the credentials"),
     ("port", "cannot reach redis"),
 ])
-def test_a_wrong_password_or_port_is_a_fail_with_its_fix(server, tmp_path, broken, message):
-    url = server.url.replace(server.password, "wrong") if broken == "password" else \
-        f"redis://:x@127.0.0.1:{_closed_port()}/0"
+def test_a_wrong_password_or_port_is_a_fail_with_its_fix(redis_server, tmp_path, broken, message):
+    url = redis_server.url.replace(redis_server.password, "wrong") if broken == "password" else \
+        f"redis://:x@127.0.0.1:{free_port()}/0"
     result = CliRunner().invoke(main, ["doctor", "--quick", "--broker", url, "--cache-dir", str(tmp_path)])
     assert result.exit_code == 1
     assert _lines(result.output)["redis"] == "FAIL" and message in result.output
     assert "fix:" in result.output and "1 FAIL" in result.output
 
 
-def _closed_port() -> int:
-    from coordinator.operations.cluster import free_port
-
-    return free_port()
-
-
-def test_a_full_cache_disk_is_a_fail(server, tmp_path, monkeypatch):
+def test_a_full_cache_disk_is_a_fail(redis_server, tmp_path, monkeypatch):
     with full_disk(tmp_path / "tiny") as disk:
-        result = CliRunner().invoke(main, ["doctor", "--quick", "--broker", server.url, "--cache-dir", str(disk)])
+        result = CliRunner().invoke(main, ["doctor", "--quick", "--broker", redis_server.url, "--cache-dir", str(disk)])
         assert result.exit_code == 1 and _lines(result.output)["cache disk"] == "FAIL"
         assert "0.0 GiB free" in result.output
         # below the free-space threshold or not, a disk that takes no write is refused for that reason
@@ -93,9 +81,9 @@ def test_a_full_cache_disk_is_a_fail(server, tmp_path, monkeypatch):
         assert check.status == "FAIL" and "No space left on device" in check.detail
 
 
-def test_a_worker_refuses_to_start_on_a_failed_check(server, tmp_path):
+def test_a_worker_refuses_to_start_on_a_failed_check(redis_server, tmp_path):
     with full_disk(tmp_path / "tiny") as disk:
-        worker = subprocess.run([sys.executable, "-m", "coordinator.cli", "worker", "--broker", server.url,
+        worker = subprocess.run([sys.executable, "-m", "coordinator.cli", "worker", "--broker", redis_server.url,
                                  "--cache-dir", str(disk)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert worker.returncode == 2
     assert "FAIL  cache disk" in worker.stderr and "worker not started: 1 check(s) failed" in worker.stderr

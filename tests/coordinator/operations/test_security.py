@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from adapters.errors import MemfarmError
 from coordinator.cli import main
-from coordinator.operations.cluster import process_alive as alive
+from coordinator.operations.processes import process_alive as alive
 from coordinator.running.farm import watch
 from coordinator.running.ledger import RunLedger, connect
-from tests.farm_support import PASSWORD, REPO, RedisServer, Worker, wait_for
+from tests.farm_support import PASSWORD, REPO, wait_for
 from tests.helpers import write_dataset
 from workers.app import make_app
 
@@ -25,21 +25,14 @@ FAST = {"MEMFARM_TASK_TIME_LIMIT": "60", "MEMFARM_VISIBILITY_TIMEOUT": "65"}
 
 
 @pytest.fixture()
-def farm(tmp_path, monkeypatch):
+def farm(monkeypatch, redis_server, workers):
     for key, value in FAST.items():
         monkeypatch.setenv(key, value)
-    server = RedisServer(tmp_path)
-    started = []
 
     def worker(name, *extra):
-        w = Worker(server.url, tmp_path, name, *extra, **FAST)
-        started.append(w)
-        return w.wait_ready()
+        return workers(redis_server.url, name, *extra).wait_ready()
 
-    yield server, worker
-    for w in started:
-        w.stop()
-    server.stop()
+    return redis_server, worker
 
 
 def test_a_run_naming_code_the_worker_was_not_given_is_refused_before_import(farm, tmp_path):
@@ -113,7 +106,7 @@ def test_no_password_in_any_file_key_log_or_command_line(farm, tmp_path, monkeyp
     assert result.exit_code == 0, result.output
     env = dict(os.environ, PYTHONPATH=str(REPO), MEMFARM_BROKER=server.url, MEMFARM_FLOWER_USER="u",
                MEMFARM_FLOWER_PASSWORD="flower-secret-9")
-    from coordinator.operations.cluster import free_port
+    from coordinator.operations.processes import free_port
 
     flower = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "flower", "--port", str(free_port())],
                               cwd=REPO, env=env,

@@ -16,7 +16,7 @@ from adapters.longmemeval import extract_questions
 from coordinator.cli import main
 from coordinator.running.farm import reduce_farm_run, watch
 from coordinator.running.ledger import RunLedger, connect
-from tests.farm_support import REPO, RedisServer, Worker, wait_for
+from tests.farm_support import REPO, wait_for
 from tests.helpers import render_in_chromium, write_dataset
 from workers.app import make_app
 
@@ -30,27 +30,6 @@ FAST = {"MEMFARM_TASK_TIME_LIMIT": 60, "MEMFARM_VISIBILITY_TIMEOUT": 65}
 def _fast_limits(monkeypatch):
     for key, value in FAST.items():
         monkeypatch.setenv(key, str(value))
-
-
-@pytest.fixture()
-def redis_server(tmp_path):
-    server = RedisServer(tmp_path)
-    yield server
-    server.stop()
-
-
-@pytest.fixture()
-def workers(tmp_path):
-    started = []
-
-    def start(broker, name, **env):
-        worker = Worker(broker, tmp_path, name, **{**FAST, **env})
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
 
 
 @pytest.fixture(scope="module")
@@ -266,7 +245,7 @@ def test_flower_answers_with_credentials_and_refuses_without(redis_server, tmp_p
     import urllib.error
     import urllib.request
 
-    from coordinator.operations.cluster import free_port
+    from coordinator.operations.processes import free_port
 
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(REPO), MEMFARM_FLOWER_USER="admin", MEMFARM_FLOWER_PASSWORD="pw-123")

@@ -89,25 +89,19 @@ def test_a_cli_refusal_is_one_line_and_exit_2(tmp_path):
     assert result.exit_code == 2 and "companion file" in result.output
 
 
-def test_submit_reads_the_embedding_signature_without_loading_the_model(tmp_path):
+def test_submit_reads_the_embedding_signature_without_loading_the_model(redis_server, tmp_path):
     """A staged run's metadata carries the real model's signature, yet the coordinator never imports torch."""
-    from tests.farm_support import RedisServer
-
     data = write_dataset(tmp_path / "d.json", questions=2, seed=1, scale=0.05)
-    server = RedisServer(tmp_path)
-    try:
-        code = ("import sys, json; from click.testing import CliRunner; from coordinator.cli import main;"
-                "r = CliRunner().invoke(main, ['submit', 'longmemeval', '--dataset', sys.argv[1], '--broker', sys.argv[2],"
-                " '--run-id', 'sig']); print(json.dumps([r.exit_code, 'torch' in sys.modules,"
-                " 'sentence_transformers' in sys.modules]))")
-        proc = subprocess.run([sys.executable, "-c", code, str(data), server.url], cwd=REPO, capture_output=True,
-                              text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))
-        assert json.loads(proc.stdout.strip().splitlines()[-1]) == [0, False, False], proc.stderr
-        from coordinator.running.ledger import RunLedger, connect
+    code = ("import sys, json; from click.testing import CliRunner; from coordinator.cli import main;"
+            "r = CliRunner().invoke(main, ['submit', 'longmemeval', '--dataset', sys.argv[1], '--broker', sys.argv[2],"
+            " '--run-id', 'sig']); print(json.dumps([r.exit_code, 'torch' in sys.modules,"
+            " 'sentence_transformers' in sys.modules]))")
+    proc = subprocess.run([sys.executable, "-c", code, str(data), redis_server.url], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [0, False, False], proc.stderr
+    from coordinator.running.ledger import RunLedger, connect
 
-        meta = RunLedger(connect(server.url)).meta("sig")
-    finally:
-        server.stop()
+    meta = RunLedger(connect(redis_server.url)).meta("sig")
     from memoria.embedder import Embedder
 
     assert meta["embedding_signature"] == Embedder.shared().signature
