@@ -33,8 +33,14 @@ run: setup
 system-packages:
 	PYTHON=$(PYTHON) bash tools/system-packages
 
-test: system-packages setup
-	$(BIN)/python -m pytest -q
+# The test suite also runs the optional mem0 system, so `make test` adds that extra to the venv.
+$(VENV)/.mem0-installed: $(BIN)/memfarm
+	$(BIN)/pip install --quiet -e ".[dev,mem0]"
+	touch $@
+
+# -rs: every skip's reason reaches the log (in CI, CI=true turns an environment skip into a failure).
+test: system-packages setup $(VENV)/.mem0-installed
+	$(BIN)/python -m pytest -q -rs
 
 bench: setup
 	$(BIN)/memfarm bench engine

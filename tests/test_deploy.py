@@ -51,7 +51,33 @@ def test_every_memfarm_command_in_compose_exists(compose):
             assert option in result.output, f"{command[0]} has no option {option}"
 
 
-def test_the_dockerfile_installs_a_cpu_torch_before_the_package():
-    text = (REPO / "Dockerfile").read_text()
-    assert text.index("torch==2.13.0") < text.index("pip install .")
-    assert re.search(r"ENTRYPOINT \[\"memfarm\"\]", text)
+def _makefile_torch_spec() -> str:
+    found = re.search(r"^TORCH_SPEC \?= (\S+)$", (REPO / "Makefile").read_text(), re.M)
+    assert found, "Makefile: no TORCH_SPEC line"
+    return found.group(1)
+
+
+def test_the_torch_the_suite_runs_on_is_a_cpu_build():
+    """`make test` runs in the venv `make setup` built: this is the torch its TORCH_SPEC resolved to."""
+    import importlib.metadata
+
+    import torch
+
+    assert torch.version.cuda is None, f"torch {torch.__version__} is a CUDA build (CUDA {torch.version.cuda})"
+    cuda_wheels = sorted(d.metadata["Name"] for d in importlib.metadata.distributions()
+                         if (d.metadata["Name"] or "").lower().startswith("nvidia-"))
+    assert cuda_wheels == [], f"CUDA libraries installed beside torch: {cuda_wheels}"
+
+
+def test_the_dockerfile_installs_the_makefile_torch_from_the_cpu_index_before_the_package():
+    lines = (REPO / "Dockerfile").read_text().splitlines()
+    torch_line = next((i for i, line in enumerate(lines) if re.search(r"pip install .*\btorch==", line)), None)
+    package_line = next((i for i, line in enumerate(lines) if re.search(r"pip install \.( |$)", line)), None)
+    assert torch_line is not None and package_line is not None, "Dockerfile: a torch or a package install is missing"
+    words = lines[torch_line].split()
+    index = words[words.index("--index-url") + 1] if "--index-url" in words else None
+    assert index == "https://download.pytorch.org/whl/cpu", \
+        f"Dockerfile line {torch_line + 1}: torch does not come from the CPU index: {lines[torch_line]}"
+    assert _makefile_torch_spec() in words, f"Dockerfile line {torch_line + 1}: not the Makefile's {_makefile_torch_spec()}"
+    assert torch_line < package_line, "torch must come first, or the package's dependencies pull a CUDA build"
+    assert 'ENTRYPOINT ["memfarm"]' in lines

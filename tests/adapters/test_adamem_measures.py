@@ -78,6 +78,7 @@ def test_run_measures_latency_answers_and_write_amplification_by_hand():
     assert m["write_amplification"]["bytes_per_event"] == pytest.approx(100.0)
 
 
+@pytest.mark.slow  # the real model
 def test_write_amplification_of_three_events_one_folded_one_superseding(embedder):
     memory = AdaMem(embedder=embedder)
     memory.observe({"content": "We deploy to us-east-1.", "label": "old", "metadata": {"memory_key": "region"}})
@@ -91,6 +92,7 @@ def test_write_amplification_of_three_events_one_folded_one_superseding(embedder
                      "bytes": (23 + 1536 + 23) + (37 + 1536 + 23) + 8}
 
 
+@pytest.mark.slow  # the real model
 def test_every_measure_of_a_hand_made_episode(embedder):
     episode = {"id": "cat", "observations": [
         {"label": "cat", "content": "The cat sat on the mat."},
@@ -113,6 +115,7 @@ def test_every_measure_of_a_hand_made_episode(embedder):
                                         "bytes": (23 + 1536 + 2) * 2 + 8}
 
 
+@pytest.mark.slow  # the real model
 def test_a_turn_item_measured_with_nothing_marked_stale(embedder):
     from adapters.systems.adamem import AdaMemSystem
     from coordinator.running.reducer import reduce_run

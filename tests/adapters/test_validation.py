@@ -72,6 +72,7 @@ def test_the_real_files_quirks_still_pass(tmp_path):
     assert items[0]["stats"]["duplicate_sessions_skipped"] == 1 and items[0]["stats"]["empty_turns_skipped"] >= 1
 
 
+@pytest.mark.slow  # the real model
 def test_a_huge_turn_is_cut_counted_and_the_run_stays_small(tmp_path):
     def mutate(data):
         data[0]["haystack_sessions"][0][0]["content"] = "word " * (MAX_TEXT_CHARS // 2)  # 2.5x the cap
@@ -88,6 +89,7 @@ def test_a_huge_turn_is_cut_counted_and_the_run_stays_small(tmp_path):
     assert out.stat().st_size < 3 * MAX_TEXT_CHARS + 2_000_000
 
 
+@pytest.mark.slow  # the real model
 def test_a_run_with_damaged_items_writes_its_files_and_scores_none_of_them(tmp_path):
     def mutate(data):
         data[0]["question"] = "bad \udc80"

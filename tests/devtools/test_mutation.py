@@ -3,6 +3,8 @@
 import ast
 import json
 import re
+import tempfile
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -44,7 +46,17 @@ def test_the_report_counts_timeouts_as_killed_and_lists_survivors():
 
 
 @pytest.mark.slow
-def test_a_small_mutation_run_writes_its_report(tmp_path):
+def test_a_small_mutation_run_writes_its_report(tmp_path, monkeypatch):
+    temp = tmp_path / "temp"  # this process's temp dir for the run: the bench's scratch copy is made in here
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    made, mkdtemp = [], tempfile.mkdtemp
+
+    def recording_mkdtemp(*args, **kwargs):
+        made.append(mkdtemp(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recording_mkdtemp)
     out = tmp_path / "mutation.json"
     result = CliRunner().invoke(devtools, ["mutation", "--area", "RRF", "--lua-limit", "2", "--output", str(out)])
     assert result.exit_code == 0, result.output
@@ -54,4 +66,6 @@ def test_a_small_mutation_run_writes_its_report(tmp_path):
     assert rrf["killed_share"] >= 0.9  # the RRF tests pin the formula, the tie order and the default constant
     assert lua["made"] == 2 and lua["killed"] == 2
     assert "RRF" in result.output and "killed %" in result.output
-    assert not list(tmp_path.glob("memfarm-mutation-*"))  # the scratch copy is removed
+    scratch = [Path(p) for p in made if Path(p).name.startswith("memfarm-mutation-")]
+    assert [p.parent for p in scratch] == [temp], f"one scratch copy, made in the temp dir: {made}"
+    assert not scratch[0].exists() and list(temp.iterdir()) == [], "the scratch copy is removed"

@@ -29,6 +29,7 @@ STALE_RATE = {"full_context": 0.0, "semantic_only": 1.0, "semantic_importance": 
               "semantic_graph": 1.0, "semantic_graph_supersession": 0.5, "full": 0.0}
 
 
+@pytest.mark.slow
 def test_the_synthetic_table_passes_each_episode_with_its_mechanism(tmp_path):
     out = tmp_path / "adamem.json"
     result = CliRunner().invoke(main, ["bench", "adamem", "--suite", "synthetic", "--workdir", str(tmp_path / "wd"),
@@ -96,6 +97,7 @@ def _tiny_longmemeval(path):
     return path
 
 
+@pytest.mark.slow
 def test_longmemeval_suite_measures_answers_and_reports_stale_as_not_measured(tmp_path):
     from coordinator.benches.adamem import run_adamem_bench
 

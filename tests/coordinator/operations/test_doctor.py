@@ -13,17 +13,21 @@ from coordinator.operations import doctor
 from coordinator.cli import main
 from coordinator.operations.processes import free_port
 from tests.farm_support import REPO
+from tests.helpers import skip_outside_ci
 
 pytestmark = pytest.mark.server
 
 
 @contextmanager
 def full_disk(folder: Path):
-    """A 1 MiB tmpfs at `folder`, filled to the last byte (root only; skips elsewhere)."""
+    """A 1 MiB tmpfs at `folder`, filled to the last byte (root only; skips elsewhere, fails in CI)."""
     folder.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root")
+    if os.geteuid() != 0:
+        skip_outside_ci("mounting a tmpfs needs root")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        skip_outside_ci(f"mount -t tmpfs at {folder} failed: {mounted.stderr.strip()}")
     try:
         with open(folder / "filler", "wb") as filler:
             try:

@@ -4,9 +4,9 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
-import time
 import zlib
 
 import pytest
@@ -107,9 +107,16 @@ def test_a_killed_pool_process_reruns_its_item_once(redis_server, workers, data,
     run_id = _submit(redis_server.url, data["big"])
     victim = wait_for(lambda: next((i for i, s in ledger.states(run_id).items() if s == "started"), None),
                       what="an item to start")
-    time.sleep(0.5)
-    for child in worker.children():
-        os.kill(child, signal.SIGKILL)
+    inspect = make_app(redis_server.url).control.inspect(timeout=1)
+
+    def holder():  # the pool process the worker has handed the victim's task to (celery: "accepted")
+        active = inspect.active() or {}
+        return next((task["worker_pid"] for tasks in active.values() for task in tasks
+                     if victim in task.get("args", ()) and task.get("worker_pid")), None)
+
+    pid = wait_for(holder, what=f"a pool process to hold item {victim}")
+    assert pid in worker.children()
+    os.kill(pid, signal.SIGKILL)
     state = watch(ledger, make_app(redis_server.url), run_id, timeout=240)
     assert state["done"] == 3
     assert ledger.attempts(run_id)[victim] == 2
@@ -447,7 +454,7 @@ def test_shared_embeddings_let_a_fresh_worker_encode_nothing_another_encoded(red
     results_2, manifest_2 = run("second")
     store = manifest_2["embedding_store"]
     assert store["texts_encoded"] == 0 and store["texts_from_shared"] > 0
-    assert {w for w in manifest_2["farm"]["workers"]} == {n for n in manifest_2["farm"]["workers"] if "w2" in n}
+    assert set(manifest_2["farm"]["workers"]) == {f"w2@{socket.gethostname()}"}, "only the fresh worker ran"
     assert _comparable(results_2["records"]) == _comparable(results_1["records"])
 
 

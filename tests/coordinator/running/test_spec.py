@@ -89,6 +89,7 @@ def test_a_cli_refusal_is_one_line_and_exit_2(tmp_path):
     assert result.exit_code == 2 and "companion file" in result.output
 
 
+@pytest.mark.server
 def test_submit_reads_the_embedding_signature_without_loading_the_model(redis_server, tmp_path):
     """A staged run's metadata carries the real model's signature, yet the coordinator never imports torch."""
     data = write_dataset(tmp_path / "d.json", questions=2, seed=1, scale=0.05)
@@ -108,6 +109,7 @@ def test_submit_reads_the_embedding_signature_without_loading_the_model(redis_se
     assert meta["system_settings"]["mode"] == "fusion"
 
 
+@pytest.mark.slow  # the real model
 def test_without_on_the_command_line_reaches_the_system_and_the_results_say_so(tmp_path):
     data = write_dataset(tmp_path / "d.json", questions=2, seed=3, scale=0.05)
     out = tmp_path / "r.json"
