@@ -183,15 +183,23 @@ def check_info(raw: dict, key: str, warn=None) -> dict:
 
 
 def _numbers(value) -> bool:
-    return isinstance(value, dict) and all(
-        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
-        for v in value.values())
+    return isinstance(value, dict) and all(_number(v) for v in value.values())
 
+
+def _metric_levels(value) -> bool:
+    """A record's metrics as the reducer averages them: per level (session, turn), numbers by name."""
+    return value is None or (isinstance(value, dict) and all(
+        value.get(level) is None or _numbers(value[level]) for level in ("session", "turn")))
+
+
+#: The counters of an outcome's stats that the reducer adds up over items.
+STAT_SUMS = ("texts_encoded", "texts_served", "texts_from_shared")
 
 #: What the reducer reads of an outcome a worker stored, and of each of its records.
 OUTCOME_FIELDS = {
     "records": (lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v), "a list of objects"),
-    "stats": (_numbers, "an object of numbers"),
+    "stats": (lambda v: isinstance(v, dict) and all(_number(v[k]) for k in STAT_SUMS if k in v),
+              f"an object whose {', '.join(STAT_SUMS)} are numbers"),
     "timings": (lambda v: isinstance(v, dict) and _numbers(v.get("phases_ms") or {}),
                 "an object whose phases_ms are numbers"),
     "cache": (lambda v: v is None or isinstance(v, dict), "an object or null"),
@@ -199,9 +207,9 @@ OUTCOME_FIELDS = {
 RECORD_FIELDS = {
     "question_id": (lambda v: isinstance(v, str), "text"),
     "status": (lambda v: isinstance(v, str), "text"),
-    "metrics": (lambda v: v is None or _numbers(v), "an object of numbers or null"),
-    "metrics_by_profile": (lambda v: v is None or (isinstance(v, dict) and all(
-        m is None or _numbers(m) for m in v.values())), "an object of metric objects or null"),
+    "metrics": (_metric_levels, "an object of numbers per level (session, turn) or null"),
+    "metrics_by_profile": (lambda v: v is None or (isinstance(v, dict) and all(_metric_levels(m) for m in v.values())),
+                           "an object of metrics per profile or null"),
 }
 
 

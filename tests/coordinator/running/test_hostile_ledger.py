@@ -114,6 +114,8 @@ def test_damaged_item_bookkeeping_is_named_and_skipped(farm, caplog):
     (pack(["a", "list"]), "not a JSON object"),
     (pack({"records": "many"}), "'records'"),
     (pack({"records": [{"question_id": ["q"]}]}), "'question_id'"),
+    (pack({"records": [{"question_id": "q", "metrics": {"session": {"recall_any@1": "high"}}}]}), "'metrics'"),
+    (pack({"records": [], "stats": {"texts_encoded": "many"}}), "'stats'"),
 ])
 def test_a_planted_outcome_is_a_named_failure_and_a_bomb_is_not_inflated(farm, planted, words):
     ledger, hostile, items = farm["ledger"], farm["hostile"], farm["items"]
