@@ -27,11 +27,14 @@ import redis
 
 from adapters.errors import MemfarmError
 from adapters.redaction import redact
+from workers.ledger_values import (MAX_META_BYTES, MAX_UNPACKED_BYTES, STAGED_FIELDS, LedgerValueError, check_fields,
+                                   check_info, check_meta, kind_checked, unpack)
 
 logger = logging.getLogger(__name__)
 
-#: Run ids are key parts and file names: letters, digits, dot, dash, underscore; bounded.
-RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+#: Run ids are key parts and file names: letters, digits, dot, dash, underscore; bounded. Checked with
+#: `fullmatch`: a `$` would let a final newline through.
+RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 #: How long a lease lives without a heartbeat, and how often a working attempt renews it.
 DEFAULT_LEASE_SECONDS = 30
 HEARTBEAT_FRACTION = 5
@@ -49,9 +52,11 @@ class ItemState(str, enum.Enum):
     FAILED_FINAL = "failed_final"
 
 
+STATES = frozenset(s.value for s in ItemState)
+
 
 def check_run_id(run_id: str) -> str:
-    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
         raise MemfarmError(f"run id {run_id!r} is not valid: use 1 to 64 letters, digits, '.', '-' or '_'")
     return run_id
 
@@ -104,26 +109,44 @@ def connect(url: str) -> redis.Redis:
     return client
 
 
+#: Lua helpers put before every script that reads the ledger's numbers: a value that is not a number (planted
+#: or damaged) reads as the given default instead of stopping the script. An item's attempt numbers only
+#: grow; `attempt_base` in its info hash is the count when its budget was last reset by hand (`requeue
+#: --failed`), and the cap applies to the attempts since.
+LUA_NUMBERS = """
+local function number(value, default)
+  return tonumber(value or '') or default
+end
+local function attempt_base(info)
+  return number(redis.call('HGET', info, 'attempt_base'), 0)
+end
+"""
+
 # KEYS: state, attempts, info, lease. ARGV: item, worker, now, lease_seconds, stale_after, max_attempts.
 # Begins an attempt from `queued`, or from `started` when that start is stale (its lease expired or it
-# ran past the hard limit). Returns {verdict, attempt}.
+# ran past the hard limit; a start time that is not a number counts as now, so only the lease decides).
+# Returns {verdict, attempt}.
 _BEGIN = """
 local state = redis.call('HGET', KEYS[1], ARGV[1])
 if not state then return {'unknown', 0} end
 if state == 'done' or state == 'failed_final' then return {'finished', 0} end
 if state == 'started' then
-  local started = tonumber(redis.call('HGET', KEYS[3], 'started_at') or '0')
+  local started = number(redis.call('HGET', KEYS[3], 'started_at') or '0', tonumber(ARGV[3]))
   if redis.call('EXISTS', KEYS[4]) == 1 and tonumber(ARGV[3]) - started < tonumber(ARGV[5]) then
     return {'busy', 0}
   end
 elseif state ~= 'queued' then
   return {'not_queued', 0}
 end
+if not tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') then
+  return {'damaged', 0}
+end
 local attempt = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-if attempt > tonumber(ARGV[6]) then
+local used = attempt - attempt_base(KEYS[3])
+if used > tonumber(ARGV[6]) then
   redis.call('HSET', KEYS[1], ARGV[1], 'failed_final')
   redis.call('HSET', KEYS[3], 'finished_at', ARGV[3], 'error',
-             'gave up after ' .. (attempt - 1) .. ' attempts: the process running it was lost each time')
+             'gave up after ' .. (used - 1) .. ' attempts: the process running it was lost each time')
   redis.call('DEL', KEYS[4])
   return {'cap', attempt}
 end
@@ -136,7 +159,7 @@ return {'begun', attempt}
 # KEYS: state, attempts, lease. ARGV: item, attempt, lease_seconds. Renews the lease of the current attempt.
 _HEARTBEAT = """
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'started' then return 0 end
-if tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= tonumber(ARGV[2]) then return 0 end
+if number(redis.call('HGET', KEYS[2], ARGV[1]), 0) ~= tonumber(ARGV[2]) then return 0 end
 redis.call('SET', KEYS[3], ARGV[2], 'EX', ARGV[3])
 return 1
 """
@@ -144,7 +167,7 @@ return 1
 # KEYS: state, attempts, info, lease, outcome, events. ARGV: item, attempt, now, outcome.
 _FINISH = """
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'started' then return 0 end
-if tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= tonumber(ARGV[2]) then return 0 end
+if number(redis.call('HGET', KEYS[2], ARGV[1]), 0) ~= tonumber(ARGV[2]) then return 0 end
 redis.call('SET', KEYS[5], ARGV[4])
 redis.call('HSET', KEYS[1], ARGV[1], 'done')
 redis.call('HSET', KEYS[3], 'finished_at', ARGV[3], 'error', '')
@@ -153,11 +176,13 @@ redis.call('RPUSH', KEYS[6], ARGV[1])
 return 1
 """
 
-# KEYS: state, attempts, info, lease, events. ARGV: item, attempt, now, error, final ('1' or '0').
+# KEYS: state, attempts, info, lease, events. ARGV: item, attempt, now, error, final ('1' or '0'),
+# max_attempts (0: none). Final when asked, or when this attempt used the last of the item's budget.
 _FAIL = """
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'started' then return 0 end
-if tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= tonumber(ARGV[2]) then return 0 end
-if ARGV[5] == '1' then
+if number(redis.call('HGET', KEYS[2], ARGV[1]), 0) ~= tonumber(ARGV[2]) then return 0 end
+local cap = tonumber(ARGV[6])
+if ARGV[5] == '1' or (cap > 0 and tonumber(ARGV[2]) - attempt_base(KEYS[3]) >= cap) then
   redis.call('HSET', KEYS[1], ARGV[1], 'failed_final')
 else
   redis.call('HSET', KEYS[1], ARGV[1], 'failed')
@@ -171,10 +196,6 @@ return 1
 
 def pack(value) -> bytes:
     return zlib.compress(json.dumps(value, ensure_ascii=False).encode(), 6)
-
-
-def unpack(payload: bytes):
-    return json.loads(zlib.decompress(payload))
 
 
 #: Turn props that belong to one occurrence of a session in a haystack, not to its content: lifted out of
@@ -264,10 +285,17 @@ class Ledger:
     def __init__(self, client: redis.Redis, lease_seconds: int = DEFAULT_LEASE_SECONDS):
         self.r = client
         self.lease_seconds = lease_seconds
-        self._begin = client.register_script(_BEGIN)
-        self._heartbeat = client.register_script(_HEARTBEAT)
-        self._finish = client.register_script(_FINISH)
-        self._fail = client.register_script(_FAIL)
+        self._begin = client.register_script(LUA_NUMBERS + _BEGIN)
+        self._heartbeat = client.register_script(LUA_NUMBERS + _HEARTBEAT)
+        self._finish = client.register_script(LUA_NUMBERS + _FINISH)
+        self._fail = client.register_script(LUA_NUMBERS + _FAIL)
+        self._warned: set[str] = set()
+
+    def _warn(self, message: str) -> None:
+        """Log what was wrong with a value read back, once: a watch loop reads the same values every second."""
+        if message not in self._warned:
+            self._warned.add(message)
+            logger.warning("%s", message)
 
     @staticmethod
     def _key(run_id: str, *parts: str) -> str:
@@ -278,17 +306,33 @@ class Ledger:
                 "info": self._key(run_id, "info", item_id), "lease": self._key(run_id, "lease", item_id),
                 "outcome": self._key(run_id, "outcome", item_id), "events": self._key(run_id, "events")}
 
-    def meta(self, run_id: str) -> dict:
-        raw = self.r.get(self._key(check_run_id(run_id), "meta"))
+    def meta(self, run_id: str, *required: str) -> dict:
+        """The run's metadata, checked (`META_FIELDS`); `required` names fields it must hold besides those
+        every run has."""
+        key = self._key(check_run_id(run_id), "meta")
+        raw = self.bounded_get(key, MAX_META_BYTES)
         if raw is None:
             raise MemfarmError(f"no run {run_id!r} in this redis")
-        return json.loads(raw)
+        return check_meta(raw, key, required)
+
+    def bounded_get(self, key: str, limit: int) -> bytes | None:
+        """GET, refused (a named error) when the value is longer than `limit` bytes: it is not read."""
+        with kind_checked(key):
+            size = self.r.strlen(key)
+            if size > limit:
+                raise LedgerValueError(f"{key} holds {size} bytes, more than the {limit} it may; refused unread")
+            return self.r.get(key)
 
     def load_item(self, run_id: str, item_id: str) -> dict:
-        payload = self.r.get(self._key(run_id, "item", item_id))
+        key = self._key(run_id, "item", item_id)
+        payload = self.bounded_get(key, MAX_UNPACKED_BYTES)
         if payload is None:
             raise MemfarmError(f"run {run_id}: item {item_id} was never staged")
-        staged = unpack(payload)
+        staged = unpack(payload, key)
+        if not isinstance(staged, dict):
+            raise LedgerValueError(f"{key} is not a JSON object but {type(staged).__name__}")
+        required = ("turn_chunks", "session_dictionary") if "turn_chunks" in staged else ()
+        check_fields(staged, STAGED_FIELDS, required, key)
         if "turn_chunks" not in staged:
             return staged
         sizes = {o["chunk"]: o["bytes"] for o in staged["turn_chunks"]}
@@ -315,17 +359,21 @@ class Ledger:
         return join_sessions(staged, chunks)
 
     def state(self, run_id: str, item_id: str) -> str | None:
+        """The item's state as Redis holds it (one that is no `ItemState` included, for messages to name)."""
         value = self.r.hget(self._key(run_id, "state"), item_id)
-        return value.decode() if value else None
+        return value.decode(errors="backslashreplace") if value else None
 
     def info(self, run_id: str, item_id: str) -> dict:
-        return {k.decode(): v.decode() for k, v in self.r.hgetall(self._key(run_id, "info", item_id)).items()}
+        key = self._key(run_id, "info", item_id)
+        with kind_checked(key):
+            return check_info(self.r.hgetall(key), key, self._warn)
 
     # -- transitions ----------------------------------------------------------------
     def begin(self, run_id: str, item_id: str, worker: str, *, stale_after: float, max_attempts: int) -> tuple[str, int]:
         """(verdict, attempt): `begun` with the attempt's number, or why not: `unknown` (never staged),
         `finished`, `busy` (a live attempt holds it), `not_queued` (failed, waiting for the coordinator),
-        `cap` (this would be one attempt too many: now a final failure)."""
+        `cap` (this would be one attempt too many: now a final failure), `damaged` (its attempt count in Redis
+        is not a number)."""
         k = self._item_keys(run_id, item_id)
         verdict, attempt = self._begin(keys=[k["state"], k["attempts"], k["info"], k["lease"]],
                                        args=[item_id, worker, time.time(), self.lease_seconds, stale_after,
@@ -333,6 +381,8 @@ class Ledger:
         verdict = verdict.decode() if isinstance(verdict, bytes) else verdict
         if verdict == "unknown":
             logger.warning("run %s: a message for item %r, which was never staged, ignored", run_id, item_id)
+        elif verdict == "damaged":
+            logger.warning("%s field %r is not a number; item not begun", k["attempts"], item_id)
         return verdict, int(attempt)
 
     def heartbeat(self, run_id: str, item_id: str, attempt: int) -> bool:
@@ -346,11 +396,15 @@ class Ledger:
         return bool(self._finish(keys=[k["state"], k["attempts"], k["info"], k["lease"], k["outcome"], k["events"]],
                                  args=[item_id, attempt, time.time(), pack(outcome)]))
 
-    def fail(self, run_id: str, item_id: str, attempt: int, error: str, final: bool = False) -> bool:
-        """Mark the current attempt failed: `failed` is retried by the coordinator, `failed_final` is not."""
+    def fail(self, run_id: str, item_id: str, attempt: int, error: str, final: bool = False,
+             max_attempts: int | None = None) -> bool:
+        """Mark the current attempt failed: `failed` is retried by the coordinator, `failed_final` is not.
+        Final when `final` says so, or when `max_attempts` is given and this attempt was the item's last (its
+        budget counted from the last reset by hand, which the ledger alone knows)."""
         k = self._item_keys(run_id, item_id)
         return bool(self._fail(keys=[k["state"], k["attempts"], k["info"], k["lease"], k["events"]],
-                               args=[item_id, attempt, time.time(), error[:4000], "1" if final else "0"]))
+                               args=[item_id, attempt, time.time(), error[:4000], "1" if final else "0",
+                                     max_attempts or 0]))
 
     def hold(self, run_id: str, item_id: str, attempt: int) -> "Lease":
         """A heartbeat that keeps this attempt's lease alive while the `with` block runs."""

@@ -160,5 +160,5 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
         except Exception as exc:
             logger.exception("item %s of run %s failed", item_id, run_id)
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
-            ledger.fail(run_id, item_id, attempt, error, final=attempt >= meta["max_attempts"])
+            ledger.fail(run_id, item_id, attempt, error, max_attempts=meta["max_attempts"])
             return "failed"

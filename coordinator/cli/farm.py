@@ -73,12 +73,13 @@ def status(cli, run_id, broker, follow, interval):
 def requeue_command(cli, run_id, broker, failed, stale, stale_after):
     """Put failed or stale items of a run back on the queue."""
     from coordinator.running.farm import requeue
+    from coordinator.running.progress import printable
 
     if not failed and not stale:
         raise click.UsageError("say what to requeue: --failed and/or --stale")
     ledger, app = cli.connect(broker)
     chosen = requeue(ledger, app, run_id, failed=failed, stale=stale, stale_after=stale_after)
-    click.echo(f"requeued {len(chosen)} items" + (f": {', '.join(chosen[:20])}" if chosen else ""))
+    click.echo(f"requeued {len(chosen)} items" + (f": {printable(', '.join(chosen[:20]))}" if chosen else ""))
 
 
 @main.command("resume")
@@ -113,6 +114,7 @@ def reduce_command(cli, run_id, broker, output):
 def runs_command(cli, broker):
     """Every run in this redis: state, counts and age."""
     from coordinator.running.farm import run_summaries
+    from coordinator.running.progress import printable
 
     ledger, _ = cli.connect(broker)
     rows = run_summaries(ledger)
@@ -122,8 +124,12 @@ def runs_command(cli, broker):
     click.echo(f"{'run':<28} {'state':<9} {'benchmark':<12} {'system':<10} {'done':>9} {'running':>8} "
                f"{'queued':>7} {'failed':>7} {'age':>8} {'expires in':>11}")
     for r in rows:
+        if r["state"] == "damaged":
+            click.echo(f"{r['run_id']:<28} {'damaged':<9} {printable(r['error'])}")
+            continue
         expires = f"{r['ttl_seconds'] / 3600:.1f} h" if r["ttl_seconds"] and r["ttl_seconds"] > 0 else "never"
-        click.echo(f"{r['run_id']:<28} {r['state']:<9} {r['benchmark']:<12} {r['system'][:10]:<10} "
+        benchmark, system = printable(r["benchmark"]), printable(r["system"])
+        click.echo(f"{r['run_id']:<28} {r['state']:<9} {benchmark:<12} {system[:10]:<10} "
                    f"{r['done']:>4}/{r['total']:<4} {r['running']:>8} {r['queued']:>7} {r['failed']:>7} "
                    f"{r['age_seconds'] / 3600:>6.1f} h {expires:>11}")
 
@@ -136,9 +142,21 @@ def runs_command(cli, broker):
 def forget_command(cli, run_id, broker, force):
     """Remove every key of RUN_ID from redis (refuses a run still in progress without --force)."""
     from coordinator.running.farm import progress
+    from coordinator.running.ledger import LedgerValueError
 
     ledger, _ = cli.connect(broker)
-    state = progress(ledger, run_id, per_worker=False)
+    if not ledger.has_meta(run_id):
+        if not ledger.run_keys(run_id):
+            raise MemfarmError(f"no run {run_id!r} in this redis")
+        # keys with no metadata: nothing can watch, resume or reduce them, nothing in progress to protect
+        click.echo(f"forgot run {run_id} (it had no metadata left): {ledger.forget(run_id)} keys removed")
+        return
+    try:
+        state = progress(ledger, run_id, per_worker=False)
+    except LedgerValueError as error:
+        if not force:
+            raise MemfarmError(f"{error}; use --force to forget the run anyway") from None
+        state = {"complete": True}
     if not state["complete"] and not force:
         raise MemfarmError(f"run {run_id} is still in progress ({state['finished']}/{state['total']} finished); "
                            "use --force to forget it anyway")

@@ -19,7 +19,8 @@ import redis
 
 from adapters.errors import ResultsError
 from adapters.records import failure_outcome
-from coordinator.running.ledger import DEFAULT_RUN_TTL_SECONDS, ItemState, RunLedger, check_run_id, redact
+from coordinator.running.ledger import (DEFAULT_RUN_TTL_SECONDS, ItemState, LedgerValueError, RunLedger, check_run_id,
+                                        redact)
 from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
 from workers.app import QUEUE, TASK_NAME, task_time_limit
@@ -175,12 +176,16 @@ def _detail(ledger: RunLedger, run_id: str, states: dict[str, str], remaining: i
 
 
 def retry_failed(ledger: RunLedger, app, run_id: str) -> list[str]:
-    """Re-queue failed items that have attempts left (the automatic retry of a run)."""
+    """Re-queue failed items that have attempts left (the automatic retry of a run); an item's attempts count
+    from the last time its budget was reset by hand."""
     meta = ledger.meta(run_id)
     attempts = ledger.attempts(run_id)
+    failed = [item_id for item_id, state in ledger.states(run_id).items() if state == FAILED]
+    infos = ledger.infos(run_id, failed)
     retried = []
-    for item_id, state in ledger.states(run_id).items():
-        if state == FAILED and attempts.get(item_id, 0) < meta["max_attempts"] and ledger.requeue(run_id, item_id):
+    for item_id in failed:
+        used = attempts.get(item_id, 0) - int(float(infos[item_id].get("attempt_base") or 0))
+        if used < meta["max_attempts"] and ledger.requeue(run_id, item_id):
             retried.append(item_id)
     enqueue(ledger, app, run_id, retried)
     return retried
@@ -254,6 +259,7 @@ def resume(ledger: RunLedger, app, run_id: str) -> list[str]:
     meta = ledger.meta(run_id)
     chosen = []
     if not meta.get("staging_done", True):
+        meta = ledger.meta(run_id, "arguments", "dataset_sha256")
         spec = RunSpec.from_arguments(meta["arguments"])
         if spec.dataset_sha256() != meta["dataset_sha256"]:
             raise ResultsError(f"run {run_id}: its dataset {spec.dataset} changed since staging began; "
@@ -306,20 +312,25 @@ def watch(ledger: RunLedger, app, run_id: str, on_progress=None, poll_seconds: f
 
 def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
     """The results file and manifest of a finished farm run, with its farm block."""
-    meta = ledger.meta(run_id)
+    meta = ledger.meta(run_id, "context", "broker", "code_version", "embedding_signature")
     attempts = ledger.attempts(run_id)
     outcomes, failures, timings = [], [], []
     per_worker: dict[str, dict] = defaultdict(lambda: {"items": 0, "questions": 0, "run_ms": 0.0})
     for item_id in ledger.order(run_id):
         info = ledger.info(run_id, item_id)
-        outcome = ledger.outcome(run_id, item_id)
         state = ledger.state(run_id, item_id)
+        outcome = unreadable = None
+        if state == DONE:
+            try:
+                outcome = ledger.outcome(run_id, item_id)
+            except LedgerValueError as error:  # planted or damaged: this item fails, the run is still reduced
+                unreadable = f"its outcome cannot be read: {error}"
         if state == DONE and outcome is not None:
             if outcome.get("run_id") != run_id or outcome.get("embedding_signature") != meta["embedding_signature"]:
                 raise ResultsError(f"item {item_id} was made by another run or embedding signature; refusing to reduce")
         else:
             item = ledger.load_item(run_id, item_id)
-            error = info.get("error") or f"item ended in state {state!r}"
+            error = unreadable or info.get("error") or f"item ended in state {state!r}"
             outcome = failure_outcome(item, error, item.get("field"), info.get("worker", ""), attempts.get(item_id, 0))
             failures.append({"item_id": item_id, "attempts": attempts.get(item_id, 0), "error": error})
         outcomes.append(outcome)
@@ -337,7 +348,7 @@ def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
             per_worker[worker]["items"] += 1
             per_worker[worker]["questions"] += len(outcome["records"])
             per_worker[worker]["run_ms"] += timing["run_ms"] or 0.0
-    lost = {i: int(ledger.info(run_id, i).get("lost") or 0) for i in ledger.order(run_id)}
+    lost = {i: int(float(ledger.info(run_id, i).get("lost") or 0)) for i in ledger.order(run_id)}
     context = dict(meta["context"])
     context.update(
         elapsed_seconds=time.time() - meta["created"],
@@ -366,12 +377,16 @@ def run_summaries(ledger: RunLedger) -> list[dict]:
     """Every run in this redis: its state, counts and age (for `memfarm runs`)."""
     rows = []
     for run_id in ledger.runs():
-        meta = ledger.meta(run_id)
-        state = progress(ledger, run_id, per_worker=False)
+        try:
+            meta = ledger.meta(run_id)
+            state = progress(ledger, run_id, per_worker=False)
+        except LedgerValueError as error:  # named in its row; the other runs are still listed
+            rows.append({"run_id": run_id, "state": "damaged", "error": str(error), "ttl_seconds": ledger.ttl(run_id)})
+            continue
         phase = ("reduced" if meta.get("reduced_at") else "complete" if state["complete"]
                  else "staging" if not state["staging_done"] else "running")
-        rows.append({"run_id": run_id, "state": phase, "benchmark": meta["context"]["benchmark"],
-                     "system": meta["system"], "total": state["total"], "done": state["done"],
+        rows.append({"run_id": run_id, "state": phase, "benchmark": (meta.get("context") or {}).get("benchmark", "?"),
+                     "system": meta.get("system", "?"), "total": state["total"], "done": state["done"],
                      "running": state["running"], "queued": state["queued"], "failed": state["failed"],
                      "age_seconds": time.time() - meta["created"], "ttl_seconds": ledger.ttl(run_id)})
     return rows

@@ -3,11 +3,15 @@
 The state comes from `coordinator.running.farm.progress` (counts, per-worker rates,
 the slowest running items, an ETA from recent throughput). Warnings go
 through the same object, so each is printed once however often it recurs.
+Ids and worker names come from datasets and from Redis: they are printed with
+their control characters escaped (`printable`).
 """
 
 from __future__ import annotations
 
 import sys
+
+from workers.ledger_values import printable
 
 BAR_WIDTH = 30
 
@@ -32,14 +36,15 @@ def summary_line(state: dict) -> str:
 def board(state: dict) -> list[str]:
     """The terminal view: a bar, one line per worker, the slowest running items."""
     filled = int(BAR_WIDTH * state["finished"] / state["total"]) if state["total"] else 0
-    lines = [f"run {state['run_id']} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {summary_line(state)}"]
+    lines = [f"run {printable(state['run_id'])} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {summary_line(state)}"]
     for name, rate in (state.get("worker_rates") or {}).items():
         per_minute = f"{rate['per_minute']:.1f}/min" if rate.get("per_minute") else "-"
-        lines.append(f"  {name:<32} {rate['done']:>5} done  {per_minute:>9}")
+        lines.append(f"  {printable(name):<32} {rate['done']:>5} done  {per_minute:>9}")
     slowest = state.get("slowest") or []
     if slowest:
         lines.append("  slowest running: " + ", ".join(
-            f"{s['item_id']} on {s['worker']} for {duration(s['age_seconds'])}" for s in slowest))
+            f"{printable(s['item_id'])} on {printable(s['worker'])} for {duration(s['age_seconds'])}"
+            for s in slowest))
     return lines
 
 
@@ -66,14 +71,14 @@ class FarmProgress:
             if key == self._last_key:
                 return
             self._last_key = key
-            self.stream.write(f"run {state['run_id']}: {summary_line(state)}\n")
+            self.stream.write(f"run {printable(state['run_id'])}: {summary_line(state)}\n")
         self.stream.flush()
 
     def warn(self, message: str) -> None:
-        """Print `message` once; a repeat is dropped."""
+        """Print `message` once (control characters escaped); a repeat is dropped."""
         if message in self._warned:
             return
         self._warned.add(message)
         self._drawn = 0  # a warning moves the board down: draw it afresh below
-        self.stream.write(f"warning: {message}\n")
+        self.stream.write(f"warning: {printable(message)}\n")
         self.stream.flush()

@@ -25,7 +25,7 @@ def test_every_lua_mutant_changes_one_line_of_one_script_and_still_parses():
         ast.parse(mutated)
     descriptions = [d for _, d, _ in mutants]
     # the attempt cap and the state guards are among the changes
-    assert any("attempt > tonumber(ARGV[6]) then -> if attempt >= tonumber(ARGV[6]) then" in d for d in descriptions)
+    assert any("used > tonumber(ARGV[6]) then -> if used >= tonumber(ARGV[6]) then" in d for d in descriptions)
     assert any(re.search(r"'started' then return 0 end -> .*'started' then return 0 end", d) for d in descriptions)
     assert any(d.endswith("removed") and "DEL" in d for d in descriptions)
 

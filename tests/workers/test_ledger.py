@@ -69,11 +69,12 @@ def test_finish_and_fail_count_only_for_the_current_attempt(ledger):
     _begin(ledger)
     ledger.r.delete(ledger._key("r1", "lease", "a"))
     _begin(ledger)  # attempt 2 now holds it
-    assert not ledger.finish("r1", "a", 1, {"records": ["late"]}), "a late finish of attempt 1 must not count"
+    late = {"records": [{"question_id": "late"}]}
+    assert not ledger.finish("r1", "a", 1, late), "a late finish of attempt 1 must not count"
     assert not ledger.fail("r1", "a", 1, "late failure")
     assert ledger.state("r1", "a") == "started" and ledger.outcome("r1", "a") is None
-    assert ledger.finish("r1", "a", 2, {"records": ["ok"]})
-    assert ledger.outcome("r1", "a") == {"records": ["ok"]}
+    assert ledger.finish("r1", "a", 2, {"records": [{"question_id": "ok"}]})
+    assert ledger.outcome("r1", "a") == {"records": [{"question_id": "ok"}]}
     assert not ledger.fail("r1", "a", 2, "too late", final=True), "done is never overwritten"
     assert ledger.state("r1", "a") == "done"
     assert _begin(ledger) == ("finished", 0)
@@ -90,7 +91,9 @@ def test_fail_is_retryable_or_final(ledger):
     assert ledger.state("r1", "a") == "failed_final"
     assert not ledger.requeue("r1", "a"), "a final failure is requeued only when asked for by name"
     assert ledger.requeue("r1", "a", from_states=("failed", "failed_final"), reset_attempts=True)
-    assert ledger.attempts("r1").get("a") is None and ledger.state("r1", "a") == "queued"
+    assert ledger.state("r1", "a") == "queued"
+    assert ledger.attempts("r1")["a"] == 2 and ledger.info("r1", "a")["attempt_base"] == "2", \
+        "a reset keeps the count (attempts only grow) and starts the budget from it"
 
 
 def test_a_lost_attempt_is_queued_again_then_final_at_the_cap(ledger):
@@ -104,6 +107,50 @@ def test_a_lost_attempt_is_queued_again_then_final_at_the_cap(ledger):
     assert ledger.declare_lost("r1", "a", 2, reason="over the limit", max_attempts=2, stale_after=0.0) == "final"
     assert ledger.state("r1", "a") == "failed_final" and ledger.info("r1", "a")["error"] == "over the limit"
     assert ledger.info("r1", "a")["lost"] == "2"
+
+
+def test_attempts_only_grow_when_failed_items_are_requeued_by_hand(ledger):
+    """`requeue --failed` while a lost attempt still lives: the frozen attempt wakes after the item was
+    queued again and begun anew. Its finish must not count, and the new attempt's must."""
+    _run(ledger, max_attempts=1)
+    assert _begin(ledger, max_attempts=1) == ("begun", 1)
+    ledger.r.delete("memfarm:r1:lease:a")  # attempt 1 froze: its lease lapsed, its process lives on
+    assert ledger.declare_lost("r1", "a", 1, reason="lost", max_attempts=1, stale_after=STALE) == "final"
+    assert ledger.requeue("r1", "a", from_states=("failed", "failed_final"), reset_attempts=True)
+    assert _begin(ledger, worker="w2", max_attempts=1) == ("begun", 2), "a fresh budget, not a reused number"
+    frozen = {"records": [{"question_id": "q", "status": "ok", "by": "frozen attempt"}]}
+    current = {"records": [{"question_id": "q", "status": "ok", "by": "current attempt"}]}
+    assert not ledger.finish("r1", "a", 1, frozen), "the frozen attempt woke: its result must not count"
+    assert ledger.finish("r1", "a", 2, current), "the current attempt is not superseded"
+    assert ledger.outcome("r1", "a")["records"][0]["by"] == "current attempt"
+    assert ledger.attempts("r1")["a"] == 2
+
+
+def test_a_reset_budget_is_counted_from_the_requeue(ledger):
+    """After `requeue --failed` the item has max_attempts attempts again: a failure within them is retried,
+    the last one is final, and a lost attempt at the new cap fails for good."""
+    from coordinator.running.farm import retry_failed
+
+    _run(ledger, max_attempts=2)
+    for attempt in (1, 2):
+        assert _begin(ledger, max_attempts=2) == ("begun", attempt)
+        assert ledger.fail("r1", "a", attempt, "boom", max_attempts=2)
+        if attempt == 1:
+            assert ledger.state("r1", "a") == "failed" and ledger.requeue("r1", "a")
+    assert ledger.state("r1", "a") == "failed_final", "the second of two attempts is final"
+    assert ledger.requeue("r1", "a", from_states=("failed", "failed_final"), reset_attempts=True)
+    assert _begin(ledger, max_attempts=2) == ("begun", 3)
+    assert ledger.fail("r1", "a", 3, "boom", max_attempts=2)
+    assert ledger.state("r1", "a") == "failed", "the first attempt of the new budget is not final"
+    assert retry_failed(ledger, _NoApp(), "r1") == ["a"]
+    assert _begin(ledger, max_attempts=2) == ("begun", 4)
+    ledger.r.delete("memfarm:r1:lease:a")
+    assert ledger.declare_lost("r1", "a", 4, reason="lost", max_attempts=2, stale_after=STALE) == "final"
+
+
+class _NoApp:
+    def send_task(self, *args, **kwargs):
+        pass
 
 
 def test_racing_begins_start_one_attempt(ledger):
@@ -128,7 +175,7 @@ def test_racing_finish_and_fail_leave_one_consistent_end(ledger):
 
         def finish():
             barrier.wait()
-            results["finish"] = ledger.finish("r1", "a", 1, {"records": [round_]})
+            results["finish"] = ledger.finish("r1", "a", 1, {"records": [{"question_id": str(round_)}]})
 
         def fail():
             barrier.wait()
@@ -161,7 +208,7 @@ def test_run_creation_is_atomic_and_ids_are_checked(ledger):
     for t in threads:
         t.join()
     assert sorted(outcomes) == ["created"] + ["refused"] * 7
-    for bad in ("", "a:b", "x*", "a b", "r" * 65, "../up"):
+    for bad in ("", "a:b", "x*", "a b", "r" * 65, "../up", "x\n", "x\r\n", "\nx", "x\x1b[2J"):
         with pytest.raises(MemfarmError, match="not valid"):
             check_run_id(bad)
     assert check_run_id("2026-11-30_run.1") == "2026-11-30_run.1"
@@ -281,7 +328,7 @@ def test_finish_and_fail_leave_their_marks_everywhere(ledger):
     _begin(ledger)
     _begin(ledger, item="b")
     assert _lease(ledger) == b"1"
-    ledger.finish("r1", "a", 1, {"records": ["ok"]})
+    ledger.finish("r1", "a", 1, {"records": [{"question_id": "ok"}]})
     info = ledger.info("r1", "a")
     assert _lease(ledger) is None and info["error"] == "" and float(info["finished_at"]) > 0
     assert ledger.fail("r1", "b", 1, "x" * 5000)
