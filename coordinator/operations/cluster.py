@@ -182,10 +182,10 @@ def restart(state_dir: Path) -> tuple[dict, list[str]]:
     dead = [name for name, pid in state["pids"].items() if not process_alive(pid)]
     if not dead:
         raise MemfarmError(f"the cluster is still running ({', '.join(state['pids'])}); nothing to restart")
-    state.setdefault("admin", secrets.token_urlsafe(18))
     state.setdefault("machines", {})
     _describe(state_dir, state)
     if "redis" in dead:
+        state.setdefault("admin", secrets.token_urlsafe(18))  # a server started by an older version had none
         _start_redis(state_dir, state)
     for name in dead:
         if name.startswith("worker"):
