@@ -3,7 +3,10 @@
 Each worker is its own machine: its own network namespace, joined by a veth
 pair to the namespace that holds Redis; its own memory cgroup (cgroup v1,
 1.5 GiB by default); its own cache folder. The coordinator stays in this
-machine's namespace and reaches Redis over a veth pair of its own. Every
+machine's namespace and reaches Redis over a veth pair of its own. Redis runs
+as `memfarm cluster up --tls` runs it: the default user off, the cluster's
+users (the coordinator as `coordinator`, workers as `worker`), TLS only with
+client certificates of a CA made here, the cluster's memory cap. Every
 address lives inside namespaces made here (10.213.x.y) and everything made
 is removed at the end, whatever happened. Needs root, `ip` and cgroup v1.
 """
@@ -22,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.errors import MemfarmError
+from coordinator.operations.cluster import (ACL_RULES, DEFAULT_REDIS_MAXMEMORY, acl_config, make_certificates,
+                                            tls_environment)
 from coordinator.operations.processes import Child, start_redis, start_worker, wait_ready
 
 logger = logging.getLogger(__name__)
@@ -99,12 +104,15 @@ class Fleet:
 
     def __post_init__(self):
         self.workdir = Path(self.workdir)
-        self.password = secrets.token_urlsafe(12)
+        self.users = {role: secrets.token_urlsafe(18) for role in ACL_RULES}
         self.hub = f"mf{self.tag}hub"
         self._made_namespaces: list[str] = []
         self._made_cgroups: list[Path] = []
         self.redis_proc: Child | None = None
-        self.broker = f"redis://:{self.password}@{SUBNET}.0.2:6379/0"
+        self.certificates: dict[str, str] | None = None
+        #: MEMFARM_TLS_CA / _CERT / _KEY: what the coordinator and every worker need in their environment
+        self.tls_env: dict[str, str] = {}
+        self.broker = f"rediss://coordinator:{self.users['coordinator']}@{SUBNET}.0.2:6379/0"
 
     # -- building --------------------------------------------------------------------
     def __enter__(self) -> "Fleet":
@@ -139,6 +147,10 @@ class Fleet:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._namespace(self.hub)
         self._pair(None, f"mf{self.tag}c", self.hub, f"mf{self.tag}cp", 0)  # this namespace <-> the hub
+        # the server's certificate names every address it is reached on: the coordinator's and each machine's
+        hub_addresses = [f"{SUBNET}.0.2", *(f"{SUBNET}.{n}.1" for n in range(1, self.workers + 1))]
+        self.certificates = make_certificates(self.workdir / "tls", also=hub_addresses)
+        self.tls_env = tls_environment(self.certificates)
         self.start_redis()
         for number in range(1, self.workers + 1):
             name = f"w{number}"
@@ -155,17 +167,19 @@ class Fleet:
             self.start_worker(machine)
 
     def start_redis(self) -> None:
-        """redis-server inside the hub namespace, on every address of it, its data replayed from its
-        append-only file on a restart."""
-        self.redis_proc = start_redis(self.workdir / "redis", 6379, self.password, self.workdir / "redis.log",
-                                      addresses=("0.0.0.0",), prefix=("ip", "netns", "exec", self.hub))
+        """redis-server inside the hub namespace, on every address of it, with the cluster's users, TLS and
+        memory cap, its data replayed from its append-only file on a restart."""
+        self.redis_proc = start_redis(self.workdir / "redis", 6379, None, self.workdir / "redis.log",
+                                      acl=acl_config(self.users), tls=self.certificates, addresses=("0.0.0.0",),
+                                      maxmemory=DEFAULT_REDIS_MAXMEMORY, prefix=("ip", "netns", "exec", self.hub))
 
     def start_worker(self, machine: Machine) -> None:
         """`memfarm worker` inside the machine's namespace and cgroup: a shell writes its own PID into the
         cgroup, then execs `ip netns exec`, which execs the worker, so the group's leader is the worker."""
         join_cgroup = ("sh", "-c", 'echo $$ > "$0" && exec "$@"', str(machine.cgroup / "cgroup.procs"))
-        machine.proc = start_worker(f"redis://:{self.password}@{machine.redis_address}:6379/0", machine.name,
-                                    machine.cache_dir, machine.log, dict(os.environ, **self.env),
+        machine.proc = start_worker(f"rediss://worker:{self.users['worker']}@{machine.redis_address}:6379/0",
+                                    machine.name, machine.cache_dir, machine.log,
+                                    dict(os.environ, **self.env, **self.tls_env),
                                     extra=("--loglevel", "INFO"), cwd=REPO,
                                     prefix=(*join_cgroup, "ip", "netns", "exec", machine.namespace))
 
@@ -337,7 +351,7 @@ class Campaign:
         return self._record(fault)
 
     def kill_redis(self, timeout: float = 90.0) -> Fault:
-        fault = Fault("Redis SIGKILLed, restarted on its append-only file", machine="hub")
+        fault = Fault("Redis SIGKILLed, restarted on its append-only file (cluster users, TLS)", machine="hub")
         deadline = time.time() + timeout
         while not fault.items and time.time() < deadline:
             fault.items = [i for i, s in self.ledger.states(self.run_id).items() if s == "started" and i not in self._hit]

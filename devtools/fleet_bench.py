@@ -72,7 +72,7 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
     visibility = time_limit + 5
     limits = {"MEMFARM_TASK_TIME_LIMIT": str(time_limit), "MEMFARM_VISIBILITY_TIMEOUT": str(visibility),
               "MEMFARM_LEASE_SECONDS": str(lease_seconds)}
-    saved = {k: os.environ.get(k) for k in limits}
+    saved = {k: os.environ.get(k) for k in (*limits, "MEMFARM_TLS_CA", "MEMFARM_TLS_CERT", "MEMFARM_TLS_KEY")}
     os.environ.update(limits)
     try:
         # no embedding store: each item encodes its own texts in one call, locally and on every machine, so
@@ -84,8 +84,11 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
         local_s = time.perf_counter() - t0
         expected = {r["question_id"]: r for r in local["records"]}
         with Fleet(workdir / "fleet", workers=workers, env=limits) as fleet:
+            os.environ.update(fleet.tls_env)  # the coordinator's client certificate, as `cluster up` prints it
             fleet.wait_ready()
             ledger = RunLedger(connect(fleet.broker), lease_seconds=lease_seconds)
+            redis_setup = {"tls": fleet.broker.startswith("rediss://"), "coordinator_user": _whoami(ledger.r),
+                           "worker_user": "worker", "maxmemory": ledger.r.info("memory")["maxmemory"]}
             app = make_app(fleet.broker)
 
             t0 = time.perf_counter()
@@ -138,7 +141,7 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
     survived = [row for row in rows if row["injected"] and (row["fault"].startswith(("poison", "item over"))
                                                             or "done" in row["recovered"])]
     data_out = {
-        "questions": questions, "scale": scale, "workers": workers, "time_limit_s": time_limit,
+        "questions": questions, "scale": scale, "workers": workers, "redis": redis_setup, "time_limit_s": time_limit,
         "visibility_timeout_s": visibility, "lease_s": lease_seconds, "memory_limit_bytes": fleet.memory_limit,
         "faults_injected": sum(1 for row in rows if row["injected"]),
         "faults_survived": len(survived),
@@ -154,7 +157,8 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
     }
     path = write_bench("fleet", data_out, output)
     lines = [f"fleet of {workers} simulated machines, {questions} questions at scale {scale}; hard limit {time_limit}s, "
-             f"visibility {visibility}s, lease {lease_seconds}s",
+             f"visibility {visibility}s, lease {lease_seconds}s; Redis over TLS as users "
+             f"{redis_setup['coordinator_user']} and {redis_setup['worker_user']}",
              f"{'fault':<52}{'at s':>6}  {'machine':<8}{'recovered':<60}{'s lost':>7}"]
     for row in rows:
         lines.append(f"{row['fault'][:51]:<52}{row['at_seconds'] if row['at_seconds'] is not None else '-':>6}  "
@@ -165,6 +169,11 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
               f"wall seconds: fault-free {clean_s:.0f}, faulty {faulty_s:.0f} (local, one process: {local_s:.0f})",
               f"wrote {path}"]
     return "\n".join(lines)
+
+
+def _whoami(client) -> str:
+    name = client.execute_command("ACL", "WHOAMI")
+    return name.decode() if isinstance(name, bytes) else name
 
 
 def _same_record(farm_record: dict, local_record: dict) -> bool:

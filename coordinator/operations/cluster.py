@@ -1,19 +1,24 @@
-"""`memfarm cluster up/down`: a whole farm on one machine, without Docker.
+"""`memfarm cluster`: a whole farm on one machine, without Docker, and the hub of farms on many.
 
-redis-server (users with passwords, persistence on, noeviction), N workers and
+redis-server (users with passwords, persistence on, a memory cap, noeviction), N workers and
 Flower run as child processes in their own sessions (`processes`), with logs
 under the state directory; `down` stops them by the PIDs recorded in
-`cluster.json`.
+`cluster.json`, `restart` starts again those of them that are dead. Each other
+machine can have a Redis user and client certificate of its own (`add-machine`),
+taken away again with `revoke-machine`; `renew-certs` issues new certificates.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from adapters.errors import MemfarmError
@@ -39,33 +44,86 @@ def acl_config(passwords: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def make_certificates(directory: Path, address: str = "127.0.0.1") -> dict[str, str]:
+#: The user `cluster add-machine`, `revoke-machine` and `renew-certs` change the running server with: it
+#: may set users and configuration, which is everything in Redis, so its password is in the hub's
+#: `cluster.json` only, and no process of the farm uses it.
+ADMIN_USER = "admin"
+ADMIN_RULES = "resetkeys resetchannels -@all +acl|setuser +acl|deluser +config|set +ping"
+#: A machine's name (`add-machine NAME`): its Redis user is `worker-NAME`, its files `machines/NAME/`.
+MACHINE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+#: Redis's memory cap unless `cluster up --redis-maxmemory` says otherwise. Full, Redis refuses writes
+#: (noeviction) instead of evicting the ledger: a run stops with an error, and loses nothing.
+DEFAULT_REDIS_MAXMEMORY = "2gb"
+MAXMEMORY = re.compile(r"([0-9]+)(?:b|k|kb|m|mb|g|gb)?")
+#: Days a server or client certificate is valid; `memfarm cluster renew-certs` issues new ones from the CA.
+CERTIFICATE_DAYS = 365
+#: Days the cluster's CA is valid. `renew-certs` makes a new CA when the old one would expire before the
+#: certificates it signs (fewer than CERTIFICATE_DAYS left).
+CA_DAYS = 5 * 365
+#: The certificate files of a --tls cluster, under its state directory's `tls/`.
+TLS_FILES = ("ca.crt", "server.crt", "server.key", "client.crt", "client.key")
+
+
+def make_certificates(directory: Path, address: str = "127.0.0.1", *, also: Sequence[str] = ()) -> dict[str, str]:
     """A private CA, a server certificate for 127.0.0.1 / localhost (and `address`, the interface Redis
-    listens on for other machines) and a client certificate, made with openssl into `directory` (keys
-    0600). Returns their paths."""
+    listens on for other machines, and the addresses in `also`) and a client certificate, made with
+    openssl into `directory` (keys 0600). Returns their paths."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_ca(directory)
+    addresses = dict.fromkeys(["127.0.0.1", address, *also])
+    (directory / "server.ext").write_text("subjectAltName=" + ",".join(["DNS:localhost", *(f"IP:{a}" for a in addresses)])
+                                          + "\n")
+    issue_certificate(directory, directory, "server", "memoria-farm server", extension="server.ext")
+    issue_certificate(directory, directory, "client", "memoria-farm client")
+    return {name: str((directory / name).resolve()) for name in TLS_FILES}
+
+
+def make_ca(directory: Path) -> None:
+    """A new private CA (`ca.key`, `ca.crt`, valid CA_DAYS) in `directory`, replacing any there."""
+    _openssl(directory, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key.new", "-out", "ca.crt.new",
+             "-days", str(CA_DAYS), "-subj", "/CN=memoria-farm cluster CA")
+    for name in ("ca.key", "ca.crt"):
+        os.replace(directory / f"{name}.new", directory / name)
+
+
+def issue_certificate(ca_dir: Path, directory: Path, name: str, subject: str, extension: str | None = None) -> None:
+    """`directory/name.key` and `name.crt`, valid CERTIFICATE_DAYS, signed by the CA in `ca_dir`, each replacing
+    the old file in one
+    rename (a client that reconnects reads either the old pair or the new one, never half of one)."""
+    _openssl(directory, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key.new", "-out", f"{name}.csr",
+             "-subj", f"/CN={subject}")
+    ca = ca_dir.resolve()
+    _openssl(directory, "x509", "-req", "-in", f"{name}.csr", "-CA", str(ca / "ca.crt"), "-CAkey", str(ca / "ca.key"),
+             "-CAserial", str(ca / "ca.srl"), "-CAcreateserial", "-out", f"{name}.crt.new", "-days", str(CERTIFICATE_DAYS),
+             *(["-extfile", extension] if extension else []))
+    (directory / f"{name}.csr").unlink()
+    for suffix in ("key", "crt"):  # the certificate last: a key and an older certificate never meet for long
+        os.replace(directory / f"{name}.{suffix}.new", directory / f"{name}.{suffix}")
+
+
+def certificate_expiry(path: Path) -> dict:
+    """When the certificate in `path` expires (`not_after`, UTC, ISO 8601) and its serial number."""
+    import ssl
+    from datetime import datetime, timezone
+
+    out = _openssl(Path(path).parent, "x509", "-noout", "-enddate", "-serial", "-in", Path(path).name)
+    fields = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    seconds = ssl.cert_time_to_seconds(fields["notAfter"])
+    return {"not_after": datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds"),
+            "serial": fields["serial"].lower()}
+
+
+def _openssl(directory: Path, *args: str) -> str:
     if shutil.which("openssl") is None:
         raise MemfarmError("--tls needs openssl on PATH (apt-get install openssl)")
-    directory.mkdir(parents=True, exist_ok=True)
-    old_umask = os.umask(0o077)
+    old_umask = os.umask(0o077)  # keys are their owner's from their first byte
     try:
-        def openssl(*args):
-            proc = subprocess.run(["openssl", *args], cwd=directory, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise MemfarmError(f"openssl {args[0]} failed: {proc.stderr.strip()[-300:]}")
-
-        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "30",
-                "-subj", "/CN=memoria-farm cluster CA")
-        names = "IP:127.0.0.1,DNS:localhost" + (f",IP:{address}" if address != "127.0.0.1" else "")
-        (directory / "server.ext").write_text(f"subjectAltName={names}\n")
-        for name, extension in (("server", ["-extfile", "server.ext"]), ("client", [])):
-            openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                    "-subj", f"/CN=memoria-farm {name}")
-            openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                    "-out", f"{name}.crt", "-days", "30", *extension)
+        proc = subprocess.run(["openssl", *args], cwd=directory, capture_output=True, text=True)
     finally:
         os.umask(old_umask)
-    return {name: str((directory / name).resolve()) for name in
-            ("ca.crt", "server.crt", "server.key", "client.crt", "client.key")}
+    if proc.returncode != 0:
+        raise MemfarmError(f"openssl {args[0]} in {directory} failed: {proc.stderr.strip()[-300:]}")
+    return proc.stdout
 
 
 def tls_environment(certificates: dict[str, str]) -> dict[str, str]:
@@ -88,73 +146,109 @@ def check_bind_address(address: str) -> str:
 
 
 def up(state_dir: Path, workers: int, redis_port: int | None, flower_port: int | None, cache_dir: str,
-       tls: bool = False, address: str = "127.0.0.1") -> dict:
+       tls: bool = False, address: str = "127.0.0.1", maxmemory: str = DEFAULT_REDIS_MAXMEMORY) -> dict:
     address = check_bind_address(address)
+    maxmemory = check_maxmemory(maxmemory)
     state_file = state_dir / "cluster.json"
     if state_file.exists():
         raise MemfarmError(f"a cluster is already up ({state_file}); run `memfarm cluster down` first "
-                           "(or `memfarm cluster restart` after a reboot)")
+                           "(or `memfarm cluster restart` to start what of it is dead)")
     settings = {"port": redis_port or free_port(), "address": address, "tls": tls, "workers": workers,
-                "flower_port": flower_port, "cache_dir": cache_dir}
-    users = {role: secrets.token_urlsafe(18) for role in ACL_RULES}
-    certificates = make_certificates(state_dir / "tls", address) if tls else None
-    return _start(state_dir, settings, users, certificates)
+                "flower_port": flower_port, "cache_dir": cache_dir, "maxmemory": maxmemory}
+    state = {"settings": settings, "users": {role: secrets.token_urlsafe(18) for role in ACL_RULES},
+             "admin": secrets.token_urlsafe(18), "machines": {}, "pids": {}, "started": time.time()}
+    if tls:
+        make_certificates(state_dir / "tls", address)
+        state["certificates"] = _expiries(state_dir)
+    _describe(state_dir, state)
+    _start_redis(state_dir, state)
+    for number in range(1, workers + 1):
+        _start_worker(state_dir, state, number)
+    if flower_port:
+        _start_flower(state_dir, state)
+    _write_state(state_dir, state)
+    return state
 
 
-def restart(state_dir: Path) -> dict:
-    """After a reboot (or any death of its processes): start the same cluster again, with the same port,
-    users, passwords and certificates, on Redis's own append-only file, so that workers elsewhere and
-    runs in flight carry on. Refuses while any of its processes is alive."""
-    state_file = state_dir / "cluster.json"
-    if not state_file.exists():
-        raise MemfarmError(f"no cluster state in {state_file}; start one with `memfarm cluster up`")
-    state = read_json(state_file, "cluster state", top=dict)
-    alive = [name for name, pid in state["pids"].items() if process_alive(pid)]
-    if alive:
-        raise MemfarmError(f"the cluster is still running ({', '.join(alive)}); `memfarm cluster down` first")
+def restart(state_dir: Path) -> tuple[dict, list[str]]:
+    """Start again whatever of the cluster is dead, and leave alone what lives: after a reboot everything,
+    after a crash of Redis alone only Redis. Redis comes back on the same port, users, passwords and
+    certificates, on its own append-only file, so workers (here and elsewhere), Flower and runs in flight
+    reconnect and carry on. Returns the state and the names of the processes started."""
+    state = _read_state(state_dir)
     if "settings" not in state:
-        raise MemfarmError(f"{state_file} was written by an older version; `memfarm cluster down` and up again")
-    tls_dir = state_dir / "tls"
-    certificates = ({name: str((tls_dir / name).resolve()) for name in
-                     ("ca.crt", "server.crt", "server.key", "client.crt", "client.key")}
-                    if state["settings"]["tls"] else None)
-    return _start(state_dir, state["settings"], state["users"], certificates)
+        raise MemfarmError(f"{state_dir / 'cluster.json'} was written by an older version; "
+                           "`memfarm cluster down` and up again")
+    dead = [name for name, pid in state["pids"].items() if not process_alive(pid)]
+    if not dead:
+        raise MemfarmError(f"the cluster is still running ({', '.join(state['pids'])}); nothing to restart")
+    state.setdefault("machines", {})
+    _describe(state_dir, state)
+    if "redis" in dead:
+        state.setdefault("admin", secrets.token_urlsafe(18))  # a server started by an older version had none
+        _start_redis(state_dir, state)
+    for name in dead:
+        if name.startswith("worker"):
+            _start_worker(state_dir, state, int(name.removeprefix("worker")))
+    if "flower" in dead:
+        _start_flower(state_dir, state)
+    _write_state(state_dir, state)
+    return state, dead
 
 
-def _start(state_dir: Path, settings: dict, users: dict[str, str], certificates: dict | None) -> dict:
-    logs = state_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    port, address, tls = settings["port"], settings["address"], settings["tls"]
-    addresses = ["127.0.0.1"] + ([address] if address != "127.0.0.1" else [])
-    redis_proc = start_redis(state_dir / "redis", port, None, logs / "redis.log", acl=acl_config(users),
-                             tls=certificates, addresses=addresses)
-    scheme = "rediss" if tls else "redis"
+def server_acl(state: dict) -> str:
+    """The server's users: the roles' (`acl_config`), the admin the `cluster` commands change it with, and a
+    worker user per machine added with `add-machine`."""
+    lines = [f"user {ADMIN_USER} on >{state['admin']} {ADMIN_RULES}"]
+    lines += [f"user {machine['user']} on >{machine['password']} {ACL_RULES['worker']}"
+              for machine in state["machines"].values()]
+    return acl_config(state["users"]) + "\n".join(lines) + "\n"
+
+
+def _describe(state_dir: Path, state: dict) -> None:
+    """The URLs and the environment of the cluster's clients, from its settings and users."""
+    settings, users = state["settings"], state["users"]
+    port, address = settings["port"], settings["address"]
+    scheme = "rediss" if settings["tls"] else "redis"
     urls = {role: f"{scheme}://{role}:{users[role]}@127.0.0.1:{port}/0" for role in ACL_RULES}
     if address != "127.0.0.1":  # what workers on other machines use
         urls["remote_worker"] = f"{scheme}://worker:{users['worker']}@{address}:{port}/0"
-    broker = urls["coordinator"]
-    tls_env = tls_environment(certificates) if tls else {}
-    env = dict(os.environ, MEMFARM_BROKER=broker, **tls_env)
-    state = {"broker": broker, "brokers": urls, "pids": {"redis": redis_proc.pid}, "started": time.time(),
-             "settings": settings, "users": users}
-    if tls:
-        state["tls"] = tls_env
-    cache_dir = settings["cache_dir"]
-    for number in range(1, settings["workers"] + 1):
-        proc = start_worker(urls["worker"], f"worker{number}", f"{cache_dir}/worker{number}",
-                            logs / f"worker{number}.log", env)
-        state["pids"][f"worker{number}"] = proc.pid
-    if settings["flower_port"]:
-        user = os.environ.get("MEMFARM_FLOWER_USER", "memfarm")
-        flower_password = os.environ.get("MEMFARM_FLOWER_PASSWORD") or secrets.token_urlsafe(12)
-        flower_env = dict(env, MEMFARM_BROKER=urls["monitor"], MEMFARM_FLOWER_USER=user,
-                          MEMFARM_FLOWER_PASSWORD=flower_password)
-        proc = spawn(memfarm_command("flower", "--port", str(settings["flower_port"])), logs / "flower.log",
-                     name="flower", env=flower_env)
-        state["pids"]["flower"] = proc.pid
-        state["flower"] = {"port": settings["flower_port"], "user": user, "password": flower_password}
-    write_private(state_dir / "cluster.json", json.dumps(state, indent=1))
-    return state
+    state["broker"], state["brokers"] = urls["coordinator"], urls
+    if settings["tls"]:
+        state["tls"] = tls_environment(_certificate_paths(state_dir))
+
+
+def _client_env(state: dict) -> dict:
+    return dict(os.environ, MEMFARM_BROKER=state["broker"], **state.get("tls", {}))
+
+
+def _start_redis(state_dir: Path, state: dict) -> None:
+    settings = state["settings"]
+    address = settings["address"]
+    proc = start_redis(state_dir / "redis", settings["port"], None, state_dir / "logs" / "redis.log",
+                       acl=server_acl(state), tls=_certificate_paths(state_dir) if settings["tls"] else None,
+                       addresses=["127.0.0.1"] + ([address] if address != "127.0.0.1" else []),
+                       maxmemory=settings.get("maxmemory", DEFAULT_REDIS_MAXMEMORY))
+    state["pids"]["redis"] = proc.pid
+
+
+def _start_worker(state_dir: Path, state: dict, number: int) -> None:
+    proc = start_worker(state["brokers"]["worker"], f"worker{number}", f"{state['settings']['cache_dir']}/worker{number}",
+                        state_dir / "logs" / f"worker{number}.log", _client_env(state))
+    state["pids"][f"worker{number}"] = proc.pid
+
+
+def _start_flower(state_dir: Path, state: dict) -> None:
+    known = state.get("flower", {})
+    user = known.get("user") or os.environ.get("MEMFARM_FLOWER_USER", "memfarm")
+    password = known.get("password") or os.environ.get("MEMFARM_FLOWER_PASSWORD") or secrets.token_urlsafe(12)
+    port = state["settings"]["flower_port"]
+    env = dict(_client_env(state), MEMFARM_BROKER=state["brokers"]["monitor"], MEMFARM_FLOWER_USER=user,
+               MEMFARM_FLOWER_PASSWORD=password)
+    proc = spawn(memfarm_command("flower", "--port", str(port)), state_dir / "logs" / "flower.log", name="flower",
+                 env=env)
+    state["pids"]["flower"] = proc.pid
+    state["flower"] = {"port": port, "user": user, "password": password}
 
 
 def down(state_dir: Path, grace_seconds: float = STOP_GRACE_SECONDS) -> list[str]:
@@ -169,3 +263,168 @@ def down(state_dir: Path, grace_seconds: float = STOP_GRACE_SECONDS) -> list[str
             stopped.append(name)
     state_file.unlink()
     return stopped
+
+
+# -- machines and certificates ------------------------------------------------------------------------
+def add_machine(state_dir: Path, name: str) -> Path:
+    """A worker machine of its own: a Redis user `worker-NAME` (the worker's rules, its own password) and,
+    on a --tls cluster, a client certificate of its own, written with the CA and a `worker.env` into
+    `machines/NAME/` to copy to that machine. Takes effect at once on a running Redis."""
+    name = check_machine_name(name)
+    state = _read_state(state_dir)
+    if name in state.get("machines", {}):
+        raise MemfarmError(f"machine {name} is already in {state_dir / 'cluster.json'}; "
+                           "`memfarm cluster revoke-machine` it first to give it new credentials")
+    machine = {"user": f"worker-{name}", "password": secrets.token_urlsafe(18), "added": _now()}
+    with _admin(state_dir, state) as admin:
+        if admin is not None:
+            admin.execute_command("ACL", "SETUSER", machine["user"], "reset", "on", f">{machine['password']}",
+                                  *ACL_RULES["worker"].split())
+    folder = state_dir / "machines" / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(mode=0o700, parents=True)
+    settings = state["settings"]
+    scheme = "rediss" if settings["tls"] else "redis"
+    env = [f"MEMFARM_BROKER={scheme}://{machine['user']}:{machine['password']}@{settings['address']}:"
+           f"{settings['port']}/0"]
+    if settings["tls"]:
+        write_private(folder / "ca.crt", (state_dir / "tls" / "ca.crt").read_text())
+        issue_certificate(state_dir / "tls", folder, "client", f"memoria-farm machine {name}")
+        machine["certificate"] = certificate_expiry(folder / "client.crt")
+        env += ["MEMFARM_TLS_CA=ca.crt", "MEMFARM_TLS_CERT=client.crt", "MEMFARM_TLS_KEY=client.key"]
+    write_private(folder / "worker.env", "\n".join(env) + "\n")
+    state.setdefault("machines", {})[name] = machine
+    _write_state(state_dir, state)
+    return folder
+
+
+def revoke_machine(state_dir: Path, name: str) -> dict:
+    """Take a machine's access away: its Redis user is deleted (which closes its connections at once) and
+    its folder removed. Its client certificate stays valid until it expires (Redis checks no revocation
+    list), but without a user a certificate only completes the TLS handshake. Returns what was revoked."""
+    state = _read_state(state_dir)
+    machines = state.get("machines", {})
+    if name not in machines:
+        raise MemfarmError(f"no machine {name!r} in {state_dir / 'cluster.json'} "
+                           f"(its machines: {', '.join(sorted(machines)) or 'none'})")
+    machine = machines.pop(name)
+    with _admin(state_dir, state) as admin:
+        if admin is not None:
+            admin.execute_command("ACL", "DELUSER", machine["user"])
+    shutil.rmtree(state_dir / "machines" / name, ignore_errors=True)
+    revoked = {"user": machine["user"], "added": machine["added"], "revoked": _now(),
+               "certificate": machine.get("certificate")}
+    state.setdefault("revoked_machines", {})[name] = revoked
+    _write_state(state_dir, state)
+    return revoked
+
+
+def renew_certificates(state_dir: Path, new_ca: bool = False) -> dict:
+    """New server and client certificates (the hub's and each added machine's) from the cluster's CA, and
+    a new CA first when `new_ca` or when the CA would expire before them. A running Redis loads them at
+    once; the old certificates' expiry is kept in `cluster.json` under `replaced_certificates`. Returns
+    {"new_ca": bool, "certificates": the new expiries}."""
+    from datetime import datetime, timedelta, timezone
+
+    state = _read_state(state_dir)
+    if not state["settings"]["tls"]:
+        raise MemfarmError(f"the cluster in {state_dir} runs without TLS: there are no certificates to renew")
+    tls = state_dir / "tls"
+    old = _expiries(state_dir, state)
+    ca_end = datetime.fromisoformat(old["ca.crt"]["not_after"])
+    new_ca = new_ca or ca_end < datetime.now(timezone.utc) + timedelta(days=CERTIFICATE_DAYS)
+    with _admin(state_dir, state) as admin:
+        if admin is not None:
+            admin.ping()  # the handshake with the files the server knows, before any of them is replaced
+        if new_ca:
+            make_ca(tls)
+        issue_certificate(tls, tls, "server", "memoria-farm server", extension="server.ext")
+        issue_certificate(tls, tls, "client", "memoria-farm client")
+        for name, machine in state.get("machines", {}).items():
+            folder = state_dir / "machines" / name
+            if new_ca:
+                write_private(folder / "ca.crt", (tls / "ca.crt").read_text())
+            issue_certificate(tls, folder, "client", f"memoria-farm machine {name}")
+            machine["certificate"] = certificate_expiry(folder / "client.crt")
+        if admin is not None:  # setting a file, even to the same path, makes Redis read it again
+            paths = _certificate_paths(state_dir)
+            files = ["tls-cert-file", paths["server.crt"], "tls-key-file", paths["server.key"]]
+            if new_ca:
+                files += ["tls-ca-cert-file", paths["ca.crt"]]
+            admin.execute_command("CONFIG", "SET", *files)
+    state.setdefault("replaced_certificates", []).append({"replaced": _now(), "certificates": old})
+    state["certificates"] = _expiries(state_dir)
+    _write_state(state_dir, state)
+    return {"new_ca": new_ca, "certificates": state["certificates"]}
+
+
+def check_machine_name(name: str) -> str:
+    if not MACHINE_NAME.fullmatch(name):
+        raise MemfarmError(f"machine name {name!r} is not valid: 1 to 32 lower-case letters, digits or '-', "
+                           "starting with a letter or digit")
+    return name
+
+
+def check_maxmemory(value: str) -> str:
+    """Redis's notation for a memory size (`2gb`, `512mb`, bytes); 0 is refused (it means no limit)."""
+    match = MAXMEMORY.fullmatch(value.strip().lower())
+    if not match or int(match.group(1)) == 0:
+        raise MemfarmError(f"--redis-maxmemory {value!r} is not a size Redis reads (e.g. 2gb, 512mb, 1000000000)")
+    return value.strip().lower()
+
+
+def _expiries(state_dir: Path, state: dict | None = None) -> dict:
+    tls = state_dir / "tls"
+    expiries = {name: certificate_expiry(tls / name) for name in ("ca.crt", "server.crt", "client.crt")}
+    for name in (state or {}).get("machines", {}):
+        expiries[f"machines/{name}/client.crt"] = certificate_expiry(state_dir / "machines" / name / "client.crt")
+    return expiries
+
+
+def _certificate_paths(state_dir: Path) -> dict[str, str]:
+    return {name: str((state_dir / "tls" / name).resolve()) for name in TLS_FILES}
+
+
+@contextmanager
+def _admin(state_dir: Path, state: dict):
+    """A connection as the admin user to the cluster's Redis, or None when Redis is not running (the
+    change then reaches it through its config when `cluster restart` starts it)."""
+    import redis
+
+    if "redis" not in state["pids"] or not process_alive(state["pids"]["redis"]):
+        yield None
+        return
+    if "admin" not in state:
+        raise MemfarmError(f"the Redis of {state_dir} has no admin user (it was started by an older version): "
+                           "`memfarm cluster down` and up again")
+    settings = state["settings"]
+    tls = {}
+    if settings["tls"]:
+        paths = _certificate_paths(state_dir)
+        tls = {"ssl": True, "ssl_cert_reqs": "required", "ssl_ca_certs": paths["ca.crt"],
+               "ssl_certfile": paths["client.crt"], "ssl_keyfile": paths["client.key"]}
+    client = redis.Redis(host="127.0.0.1", port=settings["port"], username=ADMIN_USER, password=state["admin"],
+                         socket_connect_timeout=5, socket_timeout=10, **tls)
+    try:
+        yield client
+    except redis.exceptions.RedisError as exc:
+        raise MemfarmError(f"the Redis of {state_dir} (port {settings['port']}) refused the change: {exc}") from exc
+    finally:
+        client.close()
+
+
+def _read_state(state_dir: Path) -> dict:
+    state_file = state_dir / "cluster.json"
+    if not state_file.exists():
+        raise MemfarmError(f"no cluster state in {state_file}; start one with `memfarm cluster up`")
+    return read_json(state_file, "cluster state", top=dict)
+
+
+def _write_state(state_dir: Path, state: dict) -> None:
+    write_private(state_dir / "cluster.json", json.dumps(state, indent=1))
+
+
+def _now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -95,9 +95,10 @@ def memfarm_command(*args: str) -> list[str]:
 
 
 def spawn(command: Sequence[str], log: Path, *, name: str | None = None, env: dict | None = None,
-          cwd: str | Path | None = None, prefix: Sequence[str] = (), ready_line: str | None = None) -> Child:
+          cwd: str | Path | None = None, prefix: Sequence[str] = (), ready_line: str | None = None,
+          umask: int = -1) -> Child:
     """Start `prefix + command` in a session of its own (so its whole group can be stopped), its output
-    appended to `log`.
+    appended to `log`; with `umask` (e.g. 0o077) the files it creates are its owner's only.
 
     `prefix` runs the command somewhere else, and must end by exec-ing it so that the group's leader is
     the process that runs (e.g. `ip netns exec NS`, or a shell that joins a cgroup and then execs)."""
@@ -106,7 +107,7 @@ def spawn(command: Sequence[str], log: Path, *, name: str | None = None, env: di
     offset = log.stat().st_size if log.exists() else 0
     with open(log, "ab") as output:
         child = Child([*prefix, *command], stdout=output, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                      start_new_session=True)
+                      start_new_session=True, umask=umask)
     child.name = name or Path(command[0]).name
     child.log, child.log_offset, child.ready_line = log, offset, ready_line
     return child
@@ -154,19 +155,25 @@ def write_private(path: Path, text: str) -> Path:
 
 def start_redis(directory: Path, port: int, password: str | None, log: Path, *, acl: str | None = None,
                 tls: dict[str, str] | None = None, addresses: Sequence[str] = ("127.0.0.1",),
-                prefix: Sequence[str] = (), timeout: float = REDIS_READY_SECONDS) -> Child:
+                maxmemory: str | None = None, prefix: Sequence[str] = (),
+                timeout: float = REDIS_READY_SECONDS) -> Child:
     """A redis-server listening on `addresses`, its data (append-only file on, no eviction) and its config
     in `directory`; returns once it has loaded its data and takes commands.
 
     `password` protects the default user; `acl` (user lines, e.g. `cluster.acl_config`) replaces it. With
     `tls` (the paths `cluster.make_certificates` returns) it speaks TLS only, and asks every client for a
-    certificate of its CA. Passwords go into `directory/redis.conf`, made 0600, never on a command line."""
+    certificate of its CA. Passwords go into `directory/redis.conf`, made 0600, never on a command line.
+    `maxmemory` (Redis's notation, e.g. `2gb`) caps its memory: full, it refuses writes (noeviction)
+    rather than evict the ledger. The ledger is readable by no other local user: `directory` is 0700
+    and the server runs with a umask of 077, so its append-only files are 0600."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise MemfarmError("redis-server not found on PATH (apt-get install redis-server)")
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    _make_private_directory(directory)
     text = acl if acl else (f"requirepass {password}\n" if password else "")
+    if maxmemory:
+        text += f"maxmemory {maxmemory}\n"
     if tls:
         text += (f"port 0\ntls-port {port}\ntls-cert-file {tls['server.crt']}\ntls-key-file {tls['server.key']}\n"
                  f"tls-ca-cert-file {tls['ca.crt']}\ntls-auth-clients yes\n")
@@ -174,13 +181,26 @@ def start_redis(directory: Path, port: int, password: str | None, log: Path, *, 
     listen = [] if tls else ["--port", str(port)]
     command = [binary, str(config), *listen, "--bind", *addresses, "--dir", str(directory), "--appendonly", "yes",
                "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", "--save", ""]
-    child = spawn(command, log, name=f"redis-server on port {port}", prefix=prefix, ready_line=REDIS_READY_LINE)
+    child = spawn(command, log, name=f"redis-server on port {port}", prefix=prefix, ready_line=REDIS_READY_LINE,
+                  umask=0o077)
     try:
         wait_ready([child], timeout)
     except MemfarmError:
         child.kill_group()
         raise
     return child
+
+
+def _make_private_directory(directory: Path) -> None:
+    """`directory` and everything in it its owner's only: also the files of a server that ran without a
+    umask, so that a restart closes what such a run left open."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for root, folders, files in os.walk(directory):
+        os.chmod(root, 0o700)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o600)
 
 
 def process_alive(pid: int) -> bool:

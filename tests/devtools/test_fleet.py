@@ -1,4 +1,5 @@
-"""The fault campaign on simulated machines: namespaces, cgroups, real workers, a real redis-server."""
+"""The fault campaign on simulated machines: namespaces, cgroups, real workers, a real redis-server with the
+cluster's users and TLS."""
 
 import json
 
@@ -22,6 +23,8 @@ def test_a_faulty_fleet_run_ends_on_its_own_with_nothing_lost_or_counted_twice(t
     report = json.loads(output.read_text())
     for key in ("faults_injected", "faults_survived", "records_lost", "duplicates", "faults", "wall_seconds"):
         assert key in report
+    assert report["redis"]["tls"] and report["redis"]["coordinator_user"] == "coordinator", report["redis"]
+    assert report["redis"]["maxmemory"] > 0, "the cluster's memory cap"
     assert report["records_lost"] == 0 and report["duplicates"] == 0
     assert report["records_equal_local"] and report["failures_named_in_manifest"]
     assert report["unexpected_failures"] == []
