@@ -44,7 +44,7 @@ def _legal(url: str, password: str) -> bool:
         return False
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(PASSWORDS, st.booleans(), st.sampled_from(["", "worker", "a.b-c"]), st.sampled_from(["", "/0", "/0?db=1", "#x"]))
 @example("p'w@rd", False, "", "/0")
 @example("a@b@c:d", False, "coordinator", "")
@@ -56,7 +56,7 @@ def test_a_url_alone_keeps_everything_but_its_password(password, encoded, user, 
     assert (parts.hostname, parts.port, parts.username or "", parts.password) == ("127.0.0.1", 6379, user, "***")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(PASSWORDS, st.booleans())
 @example("p'w@rd&x", False)
 def test_a_query_password_is_hidden_and_the_other_parameters_kept(password, encoded):
@@ -65,7 +65,7 @@ def test_a_query_password_is_hidden_and_the_other_parameters_kept(password, enco
     assert redact(url) == "rediss://127.0.0.1:6379/0?ssl_cert_reqs=required&password=***&db=1"
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(PASSWORDS, st.booleans(), st.booleans(), TEXT, TEXT)
 @example("pw", False, False, "", " then mail a@b.org")
 @example("it's@home", False, False, "connecting to ", " (attempt 2)")
@@ -79,7 +79,7 @@ def test_in_free_text_nothing_of_the_password_survives(password, encoded, in_que
     assert "***" in redact(text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(PASSWORDS, st.booleans(), st.booleans(), st.booleans(), TEXT)
 def test_a_json_document_stays_valid_and_only_the_password_goes(password, encoded, in_query, ascii_only, note):
     make = _query_url if in_query else _url
