@@ -71,7 +71,7 @@ class ItemCache:
             return f"manifest unreadable ({exc})"
         if not (folder / MAC).is_file():
             return "entry carries no MAC (written before entries were authenticated): rebuilt"
-        if not mac_matches(self._key, (folder / MANIFEST).read_bytes(), (folder / MAC).read_text("ascii", "replace")):
+        if not mac_matches(self._key, (folder / MANIFEST).read_bytes(), (folder / MAC).read_bytes()):
             logger.warning("cache entry of %s for %s does not carry this machine's MAC: edited without the key "
                            "(or made under another key); not used, rebuilt", system, item_id)
             return "entry's MAC does not match this machine's cache key (edited, or made under another key): rebuilt"

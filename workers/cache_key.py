@@ -65,8 +65,9 @@ def entry_mac(key: bytes, manifest: bytes) -> str:
     return hmac.new(key, manifest, hashlib.sha256).hexdigest()
 
 
-def mac_matches(key: bytes, manifest: bytes, mac: str) -> bool:
-    return hmac.compare_digest(entry_mac(key, manifest), mac.strip())
+def mac_matches(key: bytes, manifest: bytes, mac: bytes) -> bool:
+    """Whether `mac` (the bytes of an entry's MAC file) is the MAC of `manifest`, compared in constant time."""
+    return hmac.compare_digest(entry_mac(key, manifest).encode("ascii"), mac.strip())
 
 
 def _create(path: Path) -> None:

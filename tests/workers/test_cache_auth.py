@@ -134,3 +134,10 @@ def test_a_key_others_can_read_or_a_broken_key_is_refused_by_name(tmp_path, prob
     with pytest.raises(MemfarmError) as caught:
         ItemCache(tmp_path / "cache", key_file=key_file)
     assert str(key_file) in str(caught.value) and words in str(caught.value)
+
+
+@pytest.mark.parametrize("mac", [b"", b"\xff\xfe not hex", b"0" * 64])
+def test_a_mac_file_of_any_bytes_is_a_miss_with_its_reason(cached, mac):
+    item, cache, _ = cached
+    (cache.folder(item["item_id"], "memoria") / MAC).write_bytes(mac)
+    assert "MAC does not match" in evaluate_item(item, _system(), cache=cache)["cache"]["reason"]
