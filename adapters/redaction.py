@@ -24,8 +24,10 @@ import re
 MASK = "***"
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 _QUERY_PASSWORD = re.compile(r"[?&;]password=", re.IGNORECASE)
+#: What a text that may hold a URL password contains (`:\/\/` is how some JSON writers escape `://`).
+_URL_MARKERS = ("://", ":\\/\\/")
 #: A JSON string literal; in a valid JSON document every `"` outside one opens one.
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 #: Where a URL's netloc ends; a line break ends any URL in free text.
 _NETLOC_ENDS = "/?#\r\n"
 #: Where a URL's path ends (a `?` opens its query), and where its query ends.
@@ -35,7 +37,7 @@ _QUERY_ENDS = "#\r\n"
 
 def redact(text: str) -> str:
     """`text` with every password inside a URL replaced by `***`."""
-    if "://" not in text and "password=" not in text.lower():
+    if not any(marker in text for marker in _URL_MARKERS) and "password=" not in text.lower():
         return text
     if text.lstrip()[:1] in ('{', '[', '"'):
         try:
@@ -43,17 +45,56 @@ def redact(text: str) -> str:
         except ValueError:
             pass
         else:
-            return _JSON_STRING.sub(_redact_literal, text)
+            return _redact_json(text)
     return _mask(text, _password_spans(text))
 
 
-def _redact_literal(match: re.Match) -> str:
-    literal = match.group(0)
-    if "\\" not in literal and "://" not in literal and "password=" not in literal.lower():
-        return literal
-    value = json.loads(literal)
-    cleaned = redact(value)
-    return literal if cleaned == value else json.dumps(cleaned, ensure_ascii=literal.isascii())
+def _redact_json(text: str) -> str:
+    """Each string literal of the JSON document `text` that holds a URL or a `password=`, decoded, redacted
+    and encoded again; the rest of the document byte for byte.
+
+    Outside its string literals a JSON document holds no `:` followed by `//` and no `=`, so each marker lies
+    in a literal, which opens at the last unescaped `"` before it: only those literals are read."""
+    pieces, position, scanned = [], 0, 0
+    for marker in _marker_positions(text):
+        if marker < scanned:
+            continue
+        literal = _JSON_STRING.match(text, _opening_quote(text, marker))
+        scanned = literal.end()
+        value = json.loads(literal.group())
+        cleaned = redact(value)
+        if cleaned != value:
+            pieces += [text[position:literal.start()], json.dumps(cleaned, ensure_ascii=literal.group().isascii())]
+            position = literal.end()
+    return "".join(pieces) + text[position:]
+
+
+def _opening_quote(text: str, inside: int) -> int:
+    """The index of the `"` that opens the string literal holding index `inside` (a `"` after an odd number
+    of backslashes is part of the string)."""
+    end = inside
+    while True:
+        quote = text.rfind('"', 0, end)
+        first = quote
+        while first > 0 and text[first - 1] == "\\":
+            first -= 1
+        if (quote - first) % 2 == 0:
+            return quote
+        end = quote
+
+
+def _marker_positions(text: str) -> list[int]:
+    """Where `text` holds `://` (or its escaped form) or `password=`, in order (str.find: fast on large files)."""
+    found = []
+    for needle in (*_URL_MARKERS, "="):
+        start = text.find(needle)
+        while start >= 0:
+            if needle != "=":
+                found.append(start)
+            elif text[max(0, start - 8):start].lower() == "password":
+                found.append(start - 8)
+            start = text.find(needle, start + 1)
+    return sorted(found)
 
 
 def _first(text: str, stops: str, start: int) -> int:

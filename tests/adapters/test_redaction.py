@@ -120,3 +120,8 @@ def test_the_log_filter_redacts_arguments_and_message(password, caplog):
         logger.info("broker " + _url(password, False, "worker", ""))
     assert [r.getMessage() for r in caplog.records] == ["cannot reach redis at redis://:***@127.0.0.1:6379/0: refused",
                                                         "broker redis://worker:***@127.0.0.1:6379"]
+
+
+def test_json_that_escapes_its_slashes_is_redacted_too():
+    escaped = r'{"broker": "redis:\/\/:p@ss:w@h\/0", "n": 1}'
+    assert json.loads(redact(escaped)) == {"broker": "redis://:***@h/0", "n": 1}
