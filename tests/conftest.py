@@ -15,6 +15,19 @@ def embedder():
     return Embedder.shared()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cache_key_file(tmp_path_factory):
+    """The cache key of this test session (workers started by tests inherit it), never the user's own."""
+    path = tmp_path_factory.mktemp("config") / "cache.key"
+    previous = os.environ.get("MEMFARM_CACHE_KEY_FILE")
+    os.environ["MEMFARM_CACHE_KEY_FILE"] = str(path)
+    yield path
+    if previous is None:
+        os.environ.pop("MEMFARM_CACHE_KEY_FILE", None)
+    else:
+        os.environ["MEMFARM_CACHE_KEY_FILE"] = previous
+
+
 @pytest.fixture()
 def redis_server(tmp_path):
     """A real redis-server for one test (password on, append-only file on), its data and `redis.log` in the

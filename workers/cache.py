@@ -1,10 +1,12 @@
 """The validated per-item cache: a system's snapshot plus a manifest of hashes.
 
-An entry is used only if the item's content hash, the embedding signature,
-the code that builds the index, the model files and the format version all
-match and every artifact hashes right. Anything else is a rebuild with a
-stated reason, never a crash, never a failed item and never a silent
-mismatch. Artifacts are SQLite, FAISS and JSON files: no pickle.
+An entry is used only if its manifest carries a valid MAC under this
+machine's key (`workers.cache_key`, kept outside the cache: an entry edited
+by anyone without the key is a miss), and the item's content hash, the
+embedding signature, the code that builds the index, the model files and the
+format version all match and every artifact hashes right. Anything else is a
+rebuild with a stated reason, never a crash, never a failed item and never a
+silent mismatch. Artifacts are SQLite, FAISS and JSON files: no pickle.
 
 Safe under concurrency: an entry's folder is named by a hash of (system, item
 id), so no two ids share one; it is written in a private temporary folder
@@ -26,10 +28,13 @@ from pathlib import Path
 from adapters.defaults import CACHE_FORMAT_VERSION
 from adapters.errors import MemfarmError
 from adapters.files import file_sha256, read_json, write_json
+from workers.cache_key import cache_key_path, entry_mac, load_cache_key, mac_matches
 
 logger = logging.getLogger(__name__)
 
 MANIFEST = "entry.manifest.json"
+#: The manifest's MAC (hex), beside it.
+MAC = "entry.manifest.mac"
 #: What must match, in the order the reasons are looked for, with how a reason names it.
 KEY_FIELDS = (("format_version", "cache format version"), ("item_hash", "item content"),
               ("embedding_signature", "embedding signature"), ("build", "index-building code or model files"))
@@ -41,12 +46,17 @@ def entry_name(item_id: str, system: str) -> str:
 
 
 class ItemCache:
-    """Cache entries under one directory, one folder per (system, item)."""
+    """Cache entries under one directory, one folder per (system, item), each authenticated by this machine's key."""
 
-    def __init__(self, directory: str | Path, rebuild: bool = False):
+    def __init__(self, directory: str | Path, rebuild: bool = False, key_file: str | Path | None = None):
         self.directory = Path(directory)
         self.rebuild = rebuild
         self.directory.mkdir(parents=True, exist_ok=True)
+        key_file = Path(key_file) if key_file else cache_key_path()
+        if key_file.resolve().is_relative_to(self.directory.resolve()):
+            raise MemfarmError(f"cache key {key_file} lies inside the cache {self.directory}: whoever can write the "
+                               "cache could read it and forge entries; keep it elsewhere (MEMFARM_CACHE_KEY_FILE)")
+        self._key = load_cache_key(key_file)
 
     def folder(self, item_id: str, system: str) -> Path:
         return self.directory / entry_name(item_id, system)
@@ -59,6 +69,12 @@ class ItemCache:
             manifest = read_json(folder / MANIFEST, "cache manifest", top=dict)
         except MemfarmError as exc:
             return f"manifest unreadable ({exc})"
+        if not (folder / MAC).is_file():
+            return "entry carries no MAC (written before entries were authenticated): rebuilt"
+        if not mac_matches(self._key, (folder / MANIFEST).read_bytes(), (folder / MAC).read_bytes()):
+            logger.warning("cache entry of %s for %s does not carry this machine's MAC: edited without the key "
+                           "(or made under another key); not used, rebuilt", system, item_id)
+            return "entry's MAC does not match this machine's cache key (edited, or made under another key): rebuilt"
         if manifest.get("item_id") != item_id or manifest.get("system") != system:
             return "entry belongs to another item or system"
         for key, label in KEY_FIELDS:
@@ -111,6 +127,7 @@ class ItemCache:
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
             write_json(staging / MANIFEST, manifest)
+            (staging / MAC).write_text(entry_mac(self._key, (staging / MANIFEST).read_bytes()), encoding="ascii")
             _replace_folder(staging, target)
             staging = None
             return None

@@ -16,6 +16,7 @@ from workers.item import evaluate_item
 from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
 from workers.ledger import Ledger, connect, stale_after
+from workers.run_settings import checked_settings
 from workers.version import CODE_VERSION
 
 logger = logging.getLogger(__name__)
@@ -47,18 +48,20 @@ def _ledger() -> Ledger:
 
 
 def _system(meta: dict):
-    """The run's system, built once per process and setting from the run's metadata.
+    """The run's system, built once per process and setting from the run's metadata (checked first).
 
     A worker started with its own embedder window uses it, whatever the run says: the
-    signature check then refuses the run's items rather than mixing vectors."""
+    signature check then refuses the run's items rather than mixing vectors. The embedding
+    store is always this worker's own, in its cache dir, and only if the run wants one."""
     from adapters.systems import SYSTEMS
 
-    settings = dict(meta["system_settings"])
+    cache_dir = os.environ.get("MEMFARM_CACHE_DIR")
+    settings = checked_settings(meta, cache_dir)
+    settings.pop("embedding_store", None)
     if max_seq_length() is not None:
         settings["max_seq_length"] = max_seq_length()
     if os.environ.get("MEMFARM_EMBEDDER_BACKEND"):  # the worker's own backend: the signature check decides
         settings["embedder_backend"] = os.environ["MEMFARM_EMBEDDER_BACKEND"]
-    cache_dir = os.environ.get("MEMFARM_CACHE_DIR")
     info = SYSTEMS.get(meta["system"])
     if meta.get("embedding_store") and cache_dir and info and "embedding_store" in info.settings:
         settings["embedding_store"] = str(Path(cache_dir) / EMBEDDING_STORE_FILE)  # this machine's, shared by its pool
@@ -103,6 +106,10 @@ def refusal_before_import(meta: dict) -> str | None:
     if meta.get("system") not in allowed_systems():
         return (f"system {meta.get('system')!r} is not allowed on this worker (built in: memoria, adamem, mem0; "
                 "start the worker with --allow-system to allow another)")
+    try:
+        checked_settings(meta, os.environ.get("MEMFARM_CACHE_DIR"))
+    except MemfarmError as exc:
+        return str(exc)
     return None
 
 

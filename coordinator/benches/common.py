@@ -7,6 +7,7 @@ Each bench is a module of its own beside this one; this module measures nothing 
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import subprocess
@@ -31,9 +32,17 @@ def write_bench(name: str, data: dict, output: str | Path) -> Path:
     return write_json(output, data)
 
 
-def measure_memfarm(args: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS in bytes of one `memfarm ARGS` child, measured by a fresh wrapper process."""
-    proc = subprocess.run([sys.executable, "-c", _CHILD_WRAPPER, *args], capture_output=True, text=True)
+def child_command(args: list[str]) -> list[str]:
+    """The argument list of the wrapper process that runs `memfarm ARGS` (readable by every local user)."""
+    return [sys.executable, "-c", _CHILD_WRAPPER, *args]
+
+
+def measure_memfarm(args: list[str], broker: str | None = None) -> tuple[float, int]:
+    """Wall seconds and peak RSS in bytes of one `memfarm ARGS` child, measured by a fresh wrapper process.
+
+    `broker` reaches the child in its environment (MEMFARM_BROKER), never among its arguments."""
+    env = dict(os.environ, MEMFARM_BROKER=broker) if broker else None
+    proc = subprocess.run(child_command(args), capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"memfarm {' '.join(args)} failed (exit {proc.returncode})")
     seconds, rss = proc.stdout.split()

@@ -28,8 +28,8 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
     base = ["run", "longmemeval", "--dataset", str(data), "--questions", str(companion), "--no-embedding-store"]
     running: list = []
 
-    def timed(args: list[str]) -> float:
-        seconds, _ = measure_memfarm(args)
+    def timed(args: list[str], broker: str | None = None) -> float:
+        seconds, _ = measure_memfarm(args, broker)
         return seconds
 
     try:
@@ -37,14 +37,14 @@ def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) ->
         local_cold = timed(base + ["--cache-dir", local_cache, "--rebuild-cache", "--output", str(workdir / "l1.json")])
         local_warm = timed(base + ["--cache-dir", local_cache, "--output", str(workdir / "l2.json")])
         running = start_workers(broker, workdir, "same", 1, 2)  # the local run uses torch's default 2 threads
-        farm_cold = timed(base + ["--broker", broker, "--rebuild-cache", "--output", str(workdir / "f1.json")])
-        farm_warm = timed(base + ["--broker", broker, "--output", str(workdir / "f2.json")])
+        farm_cold = timed(base + ["--rebuild-cache", "--output", str(workdir / "f1.json")], broker)
+        farm_warm = timed(base + ["--output", str(workdir / "f2.json")], broker)
         stop_workers(running)
         running = start_workers(broker, workdir, "one", 1, 1)
-        one_worker = timed(base + ["--broker", broker, "--rebuild-cache", "--output", str(workdir / "o1.json")])
+        one_worker = timed(base + ["--rebuild-cache", "--output", str(workdir / "o1.json")], broker)
         stop_workers(running)
         running = start_workers(broker, workdir, "two", 2, 1)
-        two_workers = timed(base + ["--broker", broker, "--rebuild-cache", "--output", str(workdir / "t1.json")])
+        two_workers = timed(base + ["--rebuild-cache", "--output", str(workdir / "t1.json")], broker)
         stop_workers(running)
     finally:
         stop_workers(running)

@@ -35,8 +35,8 @@ def run_shared_embeddings_bench(questions: int, scale: float, workers: int, work
             out = workdir / f"{tag}.json"
             try:
                 seconds, _ = measure_memfarm(["run", "longmemeval", "--dataset", str(data),
-                                              "--questions", str(companion), "--broker", broker, "--output", str(out)]
-                                             + (["--shared-embeddings"] if shared else []))
+                                              "--questions", str(companion), "--output", str(out)]
+                                             + (["--shared-embeddings"] if shared else []), broker)
             finally:
                 stop_workers(running)
             store = json.loads((workdir / f"{tag}.manifest.json").read_text())["embedding_store"]

@@ -30,8 +30,8 @@ def run_staging_bench(questions: int, scale: float, workdir: str | Path, output,
     url = f"redis://127.0.0.1:{port}/0"
     try:
         empty = redis_used_memory(url)
-        seconds, rss = measure_memfarm(["submit", "longmemeval", "--dataset", str(data), "--broker", url,
-                                        "--run-id", "staging-bench"])
+        seconds, rss = measure_memfarm(["submit", "longmemeval", "--dataset", str(data), "--run-id", "staging-bench"],
+                                       url)
         staged = redis_used_memory(url)
         stats = RunLedger(connect(url)).meta("staging-bench")["staging"]
     finally:

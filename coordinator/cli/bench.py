@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from coordinator.cli.root import main
+from coordinator.cli.root import broker_option, main
 
 
 @main.group()
@@ -159,8 +159,7 @@ def bench_shared_embeddings(questions, scale, workers, workdir, output):
               help="A LongMemEval-S file to use instead of a generated one.")
 @click.option("--conversations", type=click.IntRange(1), default=None,
               help="Only the first N conversations of the LoCoMo file.")
-@click.option("--broker", envvar="MEMFARM_BROKER", default=None,
-              help="Run on the farm (one task per item; start workers first); also MEMFARM_BROKER.")
+@broker_option(required=False)
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_adamem", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/adamem.json", show_default=True)
 def bench_adamem(locomo, suites, questions, scale, longmemeval, conversations, broker, workdir, output):

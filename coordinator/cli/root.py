@@ -88,9 +88,27 @@ class ProfileChoice(click.Choice):
         return super().convert(profile_name(value), param, ctx)
 
 
+def refuse_password_on_command_line(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A `--broker` callback: a URL with a password is refused when typed as an argument.
+
+    Any local user reads a process's arguments (`ps`, /proc/PID/cmdline); the environment
+    (MEMFARM_BROKER) is readable by its owner only. The same URL from the environment is taken."""
+    from adapters.redaction import redact
+
+    if value and ctx.get_parameter_source(param.name) == click.core.ParameterSource.COMMANDLINE \
+            and redact(value) != value:
+        raise click.BadParameter(
+            f"{redact(value)} carries a password, which every local user can read on a command line (ps, "
+            "/proc): put the URL in the environment variable MEMFARM_BROKER instead and leave out --broker",
+            ctx=ctx, param=param)
+    return value
+
+
 def broker_option(required: bool = True):
     return click.option("--broker", envvar="MEMFARM_BROKER", required=required, default=None,
-                        help="Redis URL (redis://:password@host:6379/0); also MEMFARM_BROKER.")
+                        callback=refuse_password_on_command_line,
+                        help="Redis URL without a password (redis://HOST:6379/0); a URL with its password "
+                             "goes in MEMFARM_BROKER, never on the command line.")
 
 
 pass_cli = click.make_pass_decorator(CliContext)

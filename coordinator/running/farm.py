@@ -62,7 +62,8 @@ def run_meta(spec: RunSpec, system, *, broker: str) -> dict:
         "task_time_limit": task_time_limit(),
         "lost_grace_seconds": DEFAULT_LOST_GRACE_SECONDS,
         "system": spec.system_name,
-        "system_settings": spec.system_settings(),
+        # where a worker keeps its store is the worker's own (workers.run_settings): the run only says whether
+        "system_settings": {k: v for k, v in spec.system_settings().items() if k != "embedding_store"},
         "retrieval_mode": context["system_config"].get("retrieval_mode"),
         "rebuild_cache": spec.rebuild_cache,
         "top_k": spec.top_k,

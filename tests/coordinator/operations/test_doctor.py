@@ -52,7 +52,7 @@ def _lines(output: str) -> dict[str, str]:
 
 
 def test_a_healthy_machine_passes(redis_server, tmp_path):
-    result = CliRunner().invoke(main, ["doctor", "--broker", redis_server.url, "--cache-dir", str(tmp_path / "cache")])
+    result = CliRunner().invoke(main, ["doctor", "--cache-dir", str(tmp_path / "cache")], env={"MEMFARM_BROKER": redis_server.url})
     assert result.exit_code == 0, result.output
     status = _lines(result.output)
     for name in ("python", "packages", "torch", "model", "redis", "persistence", "queue", "cache disk"):
@@ -68,7 +68,7 @@ def test_a_healthy_machine_passes(redis_server, tmp_path):
 def test_a_wrong_password_or_port_is_a_fail_with_its_fix(redis_server, tmp_path, broken, message):
     url = redis_server.url.replace(redis_server.password, "wrong") if broken == "password" else \
         f"redis://:x@127.0.0.1:{free_port()}/0"
-    result = CliRunner().invoke(main, ["doctor", "--quick", "--broker", url, "--cache-dir", str(tmp_path)])
+    result = CliRunner().invoke(main, ["doctor", "--quick", "--cache-dir", str(tmp_path)], env={"MEMFARM_BROKER": url})
     assert result.exit_code == 1
     assert _lines(result.output)["redis"] == "FAIL" and message in result.output
     assert "fix:" in result.output and "1 FAIL" in result.output
@@ -76,7 +76,7 @@ def test_a_wrong_password_or_port_is_a_fail_with_its_fix(redis_server, tmp_path,
 
 def test_a_full_cache_disk_is_a_fail(redis_server, tmp_path, monkeypatch):
     with full_disk(tmp_path / "tiny") as disk:
-        result = CliRunner().invoke(main, ["doctor", "--quick", "--broker", redis_server.url, "--cache-dir", str(disk)])
+        result = CliRunner().invoke(main, ["doctor", "--quick", "--cache-dir", str(disk)], env={"MEMFARM_BROKER": redis_server.url})
         assert result.exit_code == 1 and _lines(result.output)["cache disk"] == "FAIL"
         assert "0.0 GiB free" in result.output
         # below the free-space threshold or not, a disk that takes no write is refused for that reason
@@ -87,8 +87,9 @@ def test_a_full_cache_disk_is_a_fail(redis_server, tmp_path, monkeypatch):
 
 def test_a_worker_refuses_to_start_on_a_failed_check(redis_server, tmp_path):
     with full_disk(tmp_path / "tiny") as disk:
-        worker = subprocess.run([sys.executable, "-m", "coordinator.cli", "worker", "--broker", redis_server.url,
-                                 "--cache-dir", str(disk)], cwd=REPO, capture_output=True, text=True, timeout=120)
+        worker = subprocess.run([sys.executable, "-m", "coordinator.cli", "worker", "--cache-dir", str(disk)], cwd=REPO,
+                                env=dict(os.environ, MEMFARM_BROKER=redis_server.url), capture_output=True, text=True,
+                                timeout=120)
     assert worker.returncode == 2
     assert "FAIL  cache disk" in worker.stderr and "worker not started: 1 check(s) failed" in worker.stderr
 

@@ -44,8 +44,8 @@ def test_a_run_naming_code_the_worker_was_not_given_is_refused_before_import(far
     ledger = RunLedger(connect(server.url))
     runs = {}
     for run_id, system in (("evil-file", f"{evil}:Evil"), ("evil-module", "os:getpid")):
-        result = CliRunner().invoke(main, ["submit", "longmemeval", "--dataset", str(data), "--broker", server.url,
-                                           "--run-id", run_id])
+        result = CliRunner().invoke(main, ["submit", "longmemeval", "--dataset", str(data), "--run-id", run_id],
+                                    env={"MEMFARM_BROKER": server.url})
         assert result.exit_code == 0, result.output
         meta = ledger.meta(run_id)
         meta["system"] = system  # what anyone with write access to Redis could do
@@ -66,8 +66,9 @@ def test_an_allowed_user_system_runs_on_the_farm(farm, tmp_path):
     spy = REPO / "tests" / "adapters" / "systems" / "spy_system.py"
     data = write_dataset(tmp_path / "d.json", questions=2, seed=1, scale=0.04)
     worker("allowing", "--allow-system", f"{spy}:Misbehaving")
-    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--broker", server.url,
-                                       "--system", f"{spy}:Misbehaving", "--output", str(tmp_path / "r.json")])
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data),
+                                       "--system", f"{spy}:Misbehaving", "--output", str(tmp_path / "r.json")],
+                                env={"MEMFARM_BROKER": server.url})
     assert result.exit_code == 0, result.output
     results = json.loads((tmp_path / "r.json").read_text())
     assert results["system"] == "misbehaving" and results["failed"] == 0
@@ -114,9 +115,9 @@ def test_no_password_in_any_file_key_log_or_command_line(farm, tmp_path, monkeyp
     data = write_dataset(tmp_path / "d.json", questions=3, seed=4, scale=0.04)
     w = worker("w1")
     for _ in range(2):
-        args = ["-v", "run", "longmemeval", "--dataset", str(data), "--broker", server.url]
+        args = ["-v", "run", "longmemeval", "--dataset", str(data)]
         monkeypatch.setattr(sys, "argv", ["memfarm", *args])  # the command line every results file records
-        result = CliRunner().invoke(main, args)
+        result = CliRunner().invoke(main, args, env={"MEMFARM_BROKER": server.url})
         assert result.exit_code == 0, result.output
         assert PASSWORD not in result.output
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--output", "results/local.json"])
@@ -185,8 +186,8 @@ def test_cluster_users_have_least_privilege_and_a_farm_run_works_with_them(tmp_p
         state = json.loads((state_dir / "cluster.json").read_text())
         assert set(state["brokers"]) == {"coordinator", "worker", "monitor"}
         data = write_dataset(tmp_path / "d.json", questions=2, seed=3, scale=0.04)
-        run = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--broker", state["broker"],
-                                        "--output", str(tmp_path / "r.json")])
+        run = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data),
+                                        "--output", str(tmp_path / "r.json")], env={"MEMFARM_BROKER": state["broker"]})
         assert run.exit_code == 0, run.output + (state_dir / "logs" / "worker1.log").read_text()[-3000:]
         worker = redis.Redis.from_url(state["brokers"]["worker"])
         with pytest.raises(redis.exceptions.NoPermissionError):  # even the coordinator keeps to the farm's keys
@@ -230,8 +231,8 @@ def test_a_tls_cluster_refuses_plain_clients_and_runs_over_rediss(tmp_path, monk
         for name in ("MEMFARM_TLS_CERT", "MEMFARM_TLS_KEY"):
             monkeypatch.setenv(name, state["tls"][name])
         data = write_dataset(tmp_path / "d.json", questions=2, seed=3, scale=0.04)
-        run = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--broker", state["broker"],
-                                        "--output", str(tmp_path / "r.json")])
+        run = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data),
+                                        "--output", str(tmp_path / "r.json")], env={"MEMFARM_BROKER": state["broker"]})
         assert run.exit_code == 0, run.output + (state_dir / "logs" / "worker1.log").read_text()[-3000:]
         manifest = json.loads((tmp_path / "r.manifest.json").read_text())
         assert manifest["farm"]["broker"].startswith("rediss://coordinator:***@")
@@ -258,7 +259,7 @@ def test_a_hub_for_other_machines_listens_on_the_given_address_over_tls(tmp_path
         for name, path in state["tls"].items():
             monkeypatch.setenv(name, path)
         assert connect(remote).ping(), "the server certificate names the bound address"
-        doctor = CliRunner().invoke(main, ["doctor", "--quick", "--broker", remote, "--cache-dir", str(tmp_path)])
+        doctor = CliRunner().invoke(main, ["doctor", "--quick", "--cache-dir", str(tmp_path)], env={"MEMFARM_BROKER": remote})
         assert "OK    redis" in doctor.output and "over TLS" in doctor.output
         # the hub's machine reboots: `cluster restart` brings back the same Redis, users, certificates and data
         connect(state["broker"]).set("memfarm:survivor", "yes")

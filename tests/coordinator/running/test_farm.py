@@ -55,7 +55,7 @@ def _comparable(records):
 
 
 def _submit(broker, dataset, *extra):
-    result = CliRunner().invoke(main, ["submit", "longmemeval", "--dataset", str(dataset), "--broker", broker, *extra])
+    result = CliRunner().invoke(main, ["submit", "longmemeval", "--dataset", str(dataset), *extra], env={"MEMFARM_BROKER": broker})
     assert result.exit_code == 0, result.output
     return result.output.strip().splitlines()[-1]
 
@@ -70,8 +70,8 @@ def test_two_workers_give_the_local_records(redis_server, workers, data, local_r
         workers(redis_server.url, name).wait_ready()
     out = tmp_path / "farm.json"
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data["small"]), "--questions",
-                                       str(data["questions"]), "--broker", redis_server.url, "--output", str(out),
-                                       "--cache-dir", str(tmp_path / "unused"), "--no-embedding-store"])
+                                       str(data["questions"]), "--output", str(out),
+                                       "--cache-dir", str(tmp_path / "unused"), "--no-embedding-store"], env={"MEMFARM_BROKER": redis_server.url})
     assert result.exit_code == 0, result.output
     # off a terminal: one line per change of the counts, each with an ETA; the warning once
     progress = [line for line in result.stderr.splitlines() if line.startswith("run ") and "finished:" in line]
@@ -154,14 +154,14 @@ def test_a_poison_item_fails_for_good_then_requeue_runs_it(redis_server, workers
     assert state["done"] == 3 and state["final_failures"] == 1
     assert ledger.attempts(run_id)[poison] == 2
     assert "InvalidTextError" in ledger.info(run_id, poison)["error"]
-    result = CliRunner().invoke(main, ["reduce", run_id, "--broker", redis_server.url, "--output", str(tmp_path / "r.json")])
+    result = CliRunner().invoke(main, ["reduce", run_id, "--output", str(tmp_path / "r.json")], env={"MEMFARM_BROKER": redis_server.url})
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "r.manifest.json").read_text())
     assert [f["item_id"] for f in manifest["farm"]["failures"]] == [poison]
     assert "InvalidTextError" in manifest["failures"][0]["error"]
 
     ledger.r.set(key, good_payload)
-    result = CliRunner().invoke(main, ["requeue", run_id, "--failed", "--broker", redis_server.url])
+    result = CliRunner().invoke(main, ["requeue", run_id, "--failed"], env={"MEMFARM_BROKER": redis_server.url})
     assert result.exit_code == 0 and "requeued 1" in result.output
     state = watch(ledger, app, run_id, timeout=180)
     assert state["done"] == 4 and state["failed"] == 0
@@ -172,8 +172,8 @@ def test_resume_after_the_coordinator_died(redis_server, workers, data, tmp_path
     ledger = RunLedger(connect(redis_server.url))
     coordinator = subprocess.Popen(
         [sys.executable, "-m", "coordinator.cli", "run", "longmemeval", "--dataset", str(data["small"]),
-         "--broker", redis_server.url, "--run-id", "dying-run", "--output", str(tmp_path / "never.json")],
-        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         "--run-id", "dying-run", "--output", str(tmp_path / "never.json")],
+        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO), MEMFARM_BROKER=redis_server.url), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(lambda: ledger.r.exists("memfarm:dying-run:meta") and
              sum(s == "done" for s in ledger.states("dying-run").values()) >= 2, what="two items done")
     coordinator.kill()
@@ -181,7 +181,7 @@ def test_resume_after_the_coordinator_died(redis_server, workers, data, tmp_path
     done_before = {i: ledger.info("dying-run", i)["finished_at"]
                    for i, s in ledger.states("dying-run").items() if s == "done"}
     out = tmp_path / "resumed.json"
-    result = CliRunner().invoke(main, ["resume", "dying-run", "--broker", redis_server.url, "--output", str(out)])
+    result = CliRunner().invoke(main, ["resume", "dying-run", "--output", str(out)], env={"MEMFARM_BROKER": redis_server.url})
     assert result.exit_code == 0, result.output
     for item_id, finished in done_before.items():
         assert ledger.info("dying-run", item_id)["finished_at"] == finished, f"{item_id} ran again"
@@ -229,7 +229,7 @@ def test_the_farm_runs_the_system_it_was_given(redis_server, workers, data, tmp_
     local = CliRunner().invoke(main, [*args, "--output", str(tmp_path / "local.json")])
     assert local.exit_code == 0, local.output
     workers(redis_server.url, "w1").wait_ready()
-    farm = CliRunner().invoke(main, [*args, "--broker", redis_server.url, "--output", str(tmp_path / "farm.json")])
+    farm = CliRunner().invoke(main, [*args, "--output", str(tmp_path / "farm.json")], env={"MEMFARM_BROKER": redis_server.url})
     assert farm.exit_code == 0, farm.output
     local_results, farm_results = (json.loads((tmp_path / f).read_text()) for f in ("local.json", "farm.json"))
     assert farm_results["system"] == "adamem" and farm_results["retrieval_mode"] == "adamem:semantic_only"
@@ -239,7 +239,7 @@ def test_the_farm_runs_the_system_it_was_given(redis_server, workers, data, tmp_
 
 def test_wrong_redis_password_is_one_clear_line(redis_server):
     wrong = redis_server.url.replace("s3cret-test-pass", "nope")
-    result = CliRunner().invoke(main, ["status", "any-run", "--broker", wrong])
+    result = CliRunner().invoke(main, ["status", "any-run"], env={"MEMFARM_BROKER": wrong})
     assert result.exit_code == 2
     assert "refused the credentials" in result.output and "nope" not in result.output
     missing = redis_server.url.replace(":s3cret-test-pass@", "")
@@ -255,9 +255,10 @@ def test_flower_answers_with_credentials_and_refuses_without(redis_server, tmp_p
     from coordinator.operations.processes import free_port
 
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(REPO), MEMFARM_FLOWER_USER="admin", MEMFARM_FLOWER_PASSWORD="pw-123")
+    env = dict(os.environ, PYTHONPATH=str(REPO), MEMFARM_FLOWER_USER="admin", MEMFARM_FLOWER_PASSWORD="pw-123",
+               MEMFARM_BROKER=redis_server.url)
     log = tmp_path / "flower.log"
-    flower = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "flower", "--broker", redis_server.url,
+    flower = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "flower",
                                "--port", str(port)], cwd=REPO, env=env, stdout=open(log, "ab"),
                               stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/api/workers"
@@ -315,7 +316,7 @@ def test_full_mode_with_weights_runs_the_same_on_the_farm(redis_server, workers,
     local = CliRunner().invoke(main, [*common, "--output", str(tmp_path / "local.json")])
     assert local.exit_code == 0, local.output
     workers(redis_server.url, "w1").wait_ready()
-    farm = CliRunner().invoke(main, [*common, "--broker", redis_server.url, "--output", str(tmp_path / "farm.json")])
+    farm = CliRunner().invoke(main, [*common, "--output", str(tmp_path / "farm.json")], env={"MEMFARM_BROKER": redis_server.url})
     assert farm.exit_code == 0, farm.output
     local_results = json.loads((tmp_path / "local.json").read_text())
     farm_results = json.loads((tmp_path / "farm.json").read_text())
@@ -378,8 +379,8 @@ def test_a_data_error_the_adapter_does_not_anticipate_fails_one_record(redis_ser
     local = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(bad), "--output", str(tmp_path / "l.json")])
     assert local.exit_code == 0, local.output
     workers(redis_server.url, "w1").wait_ready()
-    farm = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(bad), "--broker", redis_server.url,
-                                     "--output", str(tmp_path / "f.json")])
+    farm = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(bad), "--output", str(tmp_path / "f.json")],
+                              env={"MEMFARM_BROKER": redis_server.url})
     assert farm.exit_code == 0, farm.output
     for name in ("l.json", "f.json"):
         results = json.loads((tmp_path / name).read_text())
@@ -405,16 +406,16 @@ def test_runs_lists_forget_removes_and_reduce_sets_the_expiry(redis_server, work
     workers(redis_server.url, "w1").wait_ready()
     out = tmp_path / "r.json"
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data["small"]), "--limit", "2",
-                                       "--broker", redis_server.url, "--run-id", "kept", "--output", str(out)])
+                                       "--run-id", "kept", "--output", str(out)], env={"MEMFARM_BROKER": redis_server.url})
     assert result.exit_code == 0, result.output
     ledger = RunLedger(connect(redis_server.url))
     assert all(0 < ledger.r.ttl(k) <= 600 for k in ledger.run_keys("kept"))
     _submit(redis_server.url, data["small"], "--limit", "2", "--run-id", "busy")
-    listing = CliRunner().invoke(main, ["runs", "--broker", redis_server.url])
+    listing = CliRunner().invoke(main, ["runs"], env={"MEMFARM_BROKER": redis_server.url})
     assert listing.exit_code == 0 and "kept" in listing.output and "reduced" in listing.output, listing.output
-    refused = CliRunner().invoke(main, ["forget", "busy", "--broker", redis_server.url])
+    refused = CliRunner().invoke(main, ["forget", "busy"], env={"MEMFARM_BROKER": redis_server.url})
     assert refused.exit_code == 2 and "still in progress" in refused.output
-    forced = CliRunner().invoke(main, ["forget", "busy", "--force", "--broker", redis_server.url])
+    forced = CliRunner().invoke(main, ["forget", "busy", "--force"], env={"MEMFARM_BROKER": redis_server.url})
     assert forced.exit_code == 0 and ledger.run_keys("busy") == [] and ledger.run_keys("kept")
 
 
@@ -440,8 +441,8 @@ def test_shared_embeddings_let_a_fresh_worker_encode_nothing_another_encoded(red
     def run(name):
         out = tmp_path / f"{name}.json"
         result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data["small"]), "--questions",
-                                           str(data["questions"]), "--broker", redis_server.url, "--output", str(out),
-                                           "--shared-embeddings"])
+                                           str(data["questions"]), "--output", str(out),
+                                           "--shared-embeddings"], env={"MEMFARM_BROKER": redis_server.url})
         assert result.exit_code == 0, result.output
         assert re.search(r"staged \d+ session occurrences as \d+ distinct .*; redis holds [\d.]+ MiB", result.output)
         return json.loads(out.read_text()), json.loads((tmp_path / f"{name}.manifest.json").read_text())

@@ -94,11 +94,11 @@ def test_submit_reads_the_embedding_signature_without_loading_the_model(redis_se
     """A staged run's metadata carries the real model's signature, yet the coordinator never imports torch."""
     data = write_dataset(tmp_path / "d.json", questions=2, seed=1, scale=0.05)
     code = ("import sys, json; from click.testing import CliRunner; from coordinator.cli import main;"
-            "r = CliRunner().invoke(main, ['submit', 'longmemeval', '--dataset', sys.argv[1], '--broker', sys.argv[2],"
+            "r = CliRunner().invoke(main, ['submit', 'longmemeval', '--dataset', sys.argv[1],"
             " '--run-id', 'sig']); print(json.dumps([r.exit_code, 'torch' in sys.modules,"
             " 'sentence_transformers' in sys.modules]))")
-    proc = subprocess.run([sys.executable, "-c", code, str(data), redis_server.url], cwd=REPO, capture_output=True,
-                          text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    proc = subprocess.run([sys.executable, "-c", code, str(data)], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO), MEMFARM_BROKER=redis_server.url))
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [0, False, False], proc.stderr
     from coordinator.running.ledger import RunLedger, connect
 

@@ -1,0 +1,92 @@
+"""A run's system settings as a worker takes them from Redis: checked like any other input.
+
+Whoever holds a worker's Redis password can rewrite a run's metadata, so nothing in it is trusted
+for where a worker writes: a path is the worker's own to choose (its embedding store lies in its
+cache dir, `workers.tasks`), and a run that names one outside that dir is refused. Every other
+setting is typed and bounded as the command line bounds it (the engine's own settings by
+`memoria.settings.MemoriaSettings`), and a setting the system does not take is refused, so a
+rewritten run fails with a line that names the field instead of reaching the system's constructor.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import fields
+from pathlib import Path
+
+from adapters.defaults import EMBEDDER_BACKENDS
+from adapters.errors import MemfarmError
+from adapters.systems import SYSTEMS
+from memoria import defaults as engine
+from memoria.errors import SettingsError
+from memoria.settings import MemoriaSettings
+
+#: The least value of each whole-number setting (the command line's bounds).
+_MINIMUM = {"batch_size": 1, "max_workers": 1, "max_seq_length": 8}
+_ENGINE_FIELDS = frozenset(spec.name for spec in fields(MemoriaSettings))
+
+
+def checked_settings(meta: dict, cache_dir: str | None) -> dict:
+    """The run's `system_settings`, each checked; MemfarmError names the field and what is wrong with it.
+
+    A user's system (`file.py:Class`) is built with no arguments, so it gets none."""
+    settings = meta.get("system_settings")
+    if not isinstance(settings, dict):
+        raise MemfarmError(f"run setting system_settings: expected an object, got {type(settings).__name__}")
+    info = SYSTEMS.get(meta.get("system"))
+    if info is None:
+        return {}
+    checked = {}
+    for name, value in settings.items():
+        if name not in info.settings:
+            raise MemfarmError(f"run setting {name!r}: system {info.name} takes no such setting")
+        if value is not None:
+            checked[name] = _checked(name, value, cache_dir)
+    try:
+        MemoriaSettings().updated(**{k: v for k, v in checked.items() if k in _ENGINE_FIELDS})
+    except SettingsError as exc:
+        raise MemfarmError(f"run setting {exc.field}: {exc.problem}") from None
+    return checked
+
+
+def _checked(name: str, value, cache_dir: str | None):
+    if name in _MINIMUM:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < _MINIMUM[name]:
+            raise MemfarmError(f"run setting {name}: expected a whole number of at least {_MINIMUM[name]}, "
+                               f"got {value!r}")
+        return int(value)
+    if name == "mode":
+        return _choice(name, value, sorted(engine.MODE_SOURCES))
+    if name == "embedder_backend":
+        return _choice(name, value, EMBEDDER_BACKENDS)
+    if name == "ablation":
+        from adapters.systems.adamem import ABLATIONS
+
+        return _choice(name, value, sorted(ABLATIONS))
+    if name == "without":
+        if not isinstance(value, (list, tuple)) or not all(isinstance(part, str) for part in value):
+            raise MemfarmError(f"run setting without: expected a list of part names, got {value!r}")
+        return tuple(value)
+    if name == "embedding_store":
+        return str(_own_path(name, value, cache_dir))
+    return value  # an engine setting: MemoriaSettings checks it
+
+
+def _choice(name: str, value, choices) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise MemfarmError(f"run setting {name}: choose from {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _own_path(name: str, value, cache_dir: str | None) -> Path:
+    """`value` as a path inside this worker's cache dir; refused anywhere else (links and `..` resolved)."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise MemfarmError(f"run setting {name}: expected a path, got {value!r}")
+    if not cache_dir:
+        raise MemfarmError(f"run setting {name}: the path {value!r} is not in this worker's directories (it has no "
+                           "cache dir); a run cannot choose where a worker writes")
+    own, path = Path(cache_dir).resolve(), Path(value).resolve()
+    if not path.is_relative_to(own):
+        raise MemfarmError(f"run setting {name}: the path {value!r} lies outside this worker's cache dir {own}; "
+                           "a run cannot choose where a worker writes")
+    return path
