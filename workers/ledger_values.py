@@ -18,6 +18,7 @@ import zlib
 import redis
 
 from adapters.errors import MemfarmError
+from adapters.terminal import printable
 
 logger = logging.getLogger(__name__)
 
@@ -26,13 +27,6 @@ logger = logging.getLogger(__name__)
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024
 #: The most a run's plain JSON metadata may hold (a real one is a few KiB).
 MAX_META_BYTES = 1024 * 1024
-
-
-def printable(value) -> str:
-    """`value` as text that is safe on a terminal: control characters (C0, DEL, C1), line and paragraph
-    separators and format characters (bidirectional overrides) shown as escapes, so an id read from a
-    dataset or from Redis cannot move the cursor, retitle the window or fake a line."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in str(value))
 
 
 class LedgerValueError(MemfarmError):

@@ -74,7 +74,7 @@ def status(cli, run_id, broker, follow, interval):
 def requeue_command(cli, run_id, broker, failed, stale, stale_after):
     """Put failed or stale items of a run back on the queue."""
     from coordinator.running.farm import requeue
-    from coordinator.running.progress import printable
+    from adapters.terminal import printable
 
     if not failed and not stale:
         raise click.UsageError("say what to requeue: --failed and/or --stale")
@@ -115,7 +115,7 @@ def reduce_command(cli, run_id, broker, output):
 def runs_command(cli, broker):
     """Every run in this redis: state, counts and age."""
     from coordinator.running.farm import run_summaries
-    from coordinator.running.progress import printable
+    from adapters.terminal import printable
 
     ledger, _ = cli.connect(broker)
     rows = run_summaries(ledger)

@@ -18,6 +18,7 @@ import click
 
 from adapters.defaults import SCORING_PROFILES, profile_name
 from adapters.errors import MemfarmError
+from adapters.terminal import printable
 from memoria.errors import MemoriaError
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class _Cli(click.Group):
         try:
             return super().invoke(ctx)
         except (MemfarmError, MemoriaError) as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {printable(exc)}", err=True)
             sys.exit(2)
 
 

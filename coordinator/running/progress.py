@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from workers.ledger_values import printable
+from adapters.terminal import printable
 
 BAR_WIDTH = 30
 

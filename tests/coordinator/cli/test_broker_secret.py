@@ -110,3 +110,16 @@ def test_the_compose_health_check_passes_no_password_as_an_argument():
     command = test if isinstance(test, str) else " ".join(test)
     assert 'REDISCLI_AUTH="$MONITOR_PASSWORD" redis-cli --user monitor ping' in command.replace("$$", "$")
     assert " -a " not in f" {command} " and "--pass" not in command and "-u " not in command
+
+
+def test_an_error_line_shows_control_characters_escaped(tmp_path):
+    """A file name carrying a terminal escape reaches the error line escaped, not raw."""
+    from click.testing import CliRunner
+
+    from coordinator.cli import main
+
+    bad = tmp_path / "x\x1b]0;owned\x07.json"
+    bad.write_text("[1]")
+    result = CliRunner().invoke(main, ["analyze", str(bad)])
+    assert result.exit_code == 2, result.output
+    assert "\x1b" not in result.output and "\\x1b]0;owned\\x07" in result.output
