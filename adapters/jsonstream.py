@@ -51,6 +51,7 @@ _STEP[ord("]")] = _STEP[ord("}")] = -1
 #: Escaped quotes a body may hold before one regex pass is cheaper than a loop over them.
 _FEW_ESCAPED_QUOTES = 64
 _ESCAPES = re.compile(rb'\\[\\"]')
+_BACKSLASH_QUOTE = re.compile(rb'\\"')
 #: Escapes, quotes and brackets: the exact (slower) reading that says where a limit was crossed.
 _TOKENS = re.compile(rb'\\.|["\[\]{}]', re.S)
 
@@ -187,17 +188,18 @@ def _structure(body: bytes) -> bytes:
     """The quotes and brackets of `body`, in order, without its escaped quotes (`\\"`, after an odd run of
     backslashes). `body` never ends inside a run of backslashes (`_held_back` keeps a run whole)."""
     pieces, start, seen = [], 0, 0
-    at = body.find(b'\\"')
-    while at >= 0:
+    for match in _BACKSLASH_QUOTE.finditer(body):  # a regex finds these faster than bytes.find
+        quote = match.end() - 1
+        if (quote - _run_start(body, quote)) % 2 == 0:
+            continue  # an escaped backslash, then a real quote
         seen += 1
         if seen > _FEW_ESCAPED_QUOTES:  # many: one pass that drops every escaped backslash and quote
             pieces.append(_ESCAPES.sub(b"", body[start:]).translate(None, _NOT_STRUCTURE))
             return b"".join(pieces)
-        quote = at + 1
-        if (quote - _run_start(body, quote)) % 2 == 1:
-            pieces.append(body[start:quote].translate(None, _NOT_STRUCTURE))
-            start = quote + 1
-        at = body.find(b'\\"', quote + 1)
+        pieces.append(body[start:quote].translate(None, _NOT_STRUCTURE))
+        start = quote + 1
+    if not pieces:
+        return body.translate(None, _NOT_STRUCTURE)
     pieces.append(body[start:].translate(None, _NOT_STRUCTURE))
     return b"".join(pieces)
 
@@ -233,17 +235,18 @@ class _Gauge:
         parts = _structure(body).split(b'"')
         brackets = b"".join(parts[1::2] if self.in_string else parts[0::2])
         depths = list(accumulate(map(_STEP.__getitem__, brackets), initial=self.depth))
-        if max(depths) > self.max_depth or self._too_many(depths):
+        open_count = self._containers_left_open(depths)
+        if max(depths) > self.max_depth or open_count is None:
             crossed = self._locate(body)
             if crossed is not None:
                 return crossed
-        self.depth = depths[-1]
+        self.depth, self.containers = depths[-1], open_count or 0
         self.in_string ^= len(parts) % 2 == 0
         return None
 
-    def _too_many(self, depths: list[int]) -> bool:
-        """Whether an element ending in, or still open after, these depths holds too many containers; keeps
-        the count of the element left open. Between two returns to depth 1 lies one whole element."""
+    def _containers_left_open(self, depths: list[int]) -> int | None:
+        """The containers of the element still open after these depths, or None when an element holds too
+        many. Between two returns to depth 1 lies one whole element."""
         count, last = self.containers, 0
         while True:
             try:
@@ -251,11 +254,10 @@ class _Gauge:
             except ValueError:
                 break
             if count + (end - last + depths[end] - depths[last]) // 2 > self.max_containers:
-                return True
+                return None
             count, last = 0, end
         count += (len(depths) - 1 - last + depths[-1] - depths[last]) // 2
-        self.containers = count
-        return count > self.max_containers
+        return count if count <= self.max_containers else None
 
     def _locate(self, body: bytes) -> tuple[int, str] | None:
         depth, in_string, count = self.depth, self.in_string, self.containers

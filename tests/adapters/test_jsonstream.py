@@ -217,6 +217,24 @@ def test_limits_count_real_nesting_only_whatever_the_cut(tmp_path_factory, eleme
     assert jsonstream.nesting_depth(path.read_bytes()) == _depth(elements)
 
 
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_many_escaped_quotes_around_brackets_never_count_as_nesting(tmp_path, chunk):
+    """Past a few dozen escaped quotes in one read, they are dropped in one regex pass: the same answer."""
+    text = '\\"[{' * 500 + '\\\\"' + "]" * 3 + '\\\\\\"' * 200
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps([{"t": text}, [[["x"]]], {"t": text}]))
+    assert jsonstream.nesting_depth(path.read_bytes()) == 4
+    saved = jsonstream._CHUNK, jsonstream.MAX_JSON_DEPTH
+    jsonstream._CHUNK = chunk
+    try:
+        assert list(iter_array(path)) == json.loads(path.read_text())
+        jsonstream.MAX_JSON_DEPTH = 3
+        with pytest.raises(DatasetError, match="element 1 is nested more than 3 levels deep"):
+            list(iter_array(path))
+    finally:
+        jsonstream._CHUNK, jsonstream.MAX_JSON_DEPTH = saved
+
+
 def test_a_deeply_nested_line_is_a_named_problem_not_a_crash(tmp_path):
     lines = tmp_path / "r.jsonl"
     lines.write_text('{"question_id": "a", "ranked": []}\n{"question_id": ' + "[" * 50_000 + "]" * 50_000
