@@ -50,9 +50,9 @@ MAX_SESSIONS_PER_ITEM = 5_000
 MAX_TURNS_PER_ITEM = 100_000
 
 #: Deepest nesting of objects and arrays read from a user's JSON (datasets, rankings lines, results,
-#: question and weights files), the top level counting as 1. A LongMemEval item is 5 levels deep inside
-#: its file, a LoCoMo item 6; deeper input is refused before it is parsed (ijson's memory grows with the
-#: square of the depth, and Python's recursion limit ends every reader near 1,000).
+#: question and weights files), the top level counting as 1. The LongMemEval file is 5 levels deep, the
+#: LoCoMo file 7 (its observations); deeper input is refused before it is parsed (ijson's memory grows with
+#: the square of the depth, and Python's recursion limit ends every reader near 1,000).
 MAX_JSON_DEPTH = 100
 
 #: Most objects and arrays one element of a streamed dataset may hold: room for the session and turn
