@@ -69,7 +69,7 @@ def damage(draw):
         data[index] = draw(WRONG)
     elif kind == "deep_id":  # past the limit, below the depth at which json.dumps itself gives up
         deep = "x"
-        for _ in range(draw(st.integers(MAX_JSON_DEPTH, 900))):
+        for _ in range(draw(st.integers(MAX_JSON_DEPTH, 600))):
             deep = [deep]
         question["question_id"] = deep
     elif kind == "many_sessions":  # tiny sessions, one past the limit or a few more
