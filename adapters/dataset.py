@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from adapters.contracts import Item
-from adapters.defaults import MAX_TEXT_CHARS
+from adapters.defaults import MAX_SESSIONS_PER_ITEM, MAX_TEXT_CHARS, MAX_TURNS_PER_ITEM
 from adapters.errors import DatasetError
 from adapters.jsonstream import iter_array
 from adapters.registry import Benchmark
@@ -46,6 +46,17 @@ def check_list(value, where: str, field: str, item_type: type | None = None) -> 
         raise BadField(f"{where}: field {field!r} holds a {type(wrong[0]).__name__}, not only "
                        f"{item_type.__name__}s", field)
     return value
+
+
+def check_size(where: str, sessions: int, turns: int, field: str) -> None:
+    """A BadField naming the count when an item holds more sessions or turns than the harness takes
+    (`MAX_SESSIONS_PER_ITEM`, `MAX_TURNS_PER_ITEM`): checked before anything is built from the item, so what
+    staging and a worker hold for one item stays bounded whatever the file."""
+    if sessions > MAX_SESSIONS_PER_ITEM:
+        raise BadField(f"{where}: holds {sessions} sessions, more than the {MAX_SESSIONS_PER_ITEM} an item may hold",
+                       field)
+    if turns > MAX_TURNS_PER_ITEM:
+        raise BadField(f"{where}: holds {turns} turns, more than the {MAX_TURNS_PER_ITEM} an item may hold", field)
 
 
 def capped(text: str, stats: dict) -> str:

@@ -41,6 +41,25 @@ DEFAULT_OBJECTIVE = "session:ndcg_any@10"
 #: file, and counted. The real LongMemEval-S file's longest turns are a few tens of thousands.
 MAX_TEXT_CHARS = 100_000
 
+#: Most sessions one item may hold. LongMemEval-M has about 500 a question, LoCoMo about 30 a conversation;
+#: an item with more fails, naming its count, before anything is built from it (a million one-character
+#: sessions took 3 GB in `submit` and in a worker).
+MAX_SESSIONS_PER_ITEM = 5_000
+
+#: Most turns one item may hold, over all its sessions (LongMemEval-M: about 5,000; LoCoMo: about 700).
+MAX_TURNS_PER_ITEM = 100_000
+
+#: Deepest nesting of objects and arrays read from a user's JSON (datasets, rankings lines, results,
+#: question and weights files), the top level counting as 1. The LongMemEval file is 5 levels deep, the
+#: LoCoMo file 7 (its observations); deeper input is refused before it is parsed (ijson's memory grows with
+#: the square of the depth, and Python's recursion limit ends every reader near 1,000).
+MAX_JSON_DEPTH = 100
+
+#: Most objects and arrays one element of a streamed dataset may hold: room for the session and turn
+#: limits above twice over. Counted on the bytes while streaming, so an element far past the item limits
+#: is refused before it is held whole (a session of one turn costs two containers).
+MAX_ELEMENT_CONTAINERS = 2 * (MAX_SESSIONS_PER_ITEM + MAX_TURNS_PER_ITEM)
+
 #: Entries a system's `context()` block packs on LoCoMo and LongMemEval-S (AdaMem's answer support and
 #: prompt tokens); AdaMem episodes pack each query's own top_k.
 CONTEXT_ENTRIES = 10

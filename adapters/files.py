@@ -11,7 +11,9 @@ import json
 import os
 from pathlib import Path
 
+from adapters.defaults import MAX_JSON_DEPTH
 from adapters.errors import MemfarmError
+from adapters.jsonstream import nesting_depth
 from adapters.redaction import redact
 from memoria.checksums import file_sha256
 
@@ -30,11 +32,16 @@ def read_json(path: str | Path, what: str = "JSON file", error: type[MemfarmErro
     Raises `error` (the caller's kind: `DatasetError`, `ResultsError`, ...) naming the file, `what` it
     should hold and what was wrong: missing, unreadable, not UTF-8 JSON, or, with `top` (`dict` or
     `list`), a top level of another type. A byte order mark before the value is no part of it (some
-    editors write one)."""
+    editors write one). Nesting past `MAX_JSON_DEPTH` is refused before parsing: Python's parser would end
+    in a RecursionError."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise error(f"{path}: cannot read the {what}: {exc.strerror or exc}") from exc
+    if nesting_depth(raw) > MAX_JSON_DEPTH:
+        raise error(f"{path}: cannot read the {what}: nested more than {MAX_JSON_DEPTH} levels deep")
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError both say where
         raise error(f"{path}: cannot read the {what}: not valid UTF-8 JSON ({exc})") from exc
     if top is not None and not isinstance(data, top):

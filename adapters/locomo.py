@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
-from adapters.dataset import BadField, StreamedDataset, capped, check_text, reading
+from adapters.dataset import BadField, StreamedDataset, capped, check_size, check_text, reading
 from adapters.defaults import DEFAULT_SCORING_PROFILE
 from adapters.registry import BENCHMARKS
 
@@ -79,6 +79,9 @@ class LoCoMo(StreamedDataset):
             raise BadField(f"conversation {cid}: missing or malformed field 'conversation'", "conversation")
         if not isinstance(qa, list):
             raise BadField(f"conversation {cid}: missing or malformed field 'qa'", "qa")
+        sessions = [value for key, value in conversation.items() if _SESSION_KEY.match(key)]
+        check_size(f"conversation {cid}", len(sessions), sum(len(s) for s in sessions if isinstance(s, list)),
+                   "conversation")
         with reading(f"conversation {cid}", "conversation"):
             turns, stats = self._turns(cid, conversation)
         known = {t["turn_id"] for t in turns}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
-from adapters.dataset import BadField, StreamedDataset, capped, check_list, check_text, reading
+from adapters.dataset import BadField, StreamedDataset, capped, check_list, check_size, check_text, reading
 from adapters.defaults import DEFAULT_SCORING_PROFILE, EXPECTED_TEXT_PROFILE
 from adapters.errors import DatasetError
 from adapters.files import read_json, write_json
@@ -108,6 +108,7 @@ class LongMemEval(StreamedDataset):
         check_text(raw.get("question_date"), where, "question_date", optional=True)
         ids = check_list(raw["haystack_session_ids"], where, "haystack_session_ids", str)
         sessions = check_list(raw["haystack_sessions"], where, "haystack_sessions", list)
+        check_size(where, len(sessions), sum(map(len, sessions)), "haystack_sessions")
         if len(ids) != len(sessions):
             raise BadField(f"{where}: haystack_session_ids and haystack_sessions differ in length "
                            f"({len(ids)} and {len(sessions)})", "haystack_sessions")

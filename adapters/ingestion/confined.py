@@ -5,6 +5,10 @@ or a home folder, a FIFO blocks a reader forever, a "note" can be tens of megaby
 So a file is resolved and checked against the resolved root *before* anything is
 opened, then opened one component at a time beneath the root with O_NOFOLLOW (a link
 swapped in after the check is refused, not followed) and read no further than a cap.
+A regular file with more than one name (a hard link) is refused too: a hard link is
+the file itself, not a path to it, so nothing above can tell a second name inside the
+root from one made for a secret outside it (`ln ~/.ssh/id_ed25519 vault/note.md`, or a
+tarball's link member unpacked by Python's tarfile without the `data` filter).
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ class RefusedFile(Exception):
 def file_kind(mode: int) -> str:
     """'a folder', 'a FIFO', ...: what a non-regular file is, for a skip reason."""
     return next((name for test, name in _FILE_KINDS if test(mode)), "an unknown kind of file")
+
+
+def _hard_link(names: int, label: str) -> str:
+    return (f"a hard link ({names} names): its other names may lie outside the {label}, so it is not read; "
+            "copy the file in instead")
 
 
 class ConfinedRoot:
@@ -68,6 +77,8 @@ class ConfinedRoot:
             raise RefusedFile(f"cannot be read ({exc.strerror or exc.__class__.__name__})") from None
         if not stat.S_ISREG(before.st_mode):
             raise RefusedFile(f"not a regular file ({file_kind(before.st_mode)})")
+        if before.st_nlink > 1:
+            raise RefusedFile(_hard_link(before.st_nlink, self.label))
         if before.st_size > max_bytes:
             raise RefusedFile(f"larger than {max_bytes} bytes ({before.st_size})")
         try:
@@ -78,6 +89,8 @@ class ConfinedRoot:
             after = os.fstat(fd)
             if not stat.S_ISREG(after.st_mode) or (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
                 raise RefusedFile("changed while it was being read")
+            if after.st_nlink > 1:  # a name added between the check and the open
+                raise RefusedFile(_hard_link(after.st_nlink, self.label))
             chunks, total = [], 0
             while total <= max_bytes:
                 chunk = os.read(fd, min(_READ_CHUNK, max_bytes + 1 - total))

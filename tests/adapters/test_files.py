@@ -66,3 +66,16 @@ def test_write_json_replaces_a_file_whole(tmp_path):
     write_json(path, {"a": list(range(1000))})
     write_json(path, {"b": "é"})
     assert read_json(path, top=dict) == {"b": "é"}
+
+
+def test_a_file_nested_past_the_limit_is_named_not_a_recursion_error(tmp_path):
+    from adapters.defaults import MAX_JSON_DEPTH
+
+    path = tmp_path / "weights.json"
+    path.write_text('{"w": ' + "[" * 100_000 + "]" * 100_000 + ', "note": "[[[[[["}')
+    with pytest.raises(ResultsError, match=f"weights.json: cannot read the weights file: nested more than "
+                                           f"{MAX_JSON_DEPTH} levels deep"):
+        read_json(path, "weights file", ResultsError)
+    fits = tmp_path / "fits.json"
+    fits.write_text("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH)
+    assert read_json(fits) == json.loads(fits.read_text())

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
+from adapters.defaults import MAX_JSON_DEPTH, MAX_SESSIONS_PER_ITEM
 from adapters.errors import DatasetError
 from adapters.longmemeval import LongMemEval
 from adapters.longmemeval_synth import generate
@@ -46,7 +47,7 @@ def damage(draw):
     index = draw(st.integers(0, len(data) - 1))
     question = data[index]
     kind = draw(st.sampled_from(["wrong_type", "missing", "shorter", "surrogate_text", "nested_turn", "huge",
-                                 "duplicate_id", "not_an_object", "empty_haystack"]))
+                                 "duplicate_id", "not_an_object", "empty_haystack", "deep_id", "many_sessions"]))
     if kind == "wrong_type":
         question[draw(st.sampled_from(REQUIRED))] = draw(WRONG)
     elif kind == "missing":
@@ -66,6 +67,16 @@ def damage(draw):
         question["question_id"] = data[(index + 1) % len(data)]["question_id"]
     elif kind == "not_an_object":
         data[index] = draw(WRONG)
+    elif kind == "deep_id":  # past the limit, below the depth at which json.dumps itself gives up
+        deep = "x"
+        for _ in range(draw(st.integers(MAX_JSON_DEPTH, 600))):
+            deep = [deep]
+        question["question_id"] = deep
+    elif kind == "many_sessions":  # tiny sessions, one past the limit or a few more
+        extra = MAX_SESSIONS_PER_ITEM - len(question["haystack_sessions"]) + draw(st.integers(1, 50))
+        question["haystack_session_ids"] += [f"tiny_{i}" for i in range(extra)]
+        question["haystack_sessions"] += [[{"role": "user", "content": "a"}] for _ in range(extra)]
+        question["haystack_dates"] += ["2023/05/20 (Sat) 02:21"] * extra
     else:
         question.update(haystack_session_ids=[], haystack_sessions=[], haystack_dates=[])
     return data, index, kind
@@ -97,9 +108,12 @@ def test_damaged_files_never_escape_as_tracebacks_and_nothing_damaged_is_scored(
         adapter.scan()
     except DatasetError as exc:  # the whole file is unusable: one line naming the file and the positions
         assert str(path) in str(exc)
-        if kind != "duplicate_id":  # only what is not JSON at all (NaN, Infinity) or past 64-bit integers
+        if kind == "deep_id":
+            assert f"element {index} is nested more than {MAX_JSON_DEPTH} levels deep" in str(exc), str(exc)
+        elif kind != "duplicate_id":  # only what is not JSON at all (NaN, Infinity) or past 64-bit integers
             assert not _standard_json(data) and f"element {index}" in str(exc), str(exc)
         return
+    assert kind != "deep_id", "a file nested past the limit is refused"
     outcomes = run_items(adapter.iter_items(), Echo(), top_k=10, k_values=(1, 5), profile="expected-text", cache=None,
                          dataset_sha256="x")
     context = {"benchmark": "longmemeval", "benchmark_title": "LongMemEval-S", "group_key": "question_type",

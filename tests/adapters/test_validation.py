@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from adapters.defaults import MAX_TEXT_CHARS
+from adapters.defaults import MAX_SESSIONS_PER_ITEM, MAX_TEXT_CHARS, MAX_TURNS_PER_ITEM
 from adapters.longmemeval import LongMemEval
 from coordinator.cli import main
 from tests.helpers import write_dataset
@@ -107,6 +107,57 @@ def test_a_run_with_damaged_items_writes_its_files_and_scores_none_of_them(tmp_p
     assert all(r["metrics"] is None for r in records[:2])
 
 
+def _tiny_sessions(question, count):
+    question["haystack_session_ids"] += [f"tiny_{i}" for i in range(count)]
+    question["haystack_sessions"] += [[{"role": "user", "content": "a"}] for _ in range(count)]
+    question["haystack_dates"] += ["2023/05/20 (Sat) 02:21"] * count
+
+
+@pytest.mark.parametrize("mutation, field, words", [
+    (lambda q: _tiny_sessions(q, MAX_SESSIONS_PER_ITEM + 1 - len(q["haystack_sessions"])), "haystack_sessions",
+     f"holds {MAX_SESSIONS_PER_ITEM + 1} sessions, more than the {MAX_SESSIONS_PER_ITEM} an item may hold"),
+    (lambda q: q["haystack_sessions"][0].extend({"role": "user", "content": "a"} for _ in range(MAX_TURNS_PER_ITEM)),
+     "haystack_sessions", f"more than the {MAX_TURNS_PER_ITEM} an item may hold"),
+])
+def test_an_item_past_the_session_or_turn_limit_fails_alone_naming_the_count(tmp_path, mutation, field, words):
+    items, _ = _items(tmp_path, _first(mutation), questions=2)
+    bad = items[0]
+    assert bad.get("error") and bad["field"] == field and words in bad["error"], bad.get("error")
+    assert bad["error"].startswith(f"question {bad['item_id']}: ")
+    assert not items[1].get("error")
+
+
+def test_an_item_at_the_session_limit_still_runs(tmp_path):
+    items, _ = _items(tmp_path, _first(lambda q: _tiny_sessions(q, MAX_SESSIONS_PER_ITEM - len(q["haystack_sessions"]))),
+                      questions=1)
+    assert not items[0].get("error") and len(items[0]["sessions"]) == MAX_SESSIONS_PER_ITEM
+
+
+def _locomo_conversation(sid, sessions, turns_per_session=1):
+    talk = {"speaker_a": "Ann", "speaker_b": "Bob"}
+    for number in range(1, sessions + 1):
+        talk[f"session_{number}"] = [{"speaker": "Ann", "dia_id": f"D{number}:{t}", "text": "hi"}
+                                     for t in range(1, turns_per_session + 1)]
+        talk[f"session_{number}_date_time"] = "1:56 pm on 8 May, 2023"
+    return {"sample_id": sid, "conversation": talk,
+            "qa": [{"question": "Who said hi?", "answer": "Ann", "evidence": ["D1:1"], "category": 1}]}
+
+
+@pytest.mark.parametrize("sessions, per_session, words", [
+    (MAX_SESSIONS_PER_ITEM + 1, 1, f"holds {MAX_SESSIONS_PER_ITEM + 1} sessions, more than the {MAX_SESSIONS_PER_ITEM}"),
+    (2, MAX_TURNS_PER_ITEM // 2 + 1, f"holds {MAX_TURNS_PER_ITEM + 2} turns, more than the {MAX_TURNS_PER_ITEM}"),
+])
+def test_locomo_a_conversation_past_the_limits_fails_alone_naming_the_count(tmp_path, sessions, per_session, words):
+    from adapters.locomo import LoCoMo
+
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([_locomo_conversation("big", sessions, per_session), _locomo_conversation("ok", 2)]))
+    big, ok = LoCoMo(path).iter_items()
+    assert big["error"].startswith("conversation big: ") and words in big["error"], big["error"]
+    assert big["field"] == "conversation"
+    assert not ok.get("error") and len(ok["turns"]) == 2
+
+
 def test_locomo_a_malformed_question_is_excluded_and_a_bad_turn_text_is_named(tmp_path, locomo_path):
     from adapters.locomo import LoCoMo
 
@@ -149,3 +200,14 @@ def test_a_rankings_line_with_ids_that_are_not_strings_is_named_and_skipped(tmp_
     path.write_text('{"question_id": "q1", "ranked": ["s1", 2]}\n{"question_id": "q2", "ranked": ["s2"]}\n')
     rankings, problems = read_rankings(path, {"q1", "q2"})
     assert rankings == {"q2": ["s2"]} and problems == [f"{path}:1: 'ranked' must hold id strings only; line skipped"]
+
+
+def test_a_rankings_line_nested_past_the_limit_is_named_and_skipped(tmp_path):
+    from adapters.defaults import MAX_JSON_DEPTH
+    from coordinator.results.score import read_rankings
+
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"question_id": ' + "[" * 50_000 + "]" * 50_000 + ', "ranked": []}\n'
+                    '{"question_id": "q2", "ranked": ["s2"]}\n')
+    rankings, problems = read_rankings(path, {"q1", "q2"})
+    assert rankings == {"q2": ["s2"]} and problems == [f"{path}:1: nested more than {MAX_JSON_DEPTH} levels deep"]

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -183,6 +184,47 @@ def test_confined_root_refuses_before_opening(tmp_path, opened):
         confined.read_bytes("ok.txt", 2)
     assert confined.read_bytes("ok.txt", 100) == b"fine"
     assert "secret.txt" not in {Path(p).name for p in opened}
+
+
+def _hard_linked_vault(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text(f"# Secret\n{SECRET}\n")
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Keep.md").write_text("An ordinary note.\n")
+    return outside / "secret.md", vault
+
+
+def test_a_hard_link_to_a_file_outside_the_vault_is_refused(tmp_path, opened):
+    secret, vault = _hard_linked_vault(tmp_path)
+    os.link(secret, vault / "linked.md")  # a second name for the secret's inode, inside the vault
+    adapter = ObsidianAdapter(vault)
+    records = {r["metadata"]["path"]: r for r in adapter.records()}
+    skipped = {s["path"]: s["reason"] for s in adapter.stats()["skipped"]}
+    assert sorted(records) == ["Keep.md"]
+    assert skipped["linked.md"].startswith("a hard link (2 names)"), skipped
+    _assert_nothing_outside_leaked(list(records.values()))
+    assert "linked.md" not in {Path(p).name for p in opened}  # refused from its metadata, never opened
+    with pytest.raises(RefusedFile, match="hard link"):
+        ConfinedRoot(vault, "vault").read_bytes("linked.md", 1000)
+
+
+def test_a_hard_link_unpacked_from_a_tarball_is_refused(tmp_path):
+    # tarfile's behaviour before Python 3.14 (and the `fully_trusted` filter after): a hard-link member
+    # whose target is an absolute path outside the folder is created as a real hard link
+    secret, vault = _hard_linked_vault(tmp_path)
+    tarball = tmp_path / "vault.tar"
+    with tarfile.open(tarball, "w") as archive:
+        member = tarfile.TarInfo("linked.md")
+        member.type, member.linkname = tarfile.LNKTYPE, str(secret)
+        archive.addfile(member)
+    with tarfile.open(tarball) as archive:
+        archive.extractall(vault, **({"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}))
+    assert os.stat(vault / "linked.md").st_ino == os.stat(secret).st_ino
+    adapter = ObsidianAdapter(vault)
+    assert [r["metadata"]["path"] for r in adapter.records()] == ["Keep.md"]
+    assert {s["path"] for s in adapter.stats()["skipped"]} == {"linked.md"}
 
 
 def _plain_git(root, *args):

@@ -58,3 +58,21 @@ def test_bad_ranking_lines_are_named_and_the_rest_scored(run):
     assert "1 questions have no ranking" in result.output and missing in result.output
     scored = json.loads(out.read_text())
     assert scored["question_count"] == len(results["records"])
+
+
+def test_a_rankings_line_nested_50000_deep_is_named_not_a_crash(tmp_path):
+    """The line is read without a RecursionError (and without parsing it at all): skipped, named, the rest scored."""
+    from adapters.defaults import MAX_JSON_DEPTH
+
+    data = write_dataset(tmp_path / "data.json", questions=2, seed=21, scale=0.04)
+    first = json.loads(data.read_text())[0]
+    rankings = tmp_path / "deep.jsonl"
+    rankings.write_text('{"question_id": ' + "[" * 50_000 + "]" * 50_000 + ', "ranked": []}\n'
+                        + json.dumps({"question_id": first["question_id"], "ranked": first["answer_session_ids"]})
+                        + "\n")
+    out = tmp_path / "scored.json"
+    result = CliRunner().invoke(main, ["score", "--dataset", str(data), "--rankings", str(rankings), "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"deep.jsonl:1: nested more than {MAX_JSON_DEPTH} levels deep" in result.output
+    scored = json.loads(out.read_text())
+    assert scored["records"][0]["metrics"]["session"]["recall_any@1"] == 1.0
