@@ -183,6 +183,13 @@ def test_flower_sees_a_cluster_run_and_its_monitor_user_can_do_nothing_else(tmp_
         for name, path in state.get("tls", {}).items():
             monkeypatch.setenv(name, path)
         wait_for(lambda: "ready." in (logs / "worker1.log").read_text(errors="replace"), 120, what="worker1")
+        auth = "watcher:flower-pw-1"
+
+        def hears_worker1():  # events are not kept: Flower shows the tasks that ran while it listened
+            status, body = _flower_get(flower_port, "/api/workers?status=1", auth)
+            return status == 200 and any(name.startswith("worker1@") for name in json.loads(body))
+
+        wait_for(hears_worker1, 60, what=f"Flower to hear worker1's events ({logs / 'flower.log'})")
         data = write_dataset(tmp_path / "d.json", questions=2, seed=3, scale=0.04)
         monkeypatch.setenv("MEMFARM_BROKER", state["broker"])
         run = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--output",
@@ -190,7 +197,6 @@ def test_flower_sees_a_cluster_run_and_its_monitor_user_can_do_nothing_else(tmp_
         assert run.exit_code == 0, run.output + (logs / "worker1.log").read_text()[-3000:]
         run_id = json.loads((tmp_path / "r.manifest.json").read_text())["farm"]["run_id"]
         items = RunLedger(connect(state["broker"])).order(run_id)
-        auth = "watcher:flower-pw-1"
 
         def workers():
             status, body = _flower_get(flower_port, "/api/workers?refresh=1", auth)
