@@ -22,9 +22,9 @@ def test_compose_has_the_expected_services(compose):
     assert set(services) == {"redis", "worker", "flower", "coordinator"}
     redis_command = services["redis"]["command"]
     assert "--requirepass" not in redis_command, "the password stays off argv"
-    from coordinator.operations.cluster import ACL_RULES
+    from coordinator.operations.cluster import ACL_RULES, DEFAULT_USER
 
-    assert "user default off" in redis_command
+    assert f'echo "{DEFAULT_USER}"' in redis_command
     for role, rule in ACL_RULES.items():  # the same users and rules as `memfarm cluster up`
         assert f"user {role} on >$${role.upper()}_PASSWORD {rule}" in redis_command
     assert services["worker"]["environment"]["MEMFARM_BROKER"].startswith("redis://worker:")

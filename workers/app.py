@@ -10,18 +10,31 @@ MEMFARM_LEASE_SECONDS (how long an attempt's lease lives without a heartbeat).
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 
 from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_init
 
 from adapters.errors import MemfarmError
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 DEFAULT_TASK_TIME_LIMIT = 3600
 DEFAULT_MAX_MEMORY_PER_CHILD_KIB = 3_000_000
 QUEUE = "memfarm"
 TASK_NAME = "memfarm.evaluate_item"
+#: The remote-control commands a worker answers: Flower's inspections, ping, and the request for a heartbeat
+#: event Flower sends when it starts listening. Every other one (shutdown, revoke, pool restart, rate and time
+#: limits, consumers, events on or off) is ignored: any Redis user that may publish on the control channel,
+#: Flower's monitor among them, could otherwise stop or steer every worker, and the farm itself sends none
+#: (the ledger, not Celery, drives a run).
+ANSWERED_COMMANDS = frozenset({"ping", "heartbeat", "stats", "active_queues", "registered", "scheduled", "active",
+                               "reserved", "revoked", "conf"})
+#: The routing key of a remote-control answer: the asker's id, a UUID (its reply queue is `<id>.reply.<mailbox>`).
+REPLY_ROUTING_KEY = re.compile(r"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$")
 
 
 def broker_url() -> str:
@@ -77,6 +90,48 @@ def make_app(broker: str | None = None) -> Celery:
         worker_proc_alive_timeout=60,
     )
     return app
+
+
+def make_monitor_app(broker: str | None = None) -> Celery:
+    """The app Flower runs: the farm's, as a listener. It consumes only its event and inspect-reply queues
+    and acknowledges nothing, so it never restores unacknowledged task messages into the queue (kombu's ack
+    emulation would, and the monitor's Redis user may not write the queue)."""
+    app = make_app(broker)
+    app.conf.broker_transport_options = {**app.conf.broker_transport_options, "ack_emulation": False}
+    return app
+
+
+@worker_init.connect
+def _answer_only_what_flower_asks(sender=None, **_):
+    """In a worker process only: drop every remote-control handler but `ANSWERED_COMMANDS` (the worker's
+    mailbox serves this very table), and send answers only where they belong."""
+    from celery.worker.control import Panel
+
+    for name in [n for n in Panel.data if n not in ANSWERED_COMMANDS]:
+        del Panel.data[name]
+    if sender is not None:
+        _answer_into_reply_queues_only(sender.app.control.mailbox)
+
+
+def _answer_into_reply_queues_only(mailbox) -> None:
+    """A request names where its answer goes, and kombu would push it into any list so named: through the
+    anonymous exchange straight into a key (a run's order list, the task queue), or through any entry of the
+    reply exchange's binding table (which every asker may write). A worker answers only into the asker's own
+    reply queue, and only while that queue is bound (someone still waits for the answer)."""
+    publish = mailbox._publish_reply
+
+    def publish_reply(reply, exchange, routing_key, ticket, channel=None, **options):
+        if exchange != mailbox.reply_exchange.name or not REPLY_ROUTING_KEY.match(str(routing_key)):
+            logger.warning("a remote-control request asked for its answer in %r of exchange %r; not sent",
+                           routing_key, exchange)
+            return
+        queue = f"{routing_key}.{exchange}"
+        with channel.conn_or_acquire() as client:
+            if not client.sismember(channel.keyprefix_queue % exchange, channel.sep.join((routing_key, "", queue))):
+                return
+        publish(reply, "", queue, ticket, channel=channel, **options)
+
+    mailbox._publish_reply = publish_reply
 
 
 @after_setup_logger.connect

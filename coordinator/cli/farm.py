@@ -280,7 +280,9 @@ def flower(broker, address, port, no_auth):
         env.pop("FLOWER_BASIC_AUTH", None)
         env["FLOWER_UNAUTHENTICATED_API"] = "true"
     # The broker URL reaches Flower through MEMFARM_BROKER (read by workers.app), never its command line.
-    argv = [sys.executable, "-m", "celery", "-A", "workers.app", "flower", f"--address={address}", f"--port={port}"]
+    # Workers send events from their start and ignore control commands, so Flower does not ask them to.
+    argv = [sys.executable, "-m", "celery", "-A", "workers.monitor", "flower", f"--address={address}", f"--port={port}",
+            "--enable_events=False"]
     os.execve(sys.executable, argv, env)
 
 

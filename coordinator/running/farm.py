@@ -287,6 +287,7 @@ def watch(ledger: RunLedger, app, run_id: str, on_progress=None, poll_seconds: f
     by default the log.
     """
     warn = on_warning or logger.warning
+    expected = ledger.meta(run_id).get("item_count")
     started = time.time()
     last_heal = started
     while True:
@@ -300,6 +301,8 @@ def watch(ledger: RunLedger, app, run_id: str, on_progress=None, poll_seconds: f
             state = progress(ledger, run_id, per_worker=detail)
             if on_progress:
                 on_progress(state)
+            if state["staging_done"] and expected and state["total"] < expected:
+                raise ResultsError(vanished_message(run_id, expected - state["total"], expected))
             if state["complete"]:
                 return state
             ledger.wait_event(run_id, timeout=poll_seconds)
@@ -311,13 +314,25 @@ def watch(ledger: RunLedger, app, run_id: str, on_progress=None, poll_seconds: f
             raise TimeoutError(f"run {run_id} not complete after {timeout}s")
 
 
+def vanished_message(run_id: str, missing: int, staged: int, examples=()) -> str:
+    """Why a run whose staged items are gone from Redis fails: its results would silently lack them."""
+    named = f" ({', '.join(map(str, examples[:5]))}{', ...' if len(examples) > 5 else ''})" if examples else ""
+    return (f"run {run_id}: {missing} of its {staged} staged items are gone from Redis{named}; the server lost "
+            "data (a restart that could not load its append-only file?); submit the run again")
+
+
 def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
     """The results file and manifest of a finished farm run, with its farm block."""
     meta = ledger.meta(run_id, "context", "broker", "code_version", "embedding_signature")
     attempts = ledger.attempts(run_id)
+    order = ledger.order(run_id)
+    staged = set(order) | set(ledger.states(run_id))
+    expected = max(len(staged), meta.get("item_count") or 0) if meta.get("staging_done", True) else len(staged)
+    if len(order) < expected:
+        raise ResultsError(vanished_message(run_id, expected - len(order), expected, sorted(staged - set(order))))
     outcomes, failures, timings = [], [], []
     per_worker: dict[str, dict] = defaultdict(lambda: {"items": 0, "questions": 0, "run_ms": 0.0})
-    for item_id in ledger.order(run_id):
+    for item_id in order:
         info = ledger.info(run_id, item_id)
         state = ledger.state(run_id, item_id)
         outcome = unreadable = None
@@ -349,7 +364,7 @@ def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
             per_worker[worker]["items"] += 1
             per_worker[worker]["questions"] += len(outcome["records"])
             per_worker[worker]["run_ms"] += timing["run_ms"] or 0.0
-    lost = {i: int(float(ledger.info(run_id, i).get("lost") or 0)) for i in ledger.order(run_id)}
+    lost = {i: int(float(ledger.info(run_id, i).get("lost") or 0)) for i in order}
     context = dict(meta["context"])
     context.update(
         elapsed_seconds=time.time() - meta["created"],
