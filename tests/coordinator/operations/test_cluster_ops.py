@@ -87,8 +87,8 @@ def test_after_redis_alone_crashes_restart_brings_it_back_and_live_workers_finis
         assert connect(state["broker"]).get("memfarm:survivor") == b"yes", "the same data, users and certificates"
 
         data = write_dataset(tmp_path / "d.json", questions=2, seed=3, scale=0.04)
-        run = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--broker", state["broker"],
-                                        "--output", str(tmp_path / "r.json")])
+        run = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--output", str(tmp_path / "r.json")],
+                                  env={"MEMFARM_BROKER": state["broker"]})
         assert run.exit_code == 0, run.output + (state_dir / "logs" / "worker1.log").read_text()[-3000:]
         manifest = json.loads((tmp_path / "r.manifest.json").read_text())
         assert [name.split("@")[0] for name in manifest["farm"]["workers"]] == ["worker1"]

@@ -37,8 +37,8 @@ def dataset(tmp_path_factory):
 @pytest.fixture()
 def farm(redis_server, dataset):
     """A submitted run of three items (no worker), the coordinator's ledger and app, and a hostile client."""
-    result = CliRunner().invoke(main, ["submit", "longmemeval", "--dataset", str(dataset), "--broker",
-                                       redis_server.url, "--run-id", "r1"])
+    result = CliRunner().invoke(main, ["submit", "longmemeval", "--dataset", str(dataset), "--run-id", "r1"],
+                                env={"MEMFARM_BROKER": redis_server.url})
     assert result.exit_code == 0, result.output
     ledger = RunLedger(connect(redis_server.url))
     return {"ledger": ledger, "app": make_app(redis_server.url), "hostile": redis.Redis.from_url(redis_server.url),
@@ -76,14 +76,14 @@ def test_broker_entries_that_are_not_task_messages_are_skipped(farm, caplog):
 def test_a_damaged_run_meta_is_named_by_runs_and_status(farm, meta, words):
     farm["hostile"].set("memfarm:bad:meta", meta)
     farm["hostile"].zadd("memfarm:runs", {"bad": 0})
-    listing = CliRunner().invoke(main, ["runs", "--broker", farm["url"]])
+    listing = CliRunner().invoke(main, ["runs"], env={"MEMFARM_BROKER": farm["url"]})
     assert listing.exit_code == 0, listing.output
     assert "r1" in listing.output, "the other runs are still listed"
     bad = next(line for line in listing.output.splitlines() if line.startswith("bad"))
     assert "damaged" in bad and "memfarm:bad:meta" in bad and words in bad
     rows = {r["run_id"]: r for r in run_summaries(farm["ledger"])}
     assert rows["bad"]["state"] == "damaged" and rows["r1"]["state"] == "running"
-    status = CliRunner().invoke(main, ["status", "bad", "--broker", farm["url"]])
+    status = CliRunner().invoke(main, ["status", "bad"], env={"MEMFARM_BROKER": farm["url"]})
     assert status.exit_code != 0 and "memfarm:bad:meta" in status.output and words in status.output
     assert "Traceback" not in status.output and not isinstance(status.exception, (KeyError, TypeError, ValueError))
 
@@ -175,7 +175,7 @@ def test_forget_during_staging_leaves_no_key_behind(redis_server, tmp_path):
     thread = threading.Thread(target=staging)
     thread.start()
     assert paused.wait(60)
-    forced = CliRunner().invoke(main, ["forget", "s", "--force", "--broker", redis_server.url])
+    forced = CliRunner().invoke(main, ["forget", "s", "--force"], env={"MEMFARM_BROKER": redis_server.url})
     forgotten.set()
     thread.join(60)
     assert forced.exit_code == 0, forced.output
@@ -205,10 +205,10 @@ def test_forget_between_an_items_check_and_its_writes_leaves_no_key_behind(redis
 
 def test_forget_finds_the_keys_of_a_run_whose_metadata_is_gone(farm):
     farm["hostile"].delete("memfarm:r1:meta")
-    result = CliRunner().invoke(main, ["forget", "r1", "--broker", farm["url"]])
+    result = CliRunner().invoke(main, ["forget", "r1"], env={"MEMFARM_BROKER": farm["url"]})
     assert result.exit_code == 0, result.output
     assert "no metadata" in result.output and _run_keys(farm["hostile"], "r1") == []
-    nothing = CliRunner().invoke(main, ["forget", "never", "--broker", farm["url"]])
+    nothing = CliRunner().invoke(main, ["forget", "never"], env={"MEMFARM_BROKER": farm["url"]})
     assert nothing.exit_code != 0 and "no run 'never'" in nothing.output
 
 
@@ -228,11 +228,11 @@ def test_control_characters_never_reach_the_terminal(redis_server):
     ledger.fail("t", f"c{CONTROL}", 1, "boom", final=True)
     outputs = {}
     for command in (["status", "t"], ["runs"], ["requeue", "t", "--failed"]):
-        result = CliRunner().invoke(main, [*command, "--broker", redis_server.url])
+        result = CliRunner().invoke(main, [*command], env={"MEMFARM_BROKER": redis_server.url})
         assert result.exit_code == 0, result.output
         outputs[command[0]] = result.output
     ledger.r.delete(f"memfarm:t:lease:a{CONTROL}")  # its worker died: `status` says the attempt was lost
-    outputs["lost"] = CliRunner().invoke(main, ["status", "t", "--broker", redis_server.url]).output
+    outputs["lost"] = CliRunner().invoke(main, ["status", "t"], env={"MEMFARM_BROKER": redis_server.url}).output
     for name, output in outputs.items():
         assert not any(ch in output for ch in "\x1b\x07\r\x9b"), f"{name}: {output!r}"
         assert "\\x1b" in output, f"{name} shows the escape, escaped: {output!r}"
@@ -240,7 +240,7 @@ def test_control_characters_never_reach_the_terminal(redis_server):
 
 @pytest.mark.parametrize("run_id", ["x\n", "x\r", "x\x00", "\nx"])
 def test_a_run_id_with_a_line_end_is_refused(redis_server, dataset, run_id):
-    result = CliRunner().invoke(main, ["submit", "longmemeval", "--dataset", str(dataset), "--broker",
-                                       redis_server.url, "--run-id", run_id])
+    result = CliRunner().invoke(main, ["submit", "longmemeval", "--dataset", str(dataset), "--run-id", run_id],
+                                env={"MEMFARM_BROKER": redis_server.url})
     assert result.exit_code != 0 and "not valid" in result.output, result.output
     assert redis.Redis.from_url(redis_server.url).keys("memfarm:x*") == []
