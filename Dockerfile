@@ -12,8 +12,8 @@ COPY memoria ./memoria
 COPY adapters ./adapters
 COPY workers ./workers
 COPY coordinator ./coordinator
-RUN pip install . && useradd --create-home memfarm && mkdir -p /cache /data /app/results \
-    && chown memfarm /cache /app/results
+RUN pip install . && useradd --create-home memfarm && mkdir -p /cache /keys /data /app/results \
+    && chown memfarm /cache /keys /app/results && chmod 700 /keys
 USER memfarm
 ENTRYPOINT ["memfarm"]
 CMD ["--help"]
