@@ -37,7 +37,20 @@ def metrics_table(results: dict) -> str:
         f"abstentions {results['abstentions_excluded']}, excluded {results['excluded']}, failed {results['failed']}"
     )
     lines.append("(retrieval metrics, not answer accuracy)")
+    lines += incomplete_lines(results)
     return "\n".join(lines)
+
+
+def incomplete_lines(results: dict) -> list[str]:
+    """One line where the run failed items: its means are over the rest, so it is not the run it claims."""
+    if results.get("complete", True):
+        return []
+    failures = results["failures"]
+    named = ", ".join(failures["item_ids"][:5]) + (" ..." if len(failures["item_ids"]) > 5 else "")
+    return [f"INCOMPLETE: {failures['items']} items failed ({named}; {failures['questions']} questions"
+            + (f", and the questions of {len(failures['items_without_question_ids'])} unread items"
+               if failures["items_without_question_ids"] else "")
+            + "); every mean above leaves them out"]
 
 
 #: Why the expected-text profile's turn numbers sit below the official ones, in one line.
@@ -81,4 +94,5 @@ def support_table(results: dict) -> str:
              f"{'group':<28}{'passed':>10}{'stale hits':>12}"]
     lines += [f"{name[:28]:<28}{s['passed']:>5}/{s['queries']:<4}{s['stale_hits']:>12}" for name, s in rows]
     lines.append(f"questions {results['question_count']}, failed {results['failed']} (retrieval support, not answer accuracy)")
+    lines += incomplete_lines(results)
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from adapters.defaults import profile_name
 from adapters.errors import ResultsError
 from adapters.files import write_json
 from adapters.metrics import METRIC_NAMES, average
+from adapters.registry import BENCHMARKS
 from memoria import defaults as engine
 
 RESULTS_FORMAT = "memoria-farm/results/1"
@@ -127,6 +128,27 @@ def _short(record: dict) -> bool:
     return depth.get("returned", 0) < min(depth.get("asked", 0), depth.get("docs", 0))
 
 
+def failure_summary(records: list[dict], benchmark_key: str | None) -> dict:
+    """What a run failed to evaluate: the failed items and questions, by id.
+
+    A failed item whose questions were never read (a malformed LoCoMo
+    conversation) leaves one record named after the item itself; where an item
+    holds several questions (the benchmark's unit is not a question), that id
+    is no question's, so the item is listed in `items_without_question_ids`
+    and its questions stay unknown rather than guessed.
+    """
+    failed = [r for r in records if r.get("status", "ok") != "ok"]
+    benchmark = BENCHMARKS.get(str(benchmark_key))
+    per_question_items = benchmark is not None and benchmark.item_unit == "question"
+    unknown = sorted({r["item_id"] for r in failed if r.get("question_id") == r.get("item_id")
+                      and not per_question_items})
+    return {"items": len({r.get("item_id") for r in failed}),
+            "item_ids": sorted({str(r.get("item_id")) for r in failed}),
+            "questions": sum(1 for r in failed if r.get("item_id") not in unknown),
+            "question_ids": [r["question_id"] for r in failed if r.get("item_id") not in unknown],
+            "items_without_question_ids": unknown}
+
+
 def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
     """(results, manifest) from item outcomes in dataset order and the run's context."""
     context = {**context, "scoring_profile": profile_name(context["scoring_profile"])}
@@ -148,8 +170,12 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         "texts_from_shared": sum(o.get("stats", {}).get("texts_from_shared", 0) for o in outcomes),  # of those served
     }
     signature = context.get("embedding_signature") or {}
+    failures = failure_summary(records, context["benchmark"])
     results = {
         "format": RESULTS_FORMAT,
+        # a run with failed items averages over the rest: said first, so that no reader misses it
+        "complete": not failed,
+        "failures": failures,
         "benchmark": context["benchmark_title"],
         "benchmark_key": context["benchmark"],
         "system": context["system_config"].get("name"),
