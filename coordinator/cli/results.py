@@ -1,4 +1,5 @@
-"""Reading results: `analyze` result files, `score` anyone's rankings, export a run's own `rankings`."""
+"""Reading results: `analyze` result files, `compare` systems question by question, `score` anyone's rankings,
+export a run's own `rankings`."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 import click
 
 from adapters.defaults import DEFAULT_SCORING_PROFILE, K_VALUES
+from adapters.errors import MemfarmError
 from adapters.registry import BENCHMARKS, RANKED_BENCHMARKS
 from coordinator.cli.root import ProfileChoice, main
+from coordinator.results.compare import DEFAULT_METRICS, DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
 @main.command()
@@ -64,6 +67,45 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
             Path(html_file).parent.mkdir(parents=True, exist_ok=True)
             Path(html_file).write_text(plots.html_report(loaded), encoding="utf-8")
             click.echo(f"report: {html_file}", err=True)
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--metric", "metrics", multiple=True, metavar="LEVEL:NAME@K",
+              help=f"A metric to compare (repeatable; default {', '.join(DEFAULT_METRICS)}).")
+@click.option("--resamples", type=click.IntRange(100), default=DEFAULT_RESAMPLES, show_default=True,
+              help="Paired bootstrap resamples of the questions.")
+@click.option("--permutations", type=click.IntRange(100), default=DEFAULT_PERMUTATIONS, show_default=True,
+              help="Random sign flips of the randomisation test (graded metrics such as nDCG).")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the bootstrap and the sign flips.")
+@click.option("--count-failed-as-miss", is_flag=True,
+              help="Pair an incomplete run anyway, scoring each of its failed questions as a miss (0).")
+@click.option("--json", "json_output", type=click.Path(dir_okay=False), default=None,
+              help="Also write the table, with the question ids of every win, loss and tie, as JSON here.")
+def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss, json_output):
+    """Compare systems question by question: FILES are results files, the first the baseline.
+
+    Paired differences with bootstrap intervals, exact McNemar (hit or miss) or sign-flip (graded)
+    p-values, Holm-adjusted over the table. Refuses files of another dataset, profile or question set.
+    """
+    from adapters.files import write_json
+    from coordinator.results import analyze as analysis
+    from coordinator.results import compare as comparison
+
+    if len(files) < 2:
+        raise click.UsageError("name a baseline results file and at least one more")
+    for metric in metrics:
+        try:
+            comparison.parse_metric(metric)
+        except MemfarmError as exc:
+            raise click.BadParameter(str(exc), param_hint="--metric") from None
+    table = comparison.compare_files([analysis.load_results(f) for f in files],
+                                     metrics or DEFAULT_METRICS, resamples=resamples, seed=seed,
+                                     permutations=permutations, count_failed_as_miss=count_failed_as_miss)
+    click.echo(comparison.render_comparison(table))
+    if json_output:
+        write_json(json_output, table)
+        click.echo(f"comparison: {json_output}")
 
 
 @main.command()

@@ -1,0 +1,265 @@
+"""Paired comparison of systems question by question: is B better than the baseline A, or is it noise?
+
+Every file must come from the same dataset (checksum), scoring profile and
+question set, so that each question pairs a baseline value with a system
+value. For each metric the table gives both means over the paired questions,
+their difference with a 95% paired bootstrap interval (percentile method,
+resampling questions), a p-value (exact McNemar for per-question hit/miss
+metrics, a paired sign-flip randomisation test for graded ones such as nDCG),
+Holm's adjustment over every comparison in the table, and the questions the
+system wins, loses and ties.
+
+A question whose metric is null in either file (an abstention, a question
+without gold at that level) is left out of that metric's pairs; `n` counts
+the pairs that remain. A failed question is refused, or with
+`count_failed_as_miss` scored 0 on every metric for the file that failed it.
+
+scipy is imported where it is used: the command line reads this module's
+defaults at start-up, and scipy.stats takes seconds to load.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from adapters.errors import ResultsError
+from adapters.metrics import METRIC_NAMES
+from coordinator.running.reducer import failure_summary
+
+#: The strict metric first: on LongMemEval-S session recall_any@5 is saturated, recall_all@5 separates systems.
+DEFAULT_METRICS = ("session:recall_all@5", "session:recall_any@5", "session:ndcg_any@10", "turn:recall_any@10")
+#: Bootstrap resamples of the questions, as in the published paired evaluations of LongMemEval.
+DEFAULT_RESAMPLES = 10_000
+#: Random sign flips of the sign-flip test (an exact enumeration where 2**n is smaller).
+DEFAULT_PERMUTATIONS = 10_000
+DEFAULT_SEED = 0
+CONFIDENCE = 0.95
+#: Metrics whose per-question value is a hit (1) or a miss (0): McNemar's test applies.
+HIT_OR_MISS = ("recall_any", "recall_all")
+_METRIC = re.compile(r"^(session|turn):([a-z_]+)@(\d+)$")
+
+
+def compare_files(files: list[dict], metrics=DEFAULT_METRICS, *, resamples: int = DEFAULT_RESAMPLES,
+                  seed: int = DEFAULT_SEED, permutations: int = DEFAULT_PERMUTATIONS,
+                  count_failed_as_miss: bool = False) -> dict:
+    """The comparison table of `files` (loaded results, the first the baseline) on `metrics` (`LEVEL:NAME@K`).
+
+    Every comparison draws its bootstrap and its sign flips from a generator
+    seeded with `seed` afresh, so a comparison's numbers do not depend on which
+    other metrics or systems share the table. Raises `ResultsError` naming the
+    file and what differs when the files cannot be paired.
+    """
+    if len(files) < 2:
+        raise ResultsError("compare needs a baseline and at least one other results file")
+    parsed = [parse_metric(m) for m in metrics]
+    baseline = files[0]
+    failures = [_check_complete(f, count_failed_as_miss) for f in files]
+    for other in files[1:]:
+        _check_same(baseline, other)
+    labels = _labels(files)
+    comparisons = []
+    for level, name, k in parsed:
+        base_values = _values(baseline, level, name, k, count_failed_as_miss)
+        for other, label in zip(files[1:], labels[1:]):
+            entry = paired(base_values, _values(other, level, name, k, count_failed_as_miss),
+                           hit_or_miss=name in HIT_OR_MISS, resamples=resamples, seed=seed, permutations=permutations)
+            comparisons.append({"metric": f"{level}:{name}@{k}", "baseline": labels[0], "system": label, **entry})
+    for entry, adjusted in zip(comparisons, holm([c["p_value"] for c in comparisons])):
+        entry["p_holm"] = adjusted
+    return {"baseline": labels[0],
+            "files": {label: f.get("_path") for label, f in zip(labels, files)},
+            "dataset_checksum": baseline.get("dataset_checksum"), "scoring_profile": baseline.get("scoring_profile"),
+            "questions": len(baseline["records"]), "resamples": resamples, "seed": seed, "permutations": permutations,
+            "confidence": CONFIDENCE, "count_failed_as_miss": count_failed_as_miss,
+            "failed_scored_as_miss": {label: {"questions": len(fail["question_ids"]), "item_ids": fail["item_ids"]}
+                                      for label, fail in zip(labels, failures) if fail["question_ids"]},
+            "comparisons": [{key: c[key] for key in _FIELDS} for c in comparisons]}
+
+
+_FIELDS = ("metric", "baseline", "system", "baseline_value", "system_value", "delta", "ci95", "p_value", "p_holm",
+           "test", "wins", "losses", "ties", "n")
+
+
+def parse_metric(text: str) -> tuple[str, str, int]:
+    """`session:recall_all@5` -> ("session", "recall_all", 5)."""
+    match = _METRIC.match(text.strip())
+    if not match or match.group(2) not in METRIC_NAMES:
+        raise ResultsError(f"metric {text!r}: expected LEVEL:NAME@K with LEVEL session or turn and NAME one of "
+                           f"{', '.join(METRIC_NAMES)} (e.g. session:recall_all@5)")
+    return match.group(1), match.group(2), int(match.group(3))
+
+
+def paired(baseline: dict[str, float | None], system: dict[str, float | None], *, hit_or_miss: bool,
+           resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+           permutations: int = DEFAULT_PERMUTATIONS) -> dict:
+    """Means, difference, interval, p-value and wins/losses/ties of two systems' per-question values.
+
+    Questions null on either side are left out. `hit_or_miss`: values are 0 or
+    1 and the p-value is McNemar's exact test (the two-sided binomial test on
+    the discordant pairs); otherwise a paired sign-flip randomisation test of
+    the mean difference.
+    """
+    ids = sorted(q for q in baseline if baseline[q] is not None and system.get(q) is not None)
+    a = np.array([baseline[q] for q in ids], dtype=float)
+    b = np.array([system[q] for q in ids], dtype=float)
+    wins = [q for q, x, y in zip(ids, a, b) if y > x]
+    losses = [q for q, x, y in zip(ids, a, b) if y < x]
+    ties = [q for q, x, y in zip(ids, a, b) if y == x]
+    entry = {"n": len(ids), "wins": {"count": len(wins), "question_ids": wins},
+             "losses": {"count": len(losses), "question_ids": losses},
+             "ties": {"count": len(ties), "question_ids": ties},
+             "test": "mcnemar-exact" if hit_or_miss else _sign_flip_name(len(ids), permutations)}
+    if not ids:
+        return {**entry, "baseline_value": None, "system_value": None, "delta": None, "ci95": None, "p_value": None}
+    if hit_or_miss and not np.isin(np.concatenate([a, b]), (0.0, 1.0)).all():
+        raise ResultsError("a hit-or-miss metric holds a value other than 0 or 1; McNemar's test does not apply")
+    diffs = b - a
+    p_value = (mcnemar_exact(len(wins), len(losses)) if hit_or_miss
+               else sign_flip_p(diffs, permutations=permutations, seed=seed))
+    return {**entry, "baseline_value": float(a.mean()), "system_value": float(b.mean()),
+            "delta": float(diffs.mean()), "ci95": bootstrap_interval(diffs, resamples=resamples, seed=seed),
+            "p_value": p_value}
+
+
+def mcnemar_exact(wins: int, losses: int) -> float:
+    """Two-sided exact McNemar p-value: the binomial test of `wins` among the discordant pairs at 1/2."""
+    from scipy import stats
+
+    if wins + losses == 0:
+        return 1.0
+    return float(stats.binomtest(wins, wins + losses, 0.5).pvalue)
+
+
+def bootstrap_interval(diffs: np.ndarray, *, resamples: int = DEFAULT_RESAMPLES,
+                       seed: int = DEFAULT_SEED) -> list[float]:
+    """95% percentile interval of the mean paired difference, resampling questions with replacement."""
+    from scipy import stats
+
+    if np.all(diffs == diffs[0]):  # every resample has the same mean; scipy warns on such degenerate data
+        return [float(diffs[0]), float(diffs[0])]
+    result = stats.bootstrap((diffs,), np.mean, n_resamples=resamples, confidence_level=CONFIDENCE,
+                             method="percentile", vectorized=True, rng=np.random.default_rng(seed))
+    return [float(result.confidence_interval.low), float(result.confidence_interval.high)]
+
+
+def sign_flip_p(diffs: np.ndarray, *, permutations: int = DEFAULT_PERMUTATIONS, seed: int = DEFAULT_SEED) -> float:
+    """Two-sided p-value of the mean paired difference under random sign flips (Fisher's randomisation test)."""
+    from scipy import stats
+
+    if not np.any(diffs):
+        return 1.0
+    result = stats.permutation_test((diffs,), np.mean, permutation_type="samples", n_resamples=permutations,
+                                    vectorized=True, rng=np.random.default_rng(seed))
+    return float(min(1.0, result.pvalue))
+
+
+def _sign_flip_name(n: int, permutations: int) -> str:
+    # scipy enumerates every sign pattern where there are no more of them than permutations asked
+    return f"sign-flip (exact, all {2 ** n} sign patterns)" if n < 64 and 2 ** n <= permutations \
+        else f"sign-flip ({permutations} permutations)"
+
+
+def holm(p_values: list[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of `p_values` (None stays None and does not count as a test)."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    adjusted: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p, index) in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p))
+        adjusted[index] = running
+    return adjusted
+
+
+def _values(results: dict, level: str, name: str, k: int, failed_as_miss: bool) -> dict[str, float | None]:
+    """{question_id: value} of one metric; failed questions 0 where `failed_as_miss`, else null."""
+    key = f"{name}@{k}"
+    values = {}
+    for record in results["records"]:
+        qid = record["question_id"]
+        if record.get("status", "ok") != "ok":
+            values[qid] = 0.0 if failed_as_miss else None
+            continue
+        block = (record.get("metrics") or {}).get(level)
+        if block is None:
+            values[qid] = None
+        elif key not in block:
+            raise ResultsError(f"{results.get('_path')}: question {qid}: no {level} {key} in its metrics "
+                               f"(it has {', '.join(sorted(block)) or 'none'})")
+        else:
+            values[qid] = block[key]
+    return values
+
+
+def _check_complete(results: dict, failed_as_miss: bool) -> dict:
+    """The file's failures; refuses an incomplete file unless its failures are to be scored as misses."""
+    failures = results.get("failures") or failure_summary(results["records"], results.get("benchmark_key"))
+    complete = results.get("complete", not failures["item_ids"] and not results.get("failed"))
+    if complete:
+        return failures
+    path = results.get("_path")
+    named = ", ".join(failures["item_ids"][:5]) + (" ..." if len(failures["item_ids"]) > 5 else "")
+    if not failed_as_miss:
+        raise ResultsError(f"{path}: incomplete run ({failures['items']} failed items, {failures['questions']} "
+                           f"questions: {named}); its means leave those out, so it pairs with no other file "
+                           "(--count-failed-as-miss scores each failed question as a miss)")
+    if failures["items_without_question_ids"]:
+        raise ResultsError(f"{path}: item(s) {', '.join(failures['items_without_question_ids'])} failed before "
+                           "their questions were read; the file does not know their question ids, so they "
+                           "cannot be scored as misses")
+    return failures
+
+
+def _check_same(baseline: dict, other: dict) -> None:
+    """Refuse a file that does not pair with the baseline, saying what differs."""
+    here, there = other.get("_path"), baseline.get("_path")
+
+    def identity(f: dict) -> dict:
+        return {"dataset checksum": f.get("dataset_checksum"), "scoring profile": f.get("scoring_profile"),
+                "corpus (the profile whose corpus the system was given)": f.get("corpus") or f.get("scoring_profile")}
+
+    for name, (mine, theirs) in {n: (v, identity(baseline)[n]) for n, v in identity(other).items()}.items():
+        if mine != theirs:
+            raise ResultsError(f"{here}: {name} {mine} differs from the baseline {there}'s {theirs}; "
+                               "their questions do not pair")
+    mine = {r["question_id"] for r in other["records"]}
+    theirs = {r["question_id"] for r in baseline["records"]}
+    if mine != theirs:
+        only_here, only_there = sorted(mine - theirs), sorted(theirs - mine)
+        raise ResultsError(f"{here}: question set differs from the baseline {there}'s ({len(only_here)} questions only "
+                           f"here{': ' + ', '.join(only_here[:3]) if only_here else ''}; {len(only_there)} only in "
+                           f"the baseline{': ' + ', '.join(only_there[:3]) if only_there else ''})")
+
+
+def _labels(files: list[dict]) -> list[str]:
+    """system/mode per file; the file's name where two files would share one."""
+    labels = [f"{f.get('system')}/{f.get('retrieval_mode')}" for f in files]
+    return [label if labels.count(label) == 1 else Path(str(f.get("_path"))).name for label, f in zip(labels, files)]
+
+
+def render_comparison(table: dict) -> str:
+    """The table as text: one row per metric and system, the settings that made its numbers above it."""
+    lines = [f"baseline {table['baseline']} ({table['files'][table['baseline']]})",
+             f"dataset {str(table['dataset_checksum'])[:12]}, profile {table['scoring_profile']}, "
+             f"{table['questions']} questions; paired bootstrap {table['resamples']} resamples, seed {table['seed']}, "
+             f"{int(table['confidence'] * 100)}% percentile interval; Holm over {len(table['comparisons'])} comparisons"]
+    for label, failed in table["failed_scored_as_miss"].items():
+        lines.append(f"--count-failed-as-miss: {label} scores its {failed['questions']} failed questions (items "
+                     f"{', '.join(failed['item_ids'])}) as misses on every metric")
+    head = (f"{'metric':<22} {'system':<20} {'n':>5} {'base':>6} {'sys':>6} {'delta':>7} {'95% CI':>17} "
+            f"{'p':>7} {'p_holm':>7} {'W/L/T':>13}  test")
+    lines += [head, "-" * len(head)]
+    for c in table["comparisons"]:
+        wlt = f"{c['wins']['count']}/{c['losses']['count']}/{c['ties']['count']}"
+        if c["n"] == 0:
+            lines.append(f"{c['metric']:<22} {c['system'][:20]:<20} {0:>5}  no question scored in both files")
+            continue
+        interval = f"[{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]"
+        lines.append(f"{c['metric']:<22} {c['system'][:20]:<20} {c['n']:>5} {c['baseline_value']:>6.3f} "
+                     f"{c['system_value']:>6.3f} {c['delta']:>+7.3f} {interval:>17} {c['p_value']:>7.4f} "
+                     f"{c['p_holm']:>7.4f} {wlt:>13}  {c['test']}")
+    lines.append("W/L/T: questions the system wins / loses / ties against the baseline; "
+                 "p_holm: p adjusted for every comparison above")
+    return "\n".join(lines)
