@@ -234,9 +234,14 @@ def _check_same(baseline: dict, other: dict) -> None:
 
 
 def _labels(files: list[dict]) -> list[str]:
-    """system/mode per file; the file's name where two files would share one."""
+    """system/mode per file; the file's name (less .json) where two files would share one."""
     labels = [f"{f.get('system')}/{f.get('retrieval_mode')}" for f in files]
-    return [label if labels.count(label) == 1 else Path(str(f.get("_path"))).name for label, f in zip(labels, files)]
+    return [label if labels.count(label) == 1 else Path(str(f.get("_path"))).name.removesuffix(".json")
+            for label, f in zip(labels, files)]
+
+
+def _p(value: float) -> str:
+    return f"{value:.4f}" if value >= 1e-3 else f"{value:.0e}"
 
 
 def render_comparison(table: dict) -> str:
@@ -248,18 +253,19 @@ def render_comparison(table: dict) -> str:
     for label, failed in table["failed_scored_as_miss"].items():
         lines.append(f"--count-failed-as-miss: {label} scores its {failed['questions']} failed questions (items "
                      f"{', '.join(failed['item_ids'])}) as misses on every metric")
-    head = (f"{'metric':<22} {'system':<20} {'n':>5} {'base':>6} {'sys':>6} {'delta':>7} {'95% CI':>17} "
+    width = max([6] + [len(c["system"]) for c in table["comparisons"]])
+    head = (f"{'metric':<22} {'system':<{width}} {'n':>5} {'base':>6} {'sys':>6} {'delta':>7} {'95% CI':>17} "
             f"{'p':>7} {'p_holm':>7} {'W/L/T':>13}  test")
     lines += [head, "-" * len(head)]
     for c in table["comparisons"]:
         wlt = f"{c['wins']['count']}/{c['losses']['count']}/{c['ties']['count']}"
         if c["n"] == 0:
-            lines.append(f"{c['metric']:<22} {c['system'][:20]:<20} {0:>5}  no question scored in both files")
+            lines.append(f"{c['metric']:<22} {c['system']:<{width}} {0:>5}  no question scored in both files")
             continue
         interval = f"[{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]"
-        lines.append(f"{c['metric']:<22} {c['system'][:20]:<20} {c['n']:>5} {c['baseline_value']:>6.3f} "
-                     f"{c['system_value']:>6.3f} {c['delta']:>+7.3f} {interval:>17} {c['p_value']:>7.4f} "
-                     f"{c['p_holm']:>7.4f} {wlt:>13}  {c['test']}")
+        lines.append(f"{c['metric']:<22} {c['system']:<{width}} {c['n']:>5} {c['baseline_value']:>6.3f} "
+                     f"{c['system_value']:>6.3f} {c['delta']:>+7.3f} {interval:>17} {_p(c['p_value']):>7} "
+                     f"{_p(c['p_holm']):>7} {wlt:>13}  {c['test']}")
     lines.append("W/L/T: questions the system wins / loses / ties against the baseline; "
                  "p_holm: p adjusted for every comparison above")
     return "\n".join(lines)
