@@ -137,7 +137,8 @@ def test_no_password_in_any_file_key_log_or_command_line(farm, tmp_path, monkeyp
     try:
         def ended(seen):  # the coordinator has exited, and Flower was seen after its exec into celery
             lines = [line for lines in seen.values() for line in lines]
-            return coordinator.poll() is not None and any(" celery -A workers.app flower " in line for line in lines)
+            return coordinator.poll() is not None and any(" -m celery -A " in line and " flower " in line
+                                                          for line in lines)
 
         seen = _command_lines_over_the_run([server.proc.pid, w.proc.pid, flower.pid, coordinator.pid], ended)
         assert coordinator.wait() == 0, (tmp_path / "coordinator.log").read_text()
