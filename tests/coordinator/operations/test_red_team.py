@@ -1,6 +1,9 @@
 """Attacks on a `cluster up` farm that still break it, each as its holder of one Redis password would make it."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -8,7 +11,7 @@ from click.testing import CliRunner
 from coordinator.cli import main
 from coordinator.operations.processes import process_alive as alive
 from coordinator.running.ledger import connect
-from tests.farm_support import wait_for
+from tests.farm_support import REPO, wait_for
 from workers.app import make_monitor_app
 
 pytestmark = [pytest.mark.server]
@@ -40,3 +43,38 @@ def test_a_malformed_control_message_from_the_monitor_user_stops_no_worker(tmp_p
         assert "Connection to broker lost" not in log.read_text(errors="replace")
     finally:
         CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(tmp_path / "state")])
+
+
+def _submit(monkeypatch, broker, dataset) -> str:
+    monkeypatch.setenv("MEMFARM_BROKER", broker)
+    result = CliRunner().invoke(main, ["submit", "longmemeval", "--dataset", str(dataset)])
+    assert result.exit_code == 0, result.output
+    return result.output.strip().splitlines()[-1]
+
+
+HUGE = 4 * 1024 * 1024
+
+
+def test_a_huge_item_id_planted_in_the_order_list_is_not_echoed_whole(redis_server, tmp_path, monkeypatch):
+    """A worker's password may push any entry onto a run's order list; the coordinator names a bad one in a
+    bounded line (as it quotes every other value from Redis), it does not print megabytes of it."""
+    from tests.helpers import write_dataset
+
+    run_id = _submit(monkeypatch, redis_server.url, write_dataset(tmp_path / "d.json", questions=2, seed=5, scale=0.04))
+    connect(redis_server.url).rpush(f"memfarm:{run_id}:order", "A" * HUGE)
+    result = CliRunner().invoke(main, ["reduce", run_id, "--output", str(tmp_path / "r.json")])
+    assert result.exit_code != 0
+    assert len(result.output) < 10_000, f"{len(result.output)} characters: {result.output[:300]}"
+    assert run_id in result.output, result.output[:300]
+
+
+def test_a_huge_run_id_planted_in_the_runs_index_is_not_echoed_whole(redis_server, tmp_path, monkeypatch):
+    """`memfarm runs` leaves a bad member of memfarm:runs out with a warning of bounded length (the warning is a
+    log line: the command runs as a process, so its stderr is the terminal's)."""
+    connect(redis_server.url).zadd("memfarm:runs", {"R" * HUGE: 1})
+    env = dict(os.environ, MEMFARM_BROKER=redis_server.url, PYTHONPATH=str(REPO))
+    result = subprocess.run([sys.executable, "-m", "coordinator.cli", "runs"], capture_output=True, text=True,
+                            env=env, cwd=REPO, timeout=120)
+    output = result.stdout + result.stderr
+    assert "left out" in output, output[-300:]
+    assert len(output) < 10_000, f"{len(output)} characters: {output[:300]}"
