@@ -45,6 +45,26 @@ def test_a_malformed_control_message_from_the_monitor_user_stops_no_worker(tmp_p
         CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(tmp_path / "state")])
 
 
+
+@pytest.mark.parametrize("poison", ["not json", "[]"])
+def test_a_malformed_task_message_from_a_worker_password_stops_no_worker(tmp_path, poison):
+    """A worker's password may push onto the task queue. One machine's leaked password must not stop every
+    other worker: a message that is not a task is refused (and logged), and the worker takes the next one."""
+    state = _cluster_up(tmp_path, "--workers", "1", "--no-flower")
+    log = tmp_path / "state" / "logs" / "worker1.log"
+    try:
+        wait_for(lambda: "ready." in log.read_text(errors="replace"), 120, what="worker1")
+        worker = connect(state["brokers"]["worker"])
+        worker.lpush("memfarm", poison)
+        wait_for(lambda: worker.llen("memfarm") == 0, 30, what="worker1 to take the message")
+        control = make_monitor_app(state["brokers"]["monitor"]).control
+        wait_for(lambda: any(name.startswith("worker1@") for name in control.inspect(timeout=2).ping() or {}),
+                 30, what=f"worker1 to answer a ping after taking {poison!r} ({log})")
+        assert alive(state["pids"]["worker1"]), log.read_text(errors="replace")[-3000:]
+    finally:
+        CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(tmp_path / "state")])
+
+
 def _submit(monkeypatch, broker, dataset) -> str:
     monkeypatch.setenv("MEMFARM_BROKER", broker)
     result = CliRunner().invoke(main, ["submit", "longmemeval", "--dataset", str(dataset)])
