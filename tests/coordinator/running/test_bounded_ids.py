@@ -61,3 +61,11 @@ def test_staging_refuses_an_item_id_longer_than_the_farm_reads_back(run):
         run.stage("r1", {"item_id": "x" * (MAX_ITEM_ID_CHARS + 1)})
     assert len(str(caught.value)) < 300
     assert not run.r.hexists("memfarm:r1:state", "x" * (MAX_ITEM_ID_CHARS + 1))
+
+
+def test_a_worker_names_a_message_for_a_huge_run_id_in_a_bounded_line(run, caplog):
+    from workers.tasks import process_item
+
+    with caplog.at_level(logging.WARNING):
+        assert process_item(Ledger(run.r), HUGE, "i", "w") == "unknown run"
+    assert caplog.records and max(len(r.getMessage()) for r in caplog.records) < 1000
