@@ -61,7 +61,7 @@ class Channel(redis.Channel):
     """kombu's Redis channel, dropping a payload that is not JSON instead of raising out of the read."""
 
     def _brpop_read(self, **options):
-        return self._dropping_undecodable("the task queue", super()._brpop_read, **options)
+        return self._dropping_undecodable("a queue", super()._brpop_read, **options)
 
     def _receive_one(self, c):
         return self._dropping_undecodable("a control channel", super()._receive_one, c)
