@@ -18,6 +18,7 @@ from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger, worker_init
 
 from adapters.errors import MemfarmError
+from workers import transport  # noqa: F401  (registered on import: kombu's Redis transport, checking payloads)
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import redis
 from adapters.errors import MemfarmError
 from adapters.redaction import redact
 from workers.ledger_values import (MAX_META_BYTES, MAX_UNPACKED_BYTES, STAGED_FIELDS, LedgerValueError, check_fields,
-                                   check_info, check_meta, kind_checked, unpack)
+                                   check_info, check_item_id, check_meta, kind_checked, shown, unpack)
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ STATES = frozenset(s.value for s in ItemState)
 
 def check_run_id(run_id: str) -> str:
     if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
-        raise MemfarmError(f"run id {run_id!r} is not valid: use 1 to 64 letters, digits, '.', '-' or '_'")
+        raise MemfarmError(f"run id {shown(run_id)} is not valid: use 1 to 64 letters, digits, '.', '-' or '_'")
     return run_id
 
 
@@ -312,7 +312,7 @@ class Ledger:
         key = self._key(check_run_id(run_id), "meta")
         raw = self.bounded_get(key, MAX_META_BYTES)
         if raw is None:
-            raise MemfarmError(f"no run {run_id!r} in this redis")
+            raise MemfarmError(f"no run {shown(run_id)} in this redis")
         return check_meta(raw, key, required)
 
     def bounded_get(self, key: str, limit: int) -> bytes | None:
@@ -327,7 +327,7 @@ class Ledger:
         key = self._key(run_id, "item", item_id)
         payload = self.bounded_get(key, MAX_UNPACKED_BYTES)
         if payload is None:
-            raise MemfarmError(f"run {run_id}: item {item_id} was never staged")
+            raise MemfarmError(f"run {run_id}: item {shown(item_id)} was never staged")
         staged = unpack(payload, key)
         if not isinstance(staged, dict):
             raise LedgerValueError(f"{key} is not a JSON object but {type(staged).__name__}")
@@ -374,15 +374,20 @@ class Ledger:
         `finished`, `busy` (a live attempt holds it), `not_queued` (failed, waiting for the coordinator),
         `cap` (this would be one attempt too many: now a final failure), `damaged` (its attempt count in Redis
         is not a number)."""
+        try:  # an id no run could have staged is never looked up: it would go whole into key names and lines
+            check_item_id(item_id, f"run {run_id}: a message's item")
+        except LedgerValueError as error:
+            logger.warning("%s; ignored", error)
+            return "unknown", 0
         k = self._item_keys(run_id, item_id)
         verdict, attempt = self._begin(keys=[k["state"], k["attempts"], k["info"], k["lease"]],
                                        args=[item_id, worker, time.time(), self.lease_seconds, stale_after,
                                              max_attempts])
         verdict = verdict.decode() if isinstance(verdict, bytes) else verdict
         if verdict == "unknown":
-            logger.warning("run %s: a message for item %r, which was never staged, ignored", run_id, item_id)
+            logger.warning("run %s: a message for item %s, which was never staged, ignored", run_id, shown(item_id))
         elif verdict == "damaged":
-            logger.warning("%s field %r is not a number; item not begun", k["attempts"], item_id)
+            logger.warning("%s field %s is not a number; item not begun", k["attempts"], shown(item_id))
         return verdict, int(attempt)
 
     def heartbeat(self, run_id: str, item_id: str, attempt: int) -> bool:

@@ -27,6 +27,11 @@ logger = logging.getLogger(__name__)
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024
 #: The most a run's plain JSON metadata may hold (a real one is a few KiB).
 MAX_META_BYTES = 1024 * 1024
+#: The longest item id the farm stages. A benchmark's ids are tens of characters; a longer one is refused where
+#: it is staged and wherever one is read back from Redis (a run's order list, the fields of its state and
+#: attempts hashes, a task message), so that an id planted with a Redis password never puts megabytes into a
+#: key name or a line.
+MAX_ITEM_ID_CHARS = 1024
 
 
 class LedgerValueError(MemfarmError):
@@ -60,12 +65,20 @@ def shown(value, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def check_item_id(item_id: str, where: str) -> str:
+    """`item_id`, when it is one the farm could have staged; a `LedgerValueError` naming `where` otherwise."""
+    if len(item_id) > MAX_ITEM_ID_CHARS:
+        raise LedgerValueError(f"{where} is no item id: {shown(item_id)} has {len(item_id)} characters, more than "
+                               f"the {MAX_ITEM_ID_CHARS} an item id may")
+    return item_id
+
+
 def text(raw: bytes, key: str, field: str | None = None) -> str:
     """A Redis string as text; bytes that are not UTF-8 are a named error."""
     try:
         return raw.decode()
     except UnicodeDecodeError:
-        where = f"{key} field {field!r}" if field is not None else key
+        where = f"{key} field {shown(field)}" if field is not None else key
         raise LedgerValueError(f"{where} is not UTF-8 text ({shown(raw)})") from None
 
 

@@ -16,6 +16,7 @@ from workers.item import evaluate_item
 from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
 from workers.ledger import Ledger, connect, stale_after
+from workers.ledger_values import shown
 from workers.run_settings import checked_settings
 from workers.version import CODE_VERSION
 
@@ -135,7 +136,7 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
     try:
         meta = ledger.meta(run_id)
     except MemfarmError:
-        logger.warning("message for run %r, which is not in this redis (forgotten?), ignored", run_id)
+        logger.warning("message for run %s, which is not in this redis (forgotten?), ignored", shown(run_id))
         return "unknown run"
     verdict, attempt = ledger.begin(run_id, item_id, f"{worker}/{os.getpid()}", stale_after=stale_after(meta),
                                     max_attempts=meta["max_attempts"])

@@ -129,7 +129,8 @@ def runs_command(cli, broker):
             click.echo(f"{r['run_id']:<28} {'damaged':<9} {printable(r['error'])}")
             continue
         expires = f"{r['ttl_seconds'] / 3600:.1f} h" if r["ttl_seconds"] and r["ttl_seconds"] > 0 else "never"
-        benchmark, system = printable(r["benchmark"]), printable(r["system"])
+        # the run's metadata is anyone's with a worker password: a planted name is cut, not printed whole
+        benchmark, system = printable(str(r["benchmark"])[:60]), printable(str(r["system"])[:60])
         click.echo(f"{r['run_id']:<28} {r['state']:<9} {benchmark:<12} {system[:10]:<10} "
                    f"{r['done']:>4}/{r['total']:<4} {r['running']:>8} {r['queued']:>7} {r['failed']:>7} "
                    f"{r['age_seconds'] / 3600:>6.1f} h {expires:>11}")

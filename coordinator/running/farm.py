@@ -25,6 +25,7 @@ from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
 from workers.app import QUEUE, TASK_NAME, task_time_limit
 from workers.ledger import DEFAULT_LOST_GRACE_SECONDS, stale_after
+from workers.ledger_values import shown
 from workers.version import CODE_VERSION
 
 logger = logging.getLogger(__name__)
@@ -316,7 +317,7 @@ def watch(ledger: RunLedger, app, run_id: str, on_progress=None, poll_seconds: f
 
 def vanished_message(run_id: str, missing: int, staged: int, examples=()) -> str:
     """Why a run whose staged items are gone from Redis fails: its results would silently lack them."""
-    named = f" ({', '.join(map(str, examples[:5]))}{', ...' if len(examples) > 5 else ''})" if examples else ""
+    named = f" ({', '.join(map(shown, examples[:5]))}{', ...' if len(examples) > 5 else ''})" if examples else ""
     return (f"run {run_id}: {missing} of its {staged} staged items are gone from Redis{named}; the server lost "
             "data (a restart that could not load its append-only file?); submit the run again")
 
@@ -343,7 +344,8 @@ def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
                 unreadable = f"its outcome cannot be read: {error}"
         if state == DONE and outcome is not None:
             if outcome.get("run_id") != run_id or outcome.get("embedding_signature") != meta["embedding_signature"]:
-                raise ResultsError(f"item {item_id} was made by another run or embedding signature; refusing to reduce")
+                raise ResultsError(f"item {shown(item_id)} was made by another run or embedding signature; "
+                                   "refusing to reduce")
         else:
             item = ledger.load_item(run_id, item_id)
             error = unreadable or info.get("error") or f"item ended in state {state!r}"

@@ -21,8 +21,9 @@ from adapters.errors import MemfarmError
 from workers.app import QUEUE
 from workers.ledger import (LUA_NUMBERS, STATES, ItemState, Ledger, check_run_id, connect, dictionary_id, pack,
                             pack_session, redact, session_dictionary, split_sessions)
-from workers.ledger_values import (CONTEXT_FIELDS, MAX_UNPACKED_BYTES, LedgerValueError, check_fields, check_info,
-                                   check_outcome, kind_checked, message_args, shown, text, unpack)
+from workers.ledger_values import (CONTEXT_FIELDS, MAX_ITEM_ID_CHARS, MAX_UNPACKED_BYTES, LedgerValueError,
+                                   check_fields, check_info, check_item_id, check_outcome, kind_checked, message_args,
+                                   shown, text, unpack)
 
 __all__ = ["ItemState", "LedgerValueError", "RunLedger", "check_run_id", "connect", "redact"]
 
@@ -203,6 +204,9 @@ class RunLedger(Ledger):
         the item is marked staged, so a worker never finds an item without its sessions.
         """
         item_id = item["item_id"]
+        if len(item_id) > MAX_ITEM_ID_CHARS:  # it would be refused wherever it is read back from Redis
+            raise MemfarmError(f"run {run_id}: item id {shown(item_id)} has {len(item_id)} characters; the farm "
+                               f"stages ids of at most {MAX_ITEM_ID_CHARS}")
         if self.r.hexists(self._key(run_id, "state"), item_id):
             return False
         staged, chunks = split_sessions(item)
@@ -253,7 +257,8 @@ class RunLedger(Ledger):
 
     def order(self, run_id: str) -> list[str]:
         """The run's item ids in dataset order, each once (an entry that is not UTF-8, or a repeat, is named
-        and left out)."""
+        and left out). An entry too long for an item id is a `LedgerValueError`: no staging wrote it, and as
+        with an id that was never staged, the run cannot be reduced from a list it is in."""
         key = self._key(run_id, "order")
         with kind_checked(key):
             raw = self.r.lrange(key, 0, -1)
@@ -264,6 +269,7 @@ class RunLedger(Ledger):
             except LedgerValueError as error:
                 self._warn(f"{error}; left out")
                 continue
+            check_item_id(item_id, f"{key} entry {n}")
             if item_id in order:
                 self._warn(f"{key} entry {n} repeats item {shown(item_id)}; left out")
                 continue
@@ -271,13 +277,14 @@ class RunLedger(Ledger):
         return list(order)
 
     def _hash(self, key: str) -> dict[str, str]:
-        """A hash of the ledger as text; a field or value that is not UTF-8 is named and left out."""
+        """A hash of the ledger keyed by item id, as text; a field that is not UTF-8 or no item id, or a value
+        that is not UTF-8, is named and left out."""
         with kind_checked(key):
             raw = self.r.hgetall(key)
         values = {}
         for field, value in raw.items():
             try:
-                name = text(field, key)
+                name = check_item_id(text(field, key), f"{key} field")
                 values[name] = text(value, key, name)
             except LedgerValueError as error:
                 self._warn(f"{error}; left out")

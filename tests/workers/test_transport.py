@@ -1,0 +1,74 @@
+"""The farm's broker transport reads past a payload that is not a kombu message, and only past that."""
+
+import json
+
+import pytest
+from kombu import Connection, Consumer, Exchange, Producer, Queue
+
+from coordinator.running.ledger import connect
+from workers.transport import Transport, message_problem
+
+#: Payloads no consumer can take: not JSON, nested past Python's recursion limit, JSON of another shape.
+POISONS = ["not json", "[" * 100_000, "[]", '"x"', "{}", '{"body": 1}', '{"properties": {"delivery_tag": "t"}}']
+
+
+def _queue() -> Queue:
+    return Queue("q", Exchange("q", type="direct"), routing_key="q")
+
+
+def _published(url: str, body: dict) -> str:
+    """What kombu writes onto the queue's list for `body`."""
+    with Connection(url) as conn:
+        Producer(conn.default_channel).publish(body, exchange=_queue().exchange, routing_key="q",
+                                               declare=[_queue()], serializer="json")
+    return connect(url).lpop("q").decode()
+
+
+@pytest.mark.server
+def test_a_message_kombu_writes_passes_and_each_damage_to_it_is_named(redis_server):
+    payload = json.loads(_published(redis_server.url, {"n": 1}))
+    assert message_problem(payload) is None
+    damaged = {
+        "properties": lambda p: p.pop("properties"),
+        "delivery_tag": lambda p: p["properties"].update(delivery_tag=["t"]),
+        "delivery_info": lambda p: p["properties"]["delivery_info"].pop("routing_key"),
+        "headers": lambda p: p.update(headers=[]),
+        "'body'": lambda p: p.update(body=1),
+        "body_encoding": lambda p: p["properties"].update(body_encoding="rot13"),
+        "base64": lambda p: p.update(body="a"),
+    }
+    for word, damage in damaged.items():
+        copy = json.loads(json.dumps(payload))
+        damage(copy)
+        assert word in (message_problem(copy) or ""), (word, copy)
+    assert "list" in message_problem([])
+
+
+@pytest.mark.server
+def test_a_consumer_reads_past_every_payload_that_is_no_message(redis_server, caplog):
+    assert Connection(redis_server.url).transport_cls == "redis"
+    with Connection(redis_server.url) as conn:
+        assert isinstance(conn.transport, Transport)
+        received = []
+        Consumer(conn, [_queue()], callbacks=[lambda body, message: (received.append(body), message.ack())]).consume()
+        raw = connect(redis_server.url)
+        raw.lpush("q", *POISONS)
+        raw.lpush("q", _published(redis_server.url, {"n": 2}))  # pushed after the poisons, so read after them
+        while not received:
+            conn.drain_events(timeout=10)
+    assert received == [{"n": 2}]
+    assert connect(redis_server.url).llen("q") == 0
+    assert sum("dropped" in r.getMessage() for r in caplog.records) == len(POISONS)
+
+
+@pytest.mark.server
+def test_an_error_raised_by_the_consumer_itself_is_not_swallowed(redis_server):
+    """Only a payload kombu could not decode is dropped; an error in handling a message passes on."""
+    def fail(body, message):
+        raise ValueError("the consumer's own")
+
+    with Connection(redis_server.url) as conn:
+        Consumer(conn, [_queue()], callbacks=[fail]).consume()
+        connect(redis_server.url).lpush("q", _published(redis_server.url, {"n": 3}))
+        with pytest.raises(ValueError, match="the consumer's own"):
+            conn.drain_events(timeout=10)
