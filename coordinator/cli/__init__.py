@@ -3,7 +3,7 @@
 `root.py` holds the group and the context every command shares; each area's
 commands live in their own module and register themselves on import: `run`
 (run, submit), `farm` (the farm's lifecycle and processes), `results`
-(analyze, score, rankings), `data` (synth, extract-questions, convert),
+(analyze, compare, score, rankings), `data` (synth, extract-questions, convert),
 `sources` (ingest, recall), `bench`.
 """
 

@@ -1,10 +1,8 @@
 """The root `memfarm` group and what every command shares.
 
 The root group builds one `CliContext` (the command line as typed, the broker
-and its ledger once connected, and how results are written); each area's
-commands live in their own module: `run` (run, submit), `farm` (the farm's
-lifecycle and processes), `results` (analyze, score, rankings), `data`
-(synth, extract-questions, convert), `sources` (ingest, recall), `bench`.
+and its ledger once connected, and how results are written), turns any harness
+error into one readable line, and defines the options several areas share.
 """
 
 from __future__ import annotations
