@@ -73,3 +73,16 @@ def wait_for(predicate, timeout=120, interval=0.2, what="condition"):
             return value
         time.sleep(interval)
     raise TimeoutError(f"timed out waiting for {what}")
+
+
+def cluster_up(state_dir: Path, *args: str) -> dict:
+    """`memfarm cluster up` in `state_dir` with `args`; its `cluster.json`, once the command succeeded."""
+    import json
+
+    from click.testing import CliRunner
+
+    from coordinator.cli import main
+
+    result = CliRunner().invoke(main, ["cluster", "up", "--state-dir", str(state_dir), *args])
+    assert result.exit_code == 0, result.output
+    return json.loads((Path(state_dir) / "cluster.json").read_text())

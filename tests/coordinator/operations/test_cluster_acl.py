@@ -26,16 +26,14 @@ from tests.helpers import write_dataset
 from workers.app import make_app
 from workers.ledger import Ledger
 
+from tests.farm_support import cluster_up
+
 pytestmark = [pytest.mark.server]
 FAST = {"MEMFARM_TASK_TIME_LIMIT": "60", "MEMFARM_VISIBILITY_TIMEOUT": "65"}
 
 
 def _cluster_up(tmp_path, *args) -> dict:
-    state_dir = tmp_path / "state"
-    result = CliRunner().invoke(main, ["cluster", "up", "--state-dir", str(state_dir), "--cache-dir",
-                                       str(tmp_path / "cache"), *args])
-    assert result.exit_code == 0, result.output
-    return json.loads((state_dir / "cluster.json").read_text())
+    return cluster_up(tmp_path / "state", "--cache-dir", str(tmp_path / "cache"), *args)
 
 
 def _cluster_down(tmp_path):

@@ -24,13 +24,11 @@ from tests.farm_support import wait_for
 from tests.helpers import write_dataset
 
 pytestmark = [pytest.mark.server]
+from tests.farm_support import cluster_up as up
+
 FAST = {"MEMFARM_TASK_TIME_LIMIT": "60", "MEMFARM_VISIBILITY_TIMEOUT": "65"}
 
 
-def up(state_dir: Path, *args: str) -> dict:
-    result = CliRunner().invoke(main, ["cluster", "up", "--state-dir", str(state_dir), *args])
-    assert result.exit_code == 0, result.output
-    return json.loads((state_dir / "cluster.json").read_text())
 
 
 def down(state_dir: Path) -> None:

@@ -14,15 +14,13 @@ from coordinator.running.ledger import connect
 from tests.farm_support import REPO, wait_for
 from workers.app import make_monitor_app
 
+from tests.farm_support import cluster_up
+
 pytestmark = [pytest.mark.server]
 
 
 def _cluster_up(tmp_path, *args) -> dict:
-    state_dir = tmp_path / "state"
-    result = CliRunner().invoke(main, ["cluster", "up", "--state-dir", str(state_dir), "--cache-dir",
-                                       str(tmp_path / "cache"), *args])
-    assert result.exit_code == 0, result.output
-    return json.loads((state_dir / "cluster.json").read_text())
+    return cluster_up(tmp_path / "state", "--cache-dir", str(tmp_path / "cache"), *args)
 
 
 @pytest.mark.parametrize("poison", ["[]", "{}", '{"body": 1}', '"x"'])
