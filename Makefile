@@ -8,7 +8,7 @@ SCALE ?= 0.1
 MODE ?= fusion
 DATA := data/generated
 
-.PHONY: setup run test bench bench-mutation bench-fleet clean system-packages
+.PHONY: setup run test bench bench-mutation bench-fleet clean system-packages compose-check
 
 $(BIN)/memfarm: pyproject.toml
 	PYTHON=$(PYTHON) bash tools/system-packages venv
@@ -51,6 +51,11 @@ bench-mutation: setup
 
 bench-fleet: setup
 	$(BIN)/python -m devtools fleet $(ARGS)
+
+# The compose farm built and run for real (root: it installs docker.io and starts its own engine), then
+# everything it made removed and the host's network settings put back; see tools/compose-check.
+compose-check:
+	bash tools/compose-check
 
 clean:
 	rm -rf $(VENV) cache $(DATA) *.egg-info
