@@ -8,6 +8,7 @@ import yaml
 from click.testing import CliRunner
 
 from coordinator.cli import main
+from tests.helpers import skip_outside_ci
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -69,15 +70,97 @@ def test_the_torch_the_suite_runs_on_is_a_cpu_build():
     assert cuda_wheels == [], f"CUDA libraries installed beside torch: {cuda_wheels}"
 
 
+def _dockerfile_arg(lines: list[str], name: str) -> str:
+    found = [line.split("=", 1)[1] for line in lines if line.startswith(f"ARG {name}=")]
+    assert len(found) == 1, f"Dockerfile: {len(found)} lines `ARG {name}=...`"
+    return found[0]
+
+
 def test_the_dockerfile_installs_the_makefile_torch_from_the_cpu_index_before_the_package():
+    """By default (no build argument) torch is the Makefile's, from the PyTorch CPU index; `compose-check`
+    passes a local wheel and a base image instead, through the same two arguments."""
     lines = (REPO / "Dockerfile").read_text().splitlines()
-    torch_line = next((i for i, line in enumerate(lines) if re.search(r"pip install .*\btorch==", line)), None)
+    torch_line = next((i for i, line in enumerate(lines) if re.search(r"pip install .*\$TORCH\b", line)), None)
     package_line = next((i for i, line in enumerate(lines) if re.search(r"pip install \.( |$)", line)), None)
     assert torch_line is not None and package_line is not None, "Dockerfile: a torch or a package install is missing"
     words = lines[torch_line].split()
-    index = words[words.index("--index-url") + 1] if "--index-url" in words else None
-    assert index == "https://download.pytorch.org/whl/cpu", \
-        f"Dockerfile line {torch_line + 1}: torch does not come from the CPU index: {lines[torch_line]}"
-    assert _makefile_torch_spec() in words, f"Dockerfile line {torch_line + 1}: not the Makefile's {_makefile_torch_spec()}"
+    assert words[words.index("--index-url") + 1] == '"$TORCH_INDEX"', lines[torch_line]
+    assert _dockerfile_arg(lines, "TORCH_INDEX") == "https://download.pytorch.org/whl/cpu"
+    assert _dockerfile_arg(lines, "TORCH") == _makefile_torch_spec()
     assert torch_line < package_line, "torch must come first, or the package's dependencies pull a CUDA build"
+    assert _dockerfile_arg(lines, "BASE_IMAGE") == "python:3.11-slim"
+    assert "FROM ${BASE_IMAGE}" in lines
     assert 'ENTRYPOINT ["memfarm"]' in lines
+
+
+def test_compose_images_default_to_the_public_ones_and_can_be_local(compose):
+    services = compose["services"]
+    assert services["redis"]["image"] == "${MEMFARM_REDIS_IMAGE:-redis:7}"
+    for name in ("worker", "flower", "coordinator"):
+        assert services[name]["build"]["args"] == {"BASE_IMAGE": "${MEMFARM_BASE_IMAGE:-python:3.11-slim}"}
+        assert services[name]["image"] == "${MEMFARM_IMAGE:-memoria-farm:latest}"
+
+
+def test_the_coordinator_container_writes_results_as_the_host_user(compose):
+    coordinator = compose["services"]["coordinator"]
+    assert coordinator["user"] == "${MEMFARM_UID:-1000}:${MEMFARM_GID:-1000}"
+    assert "${MEMFARM_RESULTS:-./results}:/app/results" in coordinator["volumes"]
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "chmod 1777 /app/results" in dockerfile and "ENV HOME=/tmp" in dockerfile, \
+        "an arbitrary uid needs a writable results folder and home"
+
+
+def test_compose_redis_persists_like_cluster_up(compose, monkeypatch, tmp_path):
+    """The flags `memfarm cluster up` starts redis-server with (captured from `start_redis` itself) are on the
+    compose Redis's command line too, and its memory cap in the config."""
+    from coordinator.operations import processes
+    from coordinator.operations.cluster import DEFAULT_REDIS_MAXMEMORY
+
+    captured = []
+
+    def spawn(command, *args, **kwargs):
+        captured.append(command)
+        raise RuntimeError("captured")
+
+    monkeypatch.setattr(processes, "spawn", spawn)
+    monkeypatch.setattr(processes.shutil, "which", lambda name: "/usr/bin/redis-server")
+    with pytest.raises(RuntimeError, match="captured"):
+        processes.start_redis(tmp_path / "redis", 6390, None, tmp_path / "redis.log", acl="user default off\n")
+    command = captured[0]
+    flags = {command[i]: command[i + 1] for i in range(len(command) - 1) if command[i] in
+             ("--appendonly", "--appendfsync", "--maxmemory-policy", "--save")}
+    assert set(flags) == {"--appendonly", "--appendfsync", "--maxmemory-policy", "--save"}
+    redis_command = compose["services"]["redis"]["command"]
+    for flag, value in flags.items():
+        assert f"{flag} {value or chr(34) * 2}" in redis_command, f"compose Redis lacks `{flag} {value}`"
+    assert f'echo "maxmemory {DEFAULT_REDIS_MAXMEMORY}"' in redis_command
+
+
+def test_the_build_context_leaves_out_the_venv_results_and_git():
+    ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    assert {".git", ".venv", "results", "cache", "data", ".memfarm"} <= ignored
+    assert not ignored & {"wheels", "memoria", "adapters", "workers", "coordinator", "pyproject.toml", "README.md"}
+
+
+def test_ci_runs_the_compose_check_after_the_suite():
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.strip().startswith("make")]
+    assert ci == ["make test", "make compose-check"]
+    assert re.search(r"^compose-check:\n\tbash tools/compose-check$", (REPO / "Makefile").read_text(), re.M)
+
+
+def test_the_compose_check_snapshot_shows_forwarding_the_forward_policy_and_the_bridge():
+    """What `tools/compose-check` compares before and after (and fails on a difference) holds the three
+    settings a Docker engine changes, read from the live system."""
+    import shutil
+    import subprocess
+
+    if shutil.which("ip") is None:
+        skip_outside_ci("no `ip` command (iproute2)")
+    out = subprocess.run(["bash", str(REPO / "tools" / "compose-check"), "--snapshot"], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert f"net.ipv4.ip_forward={Path('/proc/sys/net/ipv4/ip_forward').read_text().strip()}" in out
+    assert any(line.startswith("FORWARD policy=") for line in out)
+    bridge = "present" if Path("/sys/class/net/docker0").exists() else "absent"
+    assert f"docker0={bridge}" in out
+    assert any(line.startswith("bridges:") for line in out)
