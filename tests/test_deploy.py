@@ -164,3 +164,17 @@ def test_the_compose_check_snapshot_shows_forwarding_the_forward_policy_and_the_
     bridge = "present" if Path("/sys/class/net/docker0").exists() else "absent"
     assert f"docker0={bridge}" in out
     assert any(line.startswith("bridges:") for line in out)
+
+
+def test_the_compose_check_refuses_a_non_root_user_before_changing_anything():
+    import os
+    import shutil
+    import subprocess
+
+    command = ["bash", str(REPO / "tools" / "compose-check")]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            skip_outside_ci("no setpriv (util-linux) to run the check as another user")
+        command = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", *command]
+    done = subprocess.run(command, capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
+    assert done.returncode == 1 and "run as root" in done.stderr, done.stderr
