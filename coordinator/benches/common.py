@@ -105,7 +105,7 @@ def sharing_statistics(path: str | Path) -> dict:
 
     occurrences, sessions, turns, texts = 0, set(), 0, set()
     for question in iter_array(path):
-        for sid, session in dict(zip(question["haystack_session_ids"], question["haystack_sessions"])).items():
+        for sid, session in zip(question["haystack_session_ids"], question["haystack_sessions"]):  # every occurrence
             occurrences += 1
             sessions.add(sid)
             for turn in session:
