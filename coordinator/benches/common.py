@@ -100,7 +100,8 @@ def stop_workers(running: list) -> None:
 
 
 def sharing_statistics(path: str | Path) -> dict:
-    """How much a LongMemEval-S file repeats itself: session occurrences vs distinct ids, turns vs distinct texts."""
+    """How much a LongMemEval file repeats itself: session occurrences (each one, as the official evaluation counts
+    them) vs distinct ids, turns vs distinct texts."""
     from adapters.jsonstream import iter_array
 
     occurrences, sessions, turns, texts = 0, set(), 0, set()
