@@ -142,7 +142,7 @@ def _projection(one: dict, questions: int, ratio: float, full: dict, small_sessi
     texts_per_session = one["texts_encoded"] / max(1, small_sessions)
     distinct_full = full["sessions_stored"] * texts_per_session
     work = ratio * distinct_full * per_text + 500 * other_per_question  # one-thread worker seconds
-    hours = {n: round(work / (2 * n) / 3600, 1) for n in (1, 8, 32)}
+    hours = {n: round(work / (2 * n) / 3600, 2) for n in (1, 8, 32)}
     return {"hours": hours, "distinct_texts_full_file": round(distinct_full),
             "shared_vectors_gib_needed": round(distinct_full * 1.7e3 / 2**30, 2),
             "seconds_per_text_encoded": round(per_text, 5), "other_seconds_per_question": round(other_per_question, 1),
