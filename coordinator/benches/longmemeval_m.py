@@ -65,20 +65,24 @@ def _staging(workdir: Path, data: Path) -> dict:
 
 
 def _one_question(workdir: Path, data: Path, companion: Path) -> dict:
-    """One process evaluating one full-size M question cold (what a worker does with an item)."""
+    """One process evaluating one full-size M question cold (what a worker does with an item), in the default
+    mode and in `full` mode, each from nothing: the per-item cache entry and the embedding store it leaves."""
     rows = {}
     for mode in ("fusion", "full"):
-        cache = workdir / f"one_{mode}_cache"
+        cache = workdir / f"one_cache_{mode}"
         seconds, rss = measure_memfarm(["run", "longmemeval", "--dataset", str(data), "--questions", str(companion),
                                         "--limit", "1", "--retrieval-mode", mode, "--cache-dir", str(cache),
                                         "--output", str(workdir / f"one_{mode}.json")])
+        manifest = json.loads((workdir / f"one_{mode}.manifest.json").read_text())
         store = cache / EMBEDDING_STORE_FILE
         entries = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file() and not f.name.startswith(store.name))
         rows[mode] = {"seconds": round(seconds, 1), "peak_rss_mib": round(rss / MIB, 1),
+                      "texts_encoded": manifest["embedding_store"]["texts_encoded"],
                       "item_cache_mib": round(entries / MIB, 1),
                       "embedding_store_mib": round(store.stat().st_size / MIB, 1) if store.exists() else None}
-    docs = json.loads((workdir / "one_fusion.json").read_text())["records"][0].get("diagnostics", {})
-    return {"modes": rows, "target_peak_rss_mib": 1536, "ranking_depth": docs.get("ranking_depth")}
+    record = json.loads((workdir / "one_fusion.json").read_text())["records"][0]
+    return {"modes": rows, "target_peak_rss_mib": 1536,
+            "ranking_depth": (record.get("diagnostics") or {}).get("ranking_depth")}
 
 
 def _farm_run(workdir: Path, broker: str, data: Path, companion: Path, tag: str, workers: int, options: list,
@@ -155,35 +159,37 @@ def _projection(one: dict, questions: int, ratio: float, full: dict, small_sessi
 
 
 def run_longmemeval_m_bench(questions: int, cold_questions: int, workers: int, shares: list[float], workdir,
-                            output, no_claims_variant: bool = True, sessions: int | None = None) -> str:
+                            output, no_claims_variant: bool = True, sessions: int | None = None,
+                            cold_sessions: int | None = None) -> str:
     from adapters.longmemeval import extract_questions
     from adapters.longmemeval_synth import DISTINCT_SESSION_SHARE
     from adapters.longmemeval_synth_m import SESSIONS_PER_QUESTION
 
-    sessions_per_question = sessions or SESSIONS_PER_QUESTION
+    full_size = sessions or SESSIONS_PER_QUESTION
+    fleet_size = cold_sessions or full_size
     workdir = fresh_workdir(workdir)
-    big, generation = _generate(workdir, questions, sessions_per_question, DISTINCT_SESSION_SHARE, 31, "m_full.json")
+    big, generation = _generate(workdir, questions, full_size, DISTINCT_SESSION_SHARE, 31, "m_full.json")
     staging = _staging(workdir, big)
     big.unlink()  # 2.6 GB: the rest of the bench reads small files
+    one_file, _ = _generate(workdir, 1, full_size, DISTINCT_SESSION_SHARE, 33, "m_one.json")
+    companion = workdir / "m_one.questions.json"
+    extract_questions(one_file, companion)
+    one_question = _one_question(workdir, one_file, companion)
     variants = [v for v in VARIANTS if no_claims_variant or v[1] == [] or v[2]]
     sharing = {}
     for share in shares:
-        small, made = _generate(workdir, cold_questions, sessions_per_question, share, 32, f"m_{share}.json")
+        small, made = _generate(workdir, cold_questions, fleet_size, share, 32, f"m_{share}.json")
         sharing[str(share)] = {"generation": made, **_fleet(workdir, small, workers, f"share{share}", variants)}
-        if share == shares[0]:
-            companion = workdir / "one.questions.json"
-            extract_questions(small, companion)
-            one_question = _one_question(workdir, small, companion)
     first = sharing[str(shares[0])]
     after = first["fleet"][-1]
-    small_sessions = first["file"]["distinct_sessions"]
     result = {"questions": questions, "generation": generation, "staging": staging, "one_question": one_question,
-              "cold_questions": cold_questions, "workers": workers, "threads_per_worker": 1, "by_sharing": sharing,
+              "cold_questions": cold_questions, "cold_sessions_per_question": fleet_size, "workers": workers,
+              "threads_per_worker": 1, "by_sharing": sharing,
               "projection": _projection(first["one_worker"], cold_questions, after["encoded_over_distinct"], staging,
-                                        small_sessions),
+                                        first["file"]["distinct_sessions"]),
               "note": "distinct texts = texts encoded by one worker with a fresh store (turns, turn windows and "
                       "questions, each distinct text once); every farm run is cold: fresh workers, caches, stores "
-                      "and no shared vectors; the workers share this machine's cores"}
+                      "and no shared vectors; the workers share this machine's cores, with whatever else runs on it"}
     path = write_bench("longmemeval_m", result, output)
     return _table(result, path)
 
@@ -198,6 +204,7 @@ def _table(r: dict, path) -> str:
              "one M question cold in one process: " + "; ".join(
                  f"{m} {v['seconds']:.0f}s, peak RSS {v['peak_rss_mib']:.0f} MiB, item cache {v['item_cache_mib']:.0f} MiB"
                  for m, v in o.items()),
+             f"{r['cold_questions']} questions of {r['cold_sessions_per_question']} sessions, cold:",
              f"{'sharing':<9}{'run':<38}{'workers':>8}{'s/question':>11}{'encoded':>9}{'/distinct':>10}{'Redis MiB':>10}"]
     for share, block in r["by_sharing"].items():
         for row in [{"variant": "one worker", **block["one_worker"]}, *block["fleet"]]:
