@@ -33,11 +33,6 @@ REPEATS_PER_HISTORY = (1, 3)
 HISTORY_DAYS = 150
 QUIRK_RATES = {"late_session": S.QUIRK_RATES["late_session"], "empty_turn": S.QUIRK_RATES["empty_turn"],
                "huge_turn": S.QUIRK_RATES["huge_turn"]}
-#: The published files, for `memfarm doctor --dataset`: name -> (bytes, SHA-256).
-PUBLISHED_FILES = {
-    "longmemeval_m_cleaned.json": (2_737_100_077, "9d79e5524794a2e6900a3aa9cb7d9152c5a3e8319c9a87c25494ba1eacee495f"),
-    "longmemeval_s_cleaned.json": (277_383_467, "d6f21ea9d60a0d56f34a05b609c79c88a451d2ae03597821ea3d5a9678c3a442"),
-}
 
 
 def write(path: str | Path, questions: int, seed: int = 0, sessions: int = SESSIONS_PER_QUESTION,
