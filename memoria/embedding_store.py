@@ -12,7 +12,9 @@ no pickle anywhere.
 
 `StoredEmbedder` wraps any embedder (same `encode`, `signature`, `dimension`) and
 counts texts encoded and texts served from the store; it may also ask a second,
-shared tier (a farm's Redis) before encoding, and give it what it encoded.
+shared tier (a farm's Redis) before encoding, and give it what it encoded. A tier that
+can `claim` texts makes a fleet encode each new text once: a text another machine
+claimed is waited for rather than encoded a second time at the same moment.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ DEFAULT_MAX_BYTES = 1 << 30
 #: How often (per cap's worth of bytes written by one process) the size is summed and the cap enforced;
 #: a store may overshoot its cap by about 1/this per writing process between two checks.
 EVICTION_CHECKS_PER_CAP = 64
+#: Waiting for texts another machine claimed: poll the shared tier this often, for at least this long, and at most
+#: as long as encoding them here would take at this process's last measured rate (or this one, before any).
+CLAIM_POLL_SECONDS = 0.25
+CLAIM_MIN_WAIT_SECONDS = 2.0
+CLAIM_WAIT_RATE = 20.0
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vectors (
     key TEXT PRIMARY KEY,
@@ -153,6 +160,7 @@ class StoredEmbedder:
         self.dimension = embedder.dimension
         self.space = json.dumps({"signature": embedder.signature, "model_files": model_files}, sort_keys=True)
         self.counts = {"encoded": 0, "served": 0, "damaged": 0, "shared": 0}
+        self._rate = CLAIM_WAIT_RATE  # texts a second this process last encoded at
 
     @property
     def signature(self) -> dict:
@@ -166,21 +174,52 @@ class StoredEmbedder:
         found, damaged = self.store.get(list(key_of.values()), self.dimension)
         missing = [t for t, k in key_of.items() if k not in found]
         if missing and self.shared is not None:
-            fetched = self.shared.get([key_of[t] for t in missing], self.dimension)
-            if fetched:
-                self.store.put(fetched)
-                found.update(fetched)
-                self.counts["shared"] += len(fetched)
-                missing = [t for t in missing if key_of[t] not in fetched]
+            missing = self._from_shared(missing, key_of, found)
+        encoded = len(missing)
+        if missing and callable(getattr(self.shared, "claim", None)):
+            missing, encoded = self._claimed(missing, key_of, found, batch_size)
         if missing:
-            options = {"batch_size": batch_size} if batch_size else {}
-            fresh = self.embedder.encode(missing, **options)
-            made = {key_of[t]: v for t, v in zip(missing, fresh)}
-            self.store.put(made)
-            if self.shared is not None:
-                self.shared.put(made)
-            found.update(made)
-        self.counts["encoded"] += len(missing)
-        self.counts["served"] += len(texts) - len(missing)
+            found.update(self._make(missing, key_of, batch_size))
+        self.counts["encoded"] += encoded
+        self.counts["served"] += len(texts) - encoded
         self.counts["damaged"] += damaged
         return np.ascontiguousarray(np.stack([found[key_of[t]] for t in texts]), dtype=np.float32)
+
+    def _from_shared(self, missing: list[str], key_of: dict, found: dict) -> list[str]:
+        fetched = self.shared.get([key_of[t] for t in missing], self.dimension)
+        if fetched:
+            self.store.put(fetched)
+            found.update(fetched)
+            self.counts["shared"] += len(fetched)
+        return [t for t in missing if key_of[t] not in found]
+
+    def _make(self, texts: list[str], key_of: dict, batch_size: int | None) -> dict:
+        options = {"batch_size": batch_size} if batch_size else {}
+        started = time.perf_counter()
+        made = {key_of[t]: v for t, v in zip(texts, self.embedder.encode(texts, **options))}
+        seconds = time.perf_counter() - started
+        if seconds > 0:
+            self._rate = len(texts) / seconds
+        self.store.put(made)
+        if self.shared is not None:
+            self.shared.put(made)
+        return made
+
+    def _claimed(self, missing: list[str], key_of: dict, found: dict, batch_size) -> tuple[list[str], int]:
+        """Encode the texts this process claimed in the shared tier; wait for the ones other machines claimed
+        (at most about as long as encoding them here would take), then encode whatever is still missing.
+        Returns (texts still to encode, texts encoded so far): without claims, two machines that meet a new
+        text at about the same time would both encode it."""
+        mine = self.shared.claim([key_of[t] for t in missing])
+        own = [t for t in missing if key_of[t] in mine]
+        others = [t for t in missing if key_of[t] not in mine]
+        if own:
+            found.update(self._make(own, key_of, batch_size))
+        if not others:
+            return [], len(own)
+        deadline = time.monotonic() + max(CLAIM_MIN_WAIT_SECONDS, len(others) / self._rate)
+        while others and time.monotonic() < deadline:
+            others = self._from_shared(others, key_of, found)
+            if others:
+                time.sleep(CLAIM_POLL_SECONDS)
+        return others, len(own) + len(others)

@@ -207,7 +207,7 @@ def split_sessions(item: dict) -> tuple[dict, dict[str, bytes]]:
     """The item with its turns replaced by references to session chunks, and those chunks (JSON bytes, not yet
     compressed) by their SHA-256.
 
-    A chunk is one run of consecutive turns of a session, with the occurrence props (when every turn of
+    A chunk is one run of consecutive turns of one session occurrence, with the occurrence props (when every turn of
     the run has the same value) blanked, keys kept, so that `join_sessions` gives back the very same dicts.
     """
     turns = item.get("turns")
@@ -216,7 +216,7 @@ def split_sessions(item: dict) -> tuple[dict, dict[str, bytes]]:
     occurrences, chunks, start = [], {}, 0
     while start < len(turns):
         end = start + 1
-        while end < len(turns) and turns[end].get("session_id") == turns[start].get("session_id"):
+        while end < len(turns) and _occurrence(turns[end]) == _occurrence(turns[start]):
             end += 1
         run = turns[start:end]
         lifted = {name: run[0]["props"][name] for name in OCCURRENCE_PROPS if _same_in_all(run, name)}
@@ -229,6 +229,12 @@ def split_sessions(item: dict) -> tuple[dict, dict[str, bytes]]:
         start = end
     staged = {("turn_chunks" if k == "turns" else k): (occurrences if k == "turns" else v) for k, v in item.items()}
     return staged, chunks
+
+
+def _occurrence(turn: dict) -> tuple:
+    """A turn's session occurrence (id, place): an M history repeats ids, and adjacent repeats stay two chunks."""
+    props = turn.get("props")
+    return turn.get("session_id"), props.get("session_index") if isinstance(props, dict) else None
 
 
 def _same_in_all(run: list[dict], name: str) -> bool:

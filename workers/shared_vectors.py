@@ -21,6 +21,7 @@ tier is an optimisation and never fails an item.
 from __future__ import annotations
 
 import logging
+import secrets
 
 import numpy as np
 import redis
@@ -30,6 +31,11 @@ from memoria.checksums import VECTOR_CHECKSUM_BYTES, vector_checksum
 logger = logging.getLogger(__name__)
 
 PREFIX = "memfarm-vectors:"
+#: `memfarm-vector-claims:<key>`: which worker is encoding a text now; deleted when its vector is written.
+CLAIM_PREFIX = "memfarm-vector-claims:"
+#: A claim outlives a worker that died while encoding by this long at most; the others wait less (the store's
+#: bound) and encode the text themselves.
+CLAIM_TTL_SECONDS = 600
 BUDGET_KEY = "memfarm-vectors-budget"
 DEFAULT_MAX_BYTES = 256 << 20
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
@@ -38,6 +44,7 @@ DEFAULT_TTL_SECONDS = 7 * 24 * 3600
 def forget_all(client: redis.Redis) -> int:
     """Remove every shared vector and the budget; returns how many keys went."""
     keys = list(client.scan_iter(match=PREFIX + "*", count=1000))
+    keys += list(client.scan_iter(match=CLAIM_PREFIX + "*", count=1000))
     for start in range(0, len(keys), 1000):
         client.delete(*keys[start:start + 1000])
     return len(keys) + client.delete(BUDGET_KEY)
@@ -46,11 +53,15 @@ def forget_all(client: redis.Redis) -> int:
 class RedisVectors:
     """The shared tier of `memoria.embedding_store.StoredEmbedder`, in a farm's Redis."""
 
-    def __init__(self, client: redis.Redis, max_bytes: int = DEFAULT_MAX_BYTES, ttl_seconds: int = DEFAULT_TTL_SECONDS):
+    def __init__(self, client: redis.Redis, max_bytes: int = DEFAULT_MAX_BYTES, ttl_seconds: int = DEFAULT_TTL_SECONDS,
+                 claims: bool = True):
         self.r = client
+        self.claims = claims
+        self.token = secrets.token_hex(8)
         self.max_bytes = max_bytes
         self.ttl_seconds = ttl_seconds
-        self.counts = {"fetched": 0, "written": 0, "damaged": 0, "skipped_full": 0, "errors": 0}
+        self.counts = {"fetched": 0, "written": 0, "damaged": 0, "skipped_full": 0, "errors": 0, "claimed": 0,
+                       "claimed_elsewhere": 0}
         self._warned = False
 
     def _failed(self, exc: Exception) -> None:
@@ -100,7 +111,28 @@ class RedisVectors:
             pipe = self.r.pipeline(transaction=False)
             for key, payload in payloads.items():
                 pipe.set(PREFIX + key, payload, ex=self.ttl_seconds, nx=True)
+            if self.claims:
+                pipe.delete(*(CLAIM_PREFIX + key for key in payloads))
             pipe.execute()
             self.counts["written"] += len(payloads)
         except redis.RedisError as exc:
             self._failed(exc)
+
+    def claim(self, keys: list[str]) -> set[str]:
+        """The keys this worker now encodes: those no other worker claimed. All of them when claims are off,
+        the budget is spent (no vector would be shared) or Redis fails: claims only ever save work."""
+        if not self.claims or not keys:
+            return set(keys)
+        try:
+            if int(self.r.get(BUDGET_KEY) or 0) > self.max_bytes:
+                return set(keys)
+            pipe = self.r.pipeline(transaction=False)
+            for key in keys:
+                pipe.set(CLAIM_PREFIX + key, self.token, ex=CLAIM_TTL_SECONDS, nx=True)
+            mine = {key for key, won in zip(keys, pipe.execute()) if won}
+        except redis.RedisError as exc:
+            self._failed(exc)
+            return set(keys)
+        self.counts["claimed"] += len(mine)
+        self.counts["claimed_elsewhere"] += len(keys) - len(mine)
+        return mine

@@ -88,7 +88,8 @@ def _shared_vectors():
             max_bytes = int(float(mib) * 2**20) if mib else DEFAULT_MAX_BYTES
         except (ValueError, OverflowError):
             raise MemfarmError(f"MEMFARM_SHARED_EMBEDDINGS_MIB={mib!r} is not a number of MiB") from None
-        _SHARED = RedisVectors(_ledger().r, max_bytes=max_bytes)
+        claims = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_CLAIMS", "1") != "0"  # "0": the design before claims
+        _SHARED = RedisVectors(_ledger().r, max_bytes=max_bytes, claims=claims)
     return _SHARED
 
 

@@ -100,12 +100,13 @@ def stop_workers(running: list) -> None:
 
 
 def sharing_statistics(path: str | Path) -> dict:
-    """How much a LongMemEval-S file repeats itself: session occurrences vs distinct ids, turns vs distinct texts."""
+    """How much a LongMemEval file repeats itself: session occurrences (each one, as the official evaluation counts
+    them) vs distinct ids, turns vs distinct texts."""
     from adapters.jsonstream import iter_array
 
     occurrences, sessions, turns, texts = 0, set(), 0, set()
     for question in iter_array(path):
-        for sid, session in dict(zip(question["haystack_session_ids"], question["haystack_sessions"])).items():
+        for sid, session in zip(question["haystack_session_ids"], question["haystack_sessions"]):  # every occurrence
             occurrences += 1
             sessions.add(sid)
             for turn in session:

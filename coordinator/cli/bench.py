@@ -147,6 +147,31 @@ def bench_shared_embeddings(questions, scale, workers, workdir, output):
     click.echo(run_shared_embeddings_bench(questions, scale, workers, workdir, output))
 
 
+@bench.command("longmemeval-m")
+@click.option("--questions", type=click.IntRange(1), default=500, show_default=True,
+              help="Questions of the generated M file that is staged (500: the full file, about 2.6 GB).")
+@click.option("--cold-questions", type=click.IntRange(1), default=4, show_default=True,
+              help="Questions of the small M files run cold on the farm.")
+@click.option("--workers", type=click.IntRange(2), default=4, show_default=True)
+@click.option("--sharing", "shares", multiple=True, type=click.FloatRange(0.01, 0.99),
+              help="Distinct share of session occurrences of the small files (default: S's 0.804, then 0.3).")
+@click.option("--sessions", type=click.IntRange(8), default=None, help="Sessions a question (default 476).")
+@click.option("--cold-sessions", type=click.IntRange(8), default=None,
+              help="Sessions a question of the small files run on the farm (default: --sessions).")
+@click.option("--no-claims-variant/--skip-no-claims-variant", default=True, show_default=True,
+              help="Also run shared vectors without claims (the design before them).")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_longmemeval_m", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/longmemeval_m.json", show_default=True)
+def bench_longmemeval_m(questions, cold_questions, workers, shares, sessions, cold_sessions, no_claims_variant, workdir,
+                        output):
+    """The full LongMemEval-M run: generation, staging, cold M questions on 1 and N workers, the projection."""
+    from coordinator.benches.longmemeval_m import run_longmemeval_m_bench
+
+    click.echo(run_longmemeval_m_bench(questions, cold_questions, workers, list(shares) or [0.804, 0.3], workdir,
+                                       output, no_claims_variant=no_claims_variant, sessions=sessions,
+                                       cold_sessions=cold_sessions))
+
+
 @bench.command("adamem")
 @click.option("--locomo", type=click.Path(exists=True, dir_okay=False), default=None,
               help="A LoCoMo file (for example ../shared/data/locomo_dev5.json); needed by the locomo suite.")

@@ -1,4 +1,4 @@
-"""Data commands: generate LongMemEval-S-shaped files, extract the companion file, convert LoCoMo."""
+"""Data commands: generate LongMemEval-S- and M-shaped files, extract the companion file, convert LoCoMo."""
 
 from __future__ import annotations
 
@@ -17,15 +17,32 @@ def synth():
 @synth.command("longmemeval")
 @click.option("--questions", type=click.IntRange(1), default=50, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--shape", type=click.Choice(["s", "m"]), default="s", show_default=True,
+              help="s: LongMemEval-S (~48 sessions a question); m: LongMemEval-M (~476), written as a stream.")
 @click.option("--scale", type=click.FloatRange(0.01, 1.0), default=1.0, show_default=True,
-              help="Share of the ~48 sessions per haystack (1.0 = full scale).")
+              help="S only: share of the ~48 sessions per haystack (1.0 = full scale).")
+@click.option("--sessions", type=click.IntRange(8), default=None,
+              help="M only: sessions a question (default 476, the published file's).")
+@click.option("--distinct-share", type=click.FloatRange(0.01, 0.99), default=None,
+              help="Share of session occurrences that are distinct, which sizes the shared filler pool "
+                   "(M default 0.804, S's measured share; lower repeats sessions more).")
 @click.option("--output", type=click.Path(dir_okay=False), required=True)
-def synth_longmemeval(questions, seed, scale, output):
-    """A LongMemEval-S-shaped file: schema, type mix, abstentions and quirks of the real one."""
-    from adapters.longmemeval_synth import write
-
+def synth_longmemeval(questions, seed, shape, scale, sessions, distinct_share, output):
+    """A LongMemEval-shaped file: schema, type mix, abstentions and quirks of the real one."""
     Path(output).parent.mkdir(parents=True, exist_ok=True)
-    count = write(output, questions, seed=seed, scale=scale)
+    if shape == "m":
+        from adapters import longmemeval_synth_m as M
+
+        if scale != 1.0:
+            raise click.UsageError("--scale is for --shape s; give --sessions for a smaller M file")
+        count = M.write(output, questions, seed=seed, sessions=sessions or M.SESSIONS_PER_QUESTION,
+                        distinct_share=distinct_share or M.S.DISTINCT_SESSION_SHARE)
+    else:
+        from adapters.longmemeval_synth import write
+
+        if sessions is not None:
+            raise click.UsageError("--sessions is for --shape m; give --scale for a smaller S file")
+        count = write(output, questions, seed=seed, scale=scale, distinct_share=distinct_share)
     click.echo(f"wrote {count} questions to {output}")
 
 

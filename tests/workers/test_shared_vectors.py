@@ -5,7 +5,7 @@ import pytest
 import redis
 
 from coordinator.operations.processes import free_port
-from memoria.embedding_store import EmbeddingStore, StoredEmbedder
+from memoria.embedding_store import EmbeddingStore, StoredEmbedder, text_key
 from workers.ledger import connect
 from workers.shared_vectors import BUDGET_KEY, PREFIX, RedisVectors
 
@@ -130,3 +130,52 @@ def test_the_staging_line_says_when_redis_memory_cannot_be_read():
     assert "48 session occurrences as 40 distinct (2.0 MiB of sessions, 0.5 MiB of items" in line
     assert line.endswith("redis memory: not readable by this user")
     assert staging_line(stats, 3 * 2**20).endswith("redis holds 3.0 MiB")
+
+
+class Slow(Counting):
+    """Encodes at a fixed pace, so that two machines meet the same new texts at the same time."""
+
+    def encode(self, texts, batch_size=None):
+        import time
+
+        time.sleep(0.004 * len(texts))
+        return super().encode(texts, batch_size)
+
+
+@pytest.mark.parametrize("claims", [False, True])
+def test_claims_make_two_machines_encode_each_new_text_once(client, tmp_path, claims):
+    import threading
+
+    texts = [f"shared filler turn {n}" for n in range(300)]
+    own = {name: [f"{name} own turn {n}" for n in range(100)] for name in ("a", "b")}
+    machines = {name: StoredEmbedder(Slow(), EmbeddingStore(tmp_path / f"{name}.sqlite"),
+                                     shared=RedisVectors(client, claims=claims)) for name in ("a", "b")}
+    results = {}
+    threads = [threading.Thread(target=lambda n=name: results.__setitem__(n, machines[n].encode(own[n] + texts)))
+               for name in machines]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    encoded = sum(m.counts["encoded"] for m in machines.values())
+    assert sum(len(m.embedder.asked) for m in machines.values()) == encoded
+    if claims:
+        assert encoded == len(texts) + 200  # each distinct text once in the fleet
+        assert not list(client.scan_iter(match="memfarm-vector-claims:*")), "claims go once the vectors are in"
+    else:
+        assert encoded > len(texts) + 200 + 200  # at the same moment both encode most shared texts
+    assert results["a"][100:].tobytes() == results["b"][100:].tobytes() == Counting().encode(texts).tobytes()
+
+
+def test_a_claim_never_written_is_waited_for_a_bounded_time_then_encoded_here(client, tmp_path):
+    import time
+
+    tier = RedisVectors(client)
+    claimed_by_a_dead_worker = StoredEmbedder(Counting(), EmbeddingStore(tmp_path / "x.sqlite"), shared=tier)
+    key_of = {t: text_key(claimed_by_a_dead_worker.space, t) for t in ("one", "two")}
+    assert RedisVectors(client).claim(list(key_of.values())) == set(key_of.values())
+    started = time.monotonic()
+    vectors = claimed_by_a_dead_worker.encode(["one", "two"])
+    assert time.monotonic() - started < 10
+    assert claimed_by_a_dead_worker.counts["encoded"] == 2
+    assert vectors.tobytes() == Counting().encode(["one", "two"]).tobytes()

@@ -32,3 +32,15 @@ def test_sharing_counts_sessions_and_texts_by_hand(tmp_path):
     assert {k: stats[k] for k in ("session_occurrences", "distinct_sessions", "texts_given_to_the_model",
                                   "distinct_texts")} == {"session_occurrences": 4, "distinct_sessions": 3,
                                                          "texts_given_to_the_model": 8, "distinct_texts": 6}
+
+
+def test_sharing_counts_a_session_repeated_in_one_history_twice(tmp_path):
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps([{"question_id": "q0", "question": "Q?", "haystack_session_ids": ["s1", "s2", "s1"],
+                                 "haystack_sessions": [[{"role": "user", "content": "a"}],
+                                                       [{"role": "user", "content": "b"}],
+                                                       [{"role": "user", "content": "a"}]]}]))
+    stats = sharing_statistics(path)
+    # an M history repeats s1 on another date: the official evaluation keeps both occurrences
+    assert (stats["session_occurrences"], stats["distinct_sessions"]) == (3, 2)
+    assert (stats["texts_given_to_the_model"], stats["distinct_texts"]) == (4, 3)

@@ -113,6 +113,35 @@ def test_a_dataset_is_checked_against_the_published_file(tmp_path, monkeypatch):
     import hashlib
 
     digest = hashlib.sha256(b"[]").hexdigest()
-    monkeypatch.setattr(doctor, "KNOWN_DATASETS", (("Test set", "other.json", 2, digest[:8], digest[-4:]),))
+    monkeypatch.setattr(doctor, "KNOWN_DATASETS", (("Test set", "other.json", 2, digest),))
     assert doctor.dataset_check(fake).status == "OK" and "the published Test set file" in doctor.dataset_check(fake).detail
     assert doctor.dataset_check(tmp_path / "missing.json").status == "FAIL"
+
+
+def test_the_published_s_and_m_files_are_known_by_size_and_full_sha256():
+    known = {name: (size, digest) for _, name, size, digest in doctor.KNOWN_DATASETS}
+    assert known["longmemeval_m_cleaned.json"] == (
+        2_737_100_077, "9d79e5524794a2e6900a3aa9cb7d9152c5a3e8319c9a87c25494ba1eacee495f")
+    assert known["longmemeval_s_cleaned.json"] == (
+        277_383_467, "d6f21ea9d60a0d56f34a05b609c79c88a451d2ae03597821ea3d5a9678c3a442")
+
+
+def test_a_file_of_the_m_size_is_hashed_and_one_of_another_size_is_not(tmp_path, monkeypatch):
+    import hashlib
+
+    import adapters.files
+
+    body = b'[{"question_id": "q"}]'
+    monkeypatch.setattr(doctor, "KNOWN_DATASETS", (
+        ("LongMemEval-M (cleaned)", "longmemeval_m_cleaned.json", len(body), hashlib.sha256(body).hexdigest()),))
+    renamed = tmp_path / "m_copy.json"
+    renamed.write_bytes(body)
+    assert "the published LongMemEval-M (cleaned) file" in doctor.dataset_check(renamed).detail
+    renamed.write_bytes(body.replace(b"q", b"x"))  # same size, other bytes
+    same_size = doctor.dataset_check(renamed)
+    assert same_size.status == "OK" and "the size of a published file, not its content" in same_size.detail
+    hashed = []
+    monkeypatch.setattr(adapters.files, "file_sha256", lambda path: hashed.append(path) or "0" * 64)
+    renamed.write_bytes(body + b"\n")
+    other = doctor.dataset_check(renamed)
+    assert other.status == "OK" and "not hashed" in other.detail and hashed == []
