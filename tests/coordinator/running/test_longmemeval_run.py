@@ -23,7 +23,9 @@ MANIFEST_KEYS = {"dataset", "arguments", "commit", "vector_store", "retrieval", 
 
 
 def _run(*args):
-    result = CliRunner().invoke(main, ["run", "longmemeval", *map(str, args)])
+    """A run under the expected-text profile (every turn indexed), the profile these tests recompute;
+    the official profile, the default, has its own end-to-end tests (tests/adapters/test_official.py)."""
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--profile", "expected-text", *map(str, args)])
     return result
 
 
