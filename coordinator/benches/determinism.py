@@ -100,7 +100,12 @@ def _run_variants(benchmark: str, files: dict[str, Path], base: list[str], workd
                     running = start_workers(broker, workdir, f"{benchmark}{where}w", where, 1)
                     workers_now = where
                 _memfarm(args + (["--rebuild-cache"] if state == "cold" else []), broker)
-            out[name] = rankings(json.loads((workdir / f"v{number}.json").read_text(encoding="utf-8")))
+            results = json.loads((workdir / f"v{number}.json").read_text(encoding="utf-8"))
+            if not results.get("complete", True):  # a failed item is no ranking to compare: say why, stop
+                error = next((r.get("error") for r in results["records"] if r.get("status") != "ok"), None)
+                raise RuntimeError(f"{benchmark}, {name}: the run is incomplete "
+                                   f"({results['failures']['items']} items failed; first error: {error})")
+            out[name] = rankings(results)
     finally:
         stop_workers(running)
     return out
