@@ -57,7 +57,8 @@ def differences(reference: dict[str, dict], other: dict[str, dict]) -> list[dict
             continue
         position = next((k for k, (a, b) in enumerate(zip(ref["ids"], got["ids"])) if a != b),
                         min(len(ref["ids"]), len(got["ids"])))
-        entry = {"question_id": question, "first_differing_rank": position + 1, "metrics_equal": got["metrics"] == ref["metrics"]}
+        entry = {"question_id": question, "first_differing_rank": position + 1,
+                 "metrics_equal": got["metrics"] == ref["metrics"]}
         if position < min(len(ref["ids"]), len(got["ids"])):
             a, b = ref["ids"][position], got["ids"][position]
             entry.update(reference_id=a, other_id=b)
@@ -144,7 +145,8 @@ def run_determinism_bench(questions: int, scale: float, locomo: str | Path | Non
     lme.mkdir()
     write(lme / "data.json", questions, seed=41, scale=scale)
     extract_questions(lme / "data.json", lme / "questions.json")
-    datasets["longmemeval"] = ({"file": lme / "data.json", "shuffled": _shuffled(lme / "data.json", lme / "shuffled.json", 5)},
+    datasets["longmemeval"] = ({"file": lme / "data.json",
+                                "shuffled": _shuffled(lme / "data.json", lme / "shuffled.json", 5)},
                                ["--questions", str(lme / "questions.json")], lme)
     texts: list[str] = []
     if locomo:
@@ -152,8 +154,8 @@ def run_determinism_bench(questions: int, scale: float, locomo: str | Path | Non
         folder.mkdir()
         conversations = json.loads(Path(locomo).read_text(encoding="utf-8"))[:locomo_items]
         (folder / "data.json").write_text(json.dumps(conversations), encoding="utf-8")
-        datasets["locomo"] = ({"file": folder / "data.json", "shuffled": _shuffled(folder / "data.json", folder / "shuffled.json", 5)},
-                              [], folder)
+        datasets["locomo"] = ({"file": folder / "data.json",
+                               "shuffled": _shuffled(folder / "data.json", folder / "shuffled.json", 5)}, [], folder)
         texts = [t["text"] for c in conversations for key, session in c["conversation"].items()
                  if key.startswith("session_") and isinstance(session, list) for t in session if t.get("text")]
     port, password = free_port(), secrets.token_urlsafe(12)

@@ -18,7 +18,8 @@ from coordinator.results.compare import DEFAULT_METRICS, DEFAULT_PERMUTATIONS, D
 
 @main.command()
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
-@click.option("--compare", "do_compare", is_flag=True, help="One row per file: session recall_all@5, R@1/3/5/10 and NDCG@10.")
+@click.option("--compare", "do_compare", is_flag=True,
+              help="One row per file: session recall_all@5, R@1/3/5/10 and NDCG@10.")
 @click.option("--force", is_flag=True, help="Compare files of different benchmarks or profiles anyway.")
 @click.option("--explain", type=click.IntRange(1), default=None, help="The N worst questions, explained.")
 @click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,

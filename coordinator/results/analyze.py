@@ -190,7 +190,8 @@ def render_analysis(report: dict) -> str:
         for name, group in report["groups"]["values"].items():
             session, turn = group.get("session") or {}, group.get("turn") or {}
             lines.append(f"  {name:<28} n={group['evaluable']['session']:<4} session all@5 "
-                         f"{session.get('recall_all@5', float('nan')):.3f}  any@5 {session.get('recall_any@5', float('nan')):.3f}"
+                         f"{session.get('recall_all@5', float('nan')):.3f}  "
+                         f"any@5 {session.get('recall_any@5', float('nan')):.3f}"
                          f"  turn R@10 {turn.get('recall_any@10', float('nan')):.3f}"
                          f" (n={group['evaluable']['turn']})")
     return "\n".join(lines)
@@ -223,7 +224,8 @@ def render_compare(rows: list[dict]) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{Path(r['file']).name[:40]:<40} {str(r['system'])[:8]:<8} {str(r['mode']):<7} "
-                     f"{str(r['profile']):<20} {r['evaluable']:>5}" + cell(r["all@5"], 7) + "".join(cell(r[f'R@{k}'], 7) for k in COMPARE_K)
+                     f"{str(r['profile']):<20} {r['evaluable']:>5}" + cell(r["all@5"], 7)
+                     + "".join(cell(r[f'R@{k}'], 7) for k in COMPARE_K)
                      + cell(r["NDCG@10"], 9))
     modes = [str(r["mode"]) for r in rows if r.get("measures")]
     measured = {(str(r["mode"]) if modes.count(str(r["mode"])) == 1 else Path(r["file"]).name): r["measures"]

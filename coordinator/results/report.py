@@ -53,7 +53,8 @@ def metrics_table(results: dict) -> str:
                 session, turn = group.get("session") or {}, group.get("turn") or {}
                 lines.append(f"{name[:28]:<28}{group['evaluable']['session']:>5} "
                              f"{session.get('recall_all@5', float('nan')):>11.3f} "
-                             f"{session.get('recall_any@5', float('nan')):>11.3f} {turn.get('recall_any@10', float('nan')):>10.3f}")
+                             f"{session.get('recall_any@5', float('nan')):>11.3f} "
+                             f"{turn.get('recall_any@10', float('nan')):>10.3f}")
     lines += profile_lines(results)
     if results.get("short_rankings") and results.get("scoring_profile") == "longmemeval-official":
         lines.append(f"note: for {results['short_rankings']} questions the system returned fewer docs than the corpus "
