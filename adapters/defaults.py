@@ -21,7 +21,10 @@ EXPECTED_TEXT_PROFILE = "expected-text"
 #: Scoring profiles: `expected-text` (above) and `longmemeval-official` (LongMemEval's own retrieval
 #: evaluation, reproduced exactly: `adapters.official`). The chosen profile also decides the corpus a run
 #: gives its system; every profile a benchmark supports is computed for every question.
-SCORING_PROFILES = (EXPECTED_TEXT_PROFILE, "longmemeval-official")
+OFFICIAL_PROFILE = "longmemeval-official"
+SCORING_PROFILES = (EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE)
+#: The profile of a benchmark that has only one (LoCoMo). LongMemEval-S runs default to its official
+#: profile (`adapters.registry`): the numbers a paper can cite, the expected-text ones one flag away.
 DEFAULT_SCORING_PROFILE = EXPECTED_TEXT_PROFILE
 
 #: Other names a scoring profile is read under: results files and manifests written under the name

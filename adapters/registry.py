@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.defaults import DEFAULT_SCORING_PROFILE, SCORING_PROFILES
+from adapters.defaults import DEFAULT_SCORING_PROFILE, OFFICIAL_PROFILE, SCORING_PROFILES
 from adapters.errors import MemfarmError
 
 
@@ -32,6 +32,8 @@ class Benchmark:
     rendering: str = "turn content as-is"
     #: Scoring profiles computed for every question of the benchmark (the first is the default).
     profiles: tuple[str, ...] = (DEFAULT_SCORING_PROFILE,)
+    #: The profile of a run that names none.
+    default_profile: str = DEFAULT_SCORING_PROFILE
 
     def open(self, dataset: str | Path | None, questions: str | Path | None = None,
              profile: str = DEFAULT_SCORING_PROFILE):
@@ -47,7 +49,8 @@ class Benchmark:
 
 BENCHMARKS = {b.name: b for b in (
     Benchmark("longmemeval", "LongMemEval-S", "longmemeval_s_cleaned.json (xiaowu0162/LongMemEval)", "question",
-              "ids", "adapters.longmemeval:LongMemEval", profiles=SCORING_PROFILES),
+              "ids", "adapters.longmemeval:LongMemEval", profiles=SCORING_PROFILES,
+              default_profile=OFFICIAL_PROFILE),
     Benchmark("locomo", "LoCoMo", "locomo10.json (snap-research/LoCoMo)", "conversation", "ids",
               "adapters.locomo:LoCoMo",
               rendering="'{speaker}: {text}' plus ' [shares a photo: {caption}]' where the turn shares an image"),
@@ -59,6 +62,11 @@ BENCHMARKS = {b.name: b for b in (
 )}
 #: Benchmarks scored from ranked ids (the ones the per-item cache and `memfarm score` serve).
 RANKED_BENCHMARKS = tuple(name for name, b in BENCHMARKS.items() if b.scoring == "ids")
+
+
+def default_profile(name: str) -> str:
+    """The scoring profile of a run of benchmark `name` that names none."""
+    return BENCHMARKS[name].default_profile if name in BENCHMARKS else DEFAULT_SCORING_PROFILE
 
 
 def benchmark(name: str) -> Benchmark:

@@ -75,7 +75,7 @@ class BM25Index:
         scores = scorer.get_scores(terms)
         ids = np.asarray(self.ids)
         matched = np.flatnonzero(scores > 0)
-        order = np.lexsort((ids[matched], -scores[matched]))[:limit]
+        order = np.lexsort((ids[matched], -np.round(scores[matched], defaults.TIE_DECIMALS)))[:limit]
         return [(int(ids[matched[i]]), float(scores[matched[i]])) for i in order]
 
     # -- persistence -------------------------------------------------------

@@ -18,6 +18,15 @@ DEFAULT_RECALL_LIMIT = 50
 #: peak memory of a cold run lower (at 64 a 50-question full-scale run peaked at 1.43 GiB).
 DEFAULT_BATCH_SIZE = 32
 
+#: Every text is padded to the next multiple of this many tokens and batched only with texts of that
+#: width, so its vector never depends on its batch (memoria.canonical_batches). 16 keeps the batches
+#: full; exact lengths (a step of 1) made many tiny batches and encoding several times slower.
+CANONICAL_PAD_STEP = 16
+
+#: Ranking compares scores rounded to this many decimals and orders equal ones by id (memoria.ties):
+#: float noise in a cosine is about 1e-7, while scores that mean something differ by far more than 1e-6.
+TIE_DECIMALS = 6
+
 #: Worker threads for parallel extraction at insert time.
 DEFAULT_MAX_WORKERS = 4
 

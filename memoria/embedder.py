@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from memoria import defaults
+from memoria.canonical_batches import encode_sentence_transformer
 from memoria.model_files import BACKENDS, model_path, offline_environment, packaged_signature, signature
 from memoria.onnx_backend import OnnxEmbedder
 
@@ -57,16 +58,10 @@ class Embedder:
         return signature(self.dimension, self.max_seq_length)
 
     def encode(self, texts: list[str], batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> np.ndarray:
-        """Embed texts; returns a (len(texts), dimension) float32 array."""
+        """Embed texts; returns a (len(texts), dimension) float32 array, each row whatever its batch."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = self.model.encode(
-            list(texts),
-            batch_size=batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        vectors = encode_sentence_transformer(self.model, texts, batch_size, self.max_seq_length, self.dimension)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
 

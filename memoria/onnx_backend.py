@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from memoria import defaults
+from memoria.canonical_batches import canonical_batches
 from memoria.checksums import file_sha256
 from memoria.model_files import (BACKENDS, model_files_sha256, model_path, offline_environment, packaged_signature,
                                   signature)
@@ -177,10 +178,9 @@ class OnnxEmbedder:
         if not texts:
             return out
         encodings = self.tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))  # similar lengths pad least
-        for start in range(0, len(order), batch_size):
-            batch = [encodings[i] for i in order[start:start + batch_size]]
-            width = max(len(e.ids) for e in batch)
+        lengths = [len(e.ids) for e in encodings]
+        for width, indices in canonical_batches(lengths, batch_size, self.max_seq_length):
+            batch = [encodings[i] for i in indices]
             ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros_like(ids)
             types = np.zeros_like(ids)
@@ -189,5 +189,5 @@ class OnnxEmbedder:
             hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
             pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-            out[order[start:start + batch_size]] = pooled
+            out[indices] = pooled
         return out

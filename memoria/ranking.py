@@ -15,6 +15,7 @@ import numpy as np
 
 from memoria import boosts, defaults
 from memoria.bm25 import tokenize
+from memoria.ties import score_key
 
 
 def _min_max(scores: dict[int, float], ids) -> dict[int, float]:
@@ -141,7 +142,7 @@ def _feedback(ctx: RankingContext, base: dict[int, float], pool, turns: int, cou
     """Each candidate's BM25 score for the feedback words of the best `turns` candidates, divided by the best."""
     if ctx.lexical_search is None or not pool:
         return {i: 0.0 for i in pool}, []
-    best = sorted(pool, key=lambda i: (-base[i], i))[:turns]
+    best = sorted(pool, key=lambda i: (-score_key(base[i]), i))[:turns]
     terms = feedback_terms(ctx.query, [(ctx.view.raw_texts.get(i, ""), max(base[i], 0.0)) for i in best],
                            ctx.view.document_frequency, ctx.view.total, count)
     if not terms:
@@ -206,7 +207,7 @@ def rank(ctx: RankingContext, weights: dict[str, float], limit: int,
         contributions[SESSION_SIGNAL] = session_weight * sessions[memory_id]
         scored.append((memory_id, sum(contributions.values()), {"signals": signal_values,
                                                                 "contributions": contributions}))
-    scored.sort(key=lambda e: (-e[1], e[0]))
+    scored.sort(key=lambda e: (-score_key(e[1]), e[0]))
     reordered, mmr = _mmr(ctx, scored, mmr_lambda, mmr_window)
     final = reordered[:limit]
     diagnostics = {"pool": len(pool), "weights": dict(weights), "session_top_n": session_top_n,
@@ -227,7 +228,7 @@ def _mmr(ctx: RankingContext, scored, mmr_lambda: float, window: int):
         for entry in remaining:
             similarity = max((_similarity(ctx, entry[0], chosen[0]) for chosen in selected), default=0.0)
             value = mmr_lambda * (entry[1] / top) - (1 - mmr_lambda) * similarity
-            if best_value is None or value > best_value + 1e-12:
+            if best_value is None or score_key(value) > score_key(best_value):
                 best, best_value = entry, value
         best[2]["mmr_score"] = best_value
         selected.append(best)

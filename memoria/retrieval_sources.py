@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from memoria.boosts import date_keys, mentions_time
 from memoria.bm25 import STOPWORDS, tokenize
 from memoria.extract import query_attributes, query_entities
+from memoria.ties import best_first
 from memoria.windows import session_key
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
@@ -23,7 +24,7 @@ ATTRIBUTE_WEIGHTS = {"date": 1.0, "session_date": 0.6, "quantity": 1.0, "time": 
 
 
 def _ranked(scores: dict[int, float], limit: int) -> list[tuple[int, float]]:
-    return sorted(((i, s) for i, s in scores.items() if s > 0), key=lambda p: (-p[1], p[0]))[:limit]
+    return best_first((i, s) for i, s in scores.items() if s > 0)[:limit]
 
 
 def _normal_text(text: str) -> str:

@@ -8,6 +8,7 @@ rankings of 1 / (k + rank(d)), with ranks starting at 1.
 from __future__ import annotations
 
 from memoria.defaults import DEFAULT_RRF_K
+from memoria.ties import score_key
 
 
 def reciprocal_rank_fusion(rankings: dict[str, list[int]], k: int = DEFAULT_RRF_K) -> list[dict]:
@@ -28,4 +29,4 @@ def reciprocal_rank_fusion(rankings: dict[str, list[int]], k: int = DEFAULT_RRF_
             share = 1.0 / (k + rank)
             entry["contributions"][source] = share
             entry["score"] += share
-    return sorted(fused.values(), key=lambda e: (-e["score"], e["id"]))
+    return sorted(fused.values(), key=lambda e: (-score_key(e["score"]), e["id"]))

@@ -8,6 +8,7 @@ import faiss
 import numpy as np
 
 from memoria.errors import SnapshotError
+from memoria.ties import best_first
 
 
 class VectorIndex:
@@ -30,13 +31,13 @@ class VectorIndex:
         self.index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
 
     def search(self, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
-        """Best-first (id, cosine) pairs; equal scores ordered by id."""
+        """Best-first (id, cosine) pairs; scores equal on the tie grid ordered by id."""
         k = min(limit, len(self))
         if k <= 0:
             return []
         scores, ids = self.index.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), k)
         pairs = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
-        return sorted(pairs, key=lambda p: (-p[1], p[0]))
+        return best_first(pairs)
 
     def save(self, path: Path) -> None:
         faiss.write_index(self.index, str(path))

@@ -13,6 +13,8 @@ Sessions are told apart by what the harness may pass in metadata (`label`,
 
 from __future__ import annotations
 
+from memoria.ties import best_first
+
 
 def session_key(metadata: dict) -> tuple:
     """Which session a memory belongs to, from the metadata it was stored with."""
@@ -92,4 +94,4 @@ def credit_turns(window_hits: list[tuple[int, float]], window_turns: list[list[i
         for turn in window_turns[window]:
             if turn not in best or score > best[turn]:
                 best[turn] = score
-    return sorted(best.items(), key=lambda p: (-p[1], p[0]))
+    return best_first(best.items())

@@ -196,3 +196,24 @@ def bench_adamem(locomo, suites, questions, scale, longmemeval, conversations, b
         raise click.UsageError("the locomo suite needs --locomo FILE (or leave it out with --suite)")
     click.echo(run_adamem_bench(locomo, questions, scale, workdir, output, suites=suites, conversations=conversations,
                                 broker=broker, longmemeval=longmemeval))
+
+
+@bench.command("determinism")
+@click.option("--questions", type=click.IntRange(2), default=8, show_default=True,
+              help="Questions of the generated LongMemEval-S file.")
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.05, show_default=True)
+@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Also run the variants on this LoCoMo file (e.g. locomo_dev5.json).")
+@click.option("--locomo-items", type=click.IntRange(1), default=2, show_default=True,
+              help="Conversations of the LoCoMo file used.")
+@click.option("--retrieval-mode", "mode", type=click.Choice(["fusion", "full", "dense"]), default="fusion",
+              show_default=True)
+@click.option("--speed-rounds", type=click.IntRange(1), default=3, show_default=True,
+              help="Rounds of the encoder timing (ordinary against canonical batches); the median is reported.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_determinism", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/determinism.json", show_default=True)
+def bench_determinism(questions, scale, locomo, locomo_items, mode, speed_rounds, workdir, output):
+    """Rankings here and on 1 or 3 workers, store on or off, cold or warm, items shuffled: identical?"""
+    from coordinator.benches.determinism import run_determinism_bench
+
+    click.echo(run_determinism_bench(questions, scale, locomo, locomo_items, mode, speed_rounds, workdir, output))

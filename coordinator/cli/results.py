@@ -9,16 +9,17 @@ from pathlib import Path
 
 import click
 
-from adapters.defaults import DEFAULT_SCORING_PROFILE, K_VALUES
+from adapters.defaults import K_VALUES
 from adapters.errors import MemfarmError
-from adapters.registry import BENCHMARKS, RANKED_BENCHMARKS
+from adapters.registry import BENCHMARKS, RANKED_BENCHMARKS, default_profile
 from coordinator.cli.root import ProfileChoice, main
 from coordinator.results.compare import DEFAULT_METRICS, DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
 @main.command()
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
-@click.option("--compare", "do_compare", is_flag=True, help="One row per file: session R@1/3/5/10 and NDCG@10.")
+@click.option("--compare", "do_compare", is_flag=True,
+              help="One row per file: session recall_all@5, R@1/3/5/10 and NDCG@10.")
 @click.option("--force", is_flag=True, help="Compare files of different benchmarks or profiles anyway.")
 @click.option("--explain", type=click.IntRange(1), default=None, help="The N worst questions, explained.")
 @click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -115,8 +116,9 @@ def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss,
               help='JSON lines: {"question_id": ..., "ranked": [ids, best first]}.')
 @click.option("--level", type=click.Choice(["session", "turn"]), default="session", show_default=True)
 @click.option("--scoring-profile", "--profile", "scoring_profile", type=ProfileChoice(),
-              default=DEFAULT_SCORING_PROFILE, show_default=True,
-              help="The profile of the closing table and `metrics` (every profile is computed).")
+              default=None,
+              help="The profile of the closing table and `metrics` (every profile is computed). "
+                   "Default: longmemeval-official for longmemeval, expected-text otherwise.")
 @click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Companion questions file (LongMemEval turn gold).")
 @click.option("--output", type=click.Path(dir_okay=False), default=None)
@@ -129,6 +131,7 @@ def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, 
     from coordinator.running.spec import RunSpec
 
     cli = ctx.obj
+    scoring_profile = scoring_profile or default_profile(benchmark)
     if questions and benchmark != "longmemeval":
         raise click.UsageError(f"--questions is the LongMemEval companion file; it means nothing for {benchmark}")
     if scoring_profile not in BENCHMARKS[benchmark].profiles:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE, DEFAULT_SCORING_PROFILE,
+from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE,
                                DEFAULT_TOP_K, EMBEDDER_BACKENDS)
 from adapters.registry import BENCHMARKS
 from coordinator.cli.root import ProfileChoice, broker_option, main
@@ -58,8 +58,9 @@ def run_options(command):
         click.option("--rebuild-cache", is_flag=True, help="Ignore cached items and rebuild them."),
         click.option("--output", type=click.Path(dir_okay=False), default=None),
         click.option("--scoring-profile", "--profile", "scoring_profile", type=ProfileChoice(),
-                     default=DEFAULT_SCORING_PROFILE, show_default=True,
-                     help="Gold rules and corpus of the run (every profile of the benchmark is also computed)."),
+                     default=None,
+                     help="Gold rules and corpus of the run (every profile of the benchmark is also computed). "
+                          "Default: longmemeval-official for longmemeval (citable), expected-text otherwise."),
         click.option("--batch-size", type=click.IntRange(1), default=engine.DEFAULT_BATCH_SIZE, show_default=True,
                      help="Texts per call to the embedding model."),
         click.option("--extraction-threads", type=click.IntRange(1), default=engine.DEFAULT_MAX_WORKERS,
@@ -199,7 +200,7 @@ def staging_line(stats: dict, used_memory: int | None) -> str:
 def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run: bool, save_to) -> None:
     from adapters.errors import ResultsError
     from adapters.files import read_json, write_json
-    from coordinator.results.optimize import optimise
+    from coordinator.results.optimize import optimise, tuned_on
 
     results = read_json(results_path, "results file", ResultsError, top=dict)
     weights = results["settings_system"]["ranking"]["weights"]
@@ -213,7 +214,7 @@ def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run
         click.echo("dry run: weights not written")
         return
     target = Path(save_to) if save_to else Path(str(results_path)[:-5] + ".weights.json")
-    write_json(target, {"weights": report["weights"], "optimisation": report})
+    write_json(target, {"weights": report["weights"], "optimisation": report, "tuned_on": tuned_on(results, report)})
     click.echo(f"weights: {target} (use with --weights)")
 
 

@@ -15,6 +15,7 @@ from adapters.errors import ResultsError
 from adapters.files import read_json
 from adapters.percentile import percentile
 from coordinator.results.measures_table import MEASURES_NOTE, cell, render_rows, row_of
+from coordinator.results.report import METRIC_ORDER, headline_lines
 from coordinator.running.reducer import RESULTS_FORMAT, current_profile_names
 
 RANK_BUCKETS = ((1, 1), (2, 3), (4, 5), (6, 10), (11, 30), (31, 50))
@@ -141,6 +142,7 @@ def render_analysis(report: dict) -> str:
              + (f" (on the {report['corpus']} corpus, not its own)" if report["corpus"] != report["scoring_profile"] else "")
              + f" | {report['questions']} questions, {report['evaluable']} evaluable, "
              f"{report['abstentions']} abstentions, {report['failed']} failed",
+             *headline_lines(report["official"]),
              "", "retrieved / top-1 / top-3 (first gold turn, else gold session)"]
     lines += [f"  {name:<10} {_fmt_rate(entry)}" for name, entry in report["rates"].items()]
     lines.append("")
@@ -177,7 +179,7 @@ def render_analysis(report: dict) -> str:
               f"{report['official']['evaluable']['session']}, turn {report['official']['evaluable']['turn']})"]
     for level in ("session", "turn"):
         values = report["official"].get(level) or {}
-        cells = "  ".join(f"{m}@{k}={values[f'{m}@{k}']:.3f}" for m in ("recall_any", "recall_all", "ndcg_any")
+        cells = "  ".join(f"{m}@{k}={values[f'{m}@{k}']:.3f}" for m in METRIC_ORDER
                           for k in (1, 5, 10) if f"{m}@{k}" in values)
         lines.append(f"  {level:<8} {cells}")
     if report.get("measures"):
@@ -187,8 +189,10 @@ def render_analysis(report: dict) -> str:
         lines += ["", f"by {report['groups']['key']}"]
         for name, group in report["groups"]["values"].items():
             session, turn = group.get("session") or {}, group.get("turn") or {}
-            lines.append(f"  {name:<28} n={group['evaluable']['session']:<4} session R@5 "
-                         f"{session.get('recall_any@5', float('nan')):.3f}  turn R@10 {turn.get('recall_any@10', float('nan')):.3f}"
+            lines.append(f"  {name:<28} n={group['evaluable']['session']:<4} session all@5 "
+                         f"{session.get('recall_all@5', float('nan')):.3f}  "
+                         f"any@5 {session.get('recall_any@5', float('nan')):.3f}"
+                         f"  turn R@10 {turn.get('recall_any@10', float('nan')):.3f}"
                          f" (n={group['evaluable']['turn']})")
     return "\n".join(lines)
 
@@ -207,6 +211,7 @@ def compare(files: list[dict], force: bool = False) -> list[dict]:
         rows.append({"file": f["_path"], "benchmark": f["benchmark"], "system": f.get("system"),
                      "mode": f.get("retrieval_mode"), "profile": f.get("scoring_profile"),
                      "evaluable": f["metrics"]["all"]["evaluable"]["session"],
+                     "all@5": session.get("recall_all@5"),
                      **{f"R@{k}": session.get(f"recall_any@{k}") for k in COMPARE_K},
                      "NDCG@10": session.get("ndcg_any@10"),
                      "measures": row_of(f) if f.get("measures") else None})
@@ -214,12 +219,13 @@ def compare(files: list[dict], force: bool = False) -> list[dict]:
 
 
 def render_compare(rows: list[dict]) -> str:
-    head = f"{'file':<40} {'system':<8} {'mode':<7} {'profile':<20} {'n':>5}" + "".join(
+    head = f"{'file':<40} {'system':<8} {'mode':<7} {'profile':<20} {'n':>5}{'all@5':>7}" + "".join(
         f"{'R@' + str(k):>7}" for k in COMPARE_K) + f"{'NDCG@10':>9}"
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{Path(r['file']).name[:40]:<40} {str(r['system'])[:8]:<8} {str(r['mode']):<7} "
-                     f"{str(r['profile']):<20} {r['evaluable']:>5}" + "".join(cell(r[f'R@{k}'], 7) for k in COMPARE_K)
+                     f"{str(r['profile']):<20} {r['evaluable']:>5}" + cell(r["all@5"], 7)
+                     + "".join(cell(r[f'R@{k}'], 7) for k in COMPARE_K)
                      + cell(r["NDCG@10"], 9))
     modes = [str(r["mode"]) for r in rows if r.get("measures")]
     measured = {(str(r["mode"]) if modes.count(str(r["mode"])) == 1 else Path(r["file"]).name): r["measures"]
@@ -304,7 +310,7 @@ def summarize_directory(directory: str | Path) -> dict:
             "benchmark": results["benchmark"], "system": results.get("system"), "mode": results.get("retrieval_mode"),
             "profile": results.get("scoring_profile"), "questions": results["question_count"],
             "evaluable": results["retrieval_evaluable"], "abstentions": results.get("abstentions_excluded"),
-            "session": {k: session.get(k) for k in ("recall_any@5", "recall_any@10", "ndcg_any@10")},
+            "session": {k: session.get(k) for k in ("recall_all@5", "recall_any@5", "recall_any@10", "ndcg_any@10")},
             "turn": {k: turn.get(k) for k in ("recall_any@5", "recall_any@10", "ndcg_any@10")},
             "commit": results.get("commit"), "elapsed_seconds": results.get("elapsed_seconds"),
         }

@@ -76,6 +76,8 @@ def compare_files(files: list[dict], metrics=DEFAULT_METRICS, *, resamples: int 
             "confidence": CONFIDENCE, "count_failed_as_miss": count_failed_as_miss,
             "failed_scored_as_miss": {label: {"questions": len(fail["question_ids"]), "item_ids": fail["item_ids"]}
                                       for label, fail in zip(labels, failures) if fail["question_ids"]},
+            "tuned_on_this_data": {label: f["tuning"]["weights_file"] for label, f in zip(labels, files)
+                                   if (f.get("tuning") or {}).get("tuned_on_this_data")},
             "comparisons": [{key: c[key] for key in _FIELDS} for c in comparisons]}
 
 
@@ -253,6 +255,9 @@ def render_comparison(table: dict) -> str:
     for label, failed in table["failed_scored_as_miss"].items():
         lines.append(f"--count-failed-as-miss: {label} scores its {failed['questions']} failed questions (items "
                      f"{', '.join(failed['item_ids'])}) as misses on every metric")
+    for label, weights in table.get("tuned_on_this_data", {}).items():
+        lines.append(f"{label}: tuned on this data (its weights {weights} were tuned on this dataset; "
+                     "its numbers are not held out)")
     width = max([6] + [len(c["system"]) for c in table["comparisons"]])
     head = (f"{'metric':<22} {'system':<{width}} {'n':>5} {'base':>6} {'sys':>6} {'delta':>7} {'95% CI':>17} "
             f"{'p':>7} {'p_holm':>7} {'W/L/T':>13}  test")

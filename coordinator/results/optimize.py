@@ -88,6 +88,27 @@ def optimise(records: list[dict], weights: dict[str, float], step: float = 0.02,
             "step_size": step}
 
 
+#: What a results file, its closing table and `compare` say of a run whose weights were tuned on its own dataset.
+TUNED_LABEL = "tuned on this data"
+
+
+def tuned_on(results: dict, report: dict) -> dict:
+    """What a weights file records of the data it was tuned on: a run on the same checksum is not held out."""
+    return {"dataset_checksum": results.get("dataset_checksum"), "benchmark": results.get("benchmark_key"),
+            "scoring_profile": results.get("scoring_profile"), "questions": report["questions"],
+            "objective": report["objective"]}
+
+
+def tuning_record(path: str | Path, dataset_sha256: str) -> dict:
+    """A run's `tuning` block: its weights file, the data that file was tuned on (None: not said), and whether
+    that is this run's dataset."""
+    data = read_json(path, "weights file", ResultsError)
+    origin = data.get("tuned_on") if isinstance(data, dict) and isinstance(data.get("tuned_on"), dict) else None
+    same = bool(origin) and origin.get("dataset_checksum") == dataset_sha256
+    return {"weights_file": str(path), "tuned_on": origin, "tuned_on_this_data": same,
+            "label": TUNED_LABEL if same else None}
+
+
 def load_weights(path: str | Path) -> dict[str, float]:
     data = read_json(path, "weights file", ResultsError)
     weights = data.get("weights", data) if isinstance(data, dict) else None

@@ -55,17 +55,24 @@ def group_bars(results: dict) -> bytes | None:
     plt = _figure()
     fig, ax = plt.subplots(figsize=(6.4, 4))
     names = list(groups)
+    strict = [(groups[n].get("session") or {}).get("recall_all@5", 0.0) for n in names]
     session = [(groups[n].get("session") or {}).get("recall_any@5", 0.0) for n in names]
     turn = [(groups[n].get("turn") or {}).get("recall_any@10", 0.0) for n in names]
     positions = range(len(names))
-    ax.bar([p - 0.2 for p in positions], session, width=0.4, label="session R@5")
-    ax.bar([p + 0.2 for p in positions], turn, width=0.4, label="turn R@10")
+    ax.bar([p - 0.27 for p in positions], strict, width=0.27, label="session recall_all@5")
+    ax.bar(list(positions), session, width=0.27, label="session R@5 (any)")
+    ax.bar([p + 0.27 for p in positions], turn, width=0.27, label="turn R@10")
     ax.set_xticks(list(positions), [f"{n}\n(n={groups[n]['evaluable']['session']})" for n in names], fontsize=7,
                   rotation=20)
     ax.set_ylim(0, 1.02)
-    ax.set_title(f"By {key[3:].replace('_', ' ')}")
+    ax.set_title(f"{_name(results)}: by {key[3:].replace('_', ' ')}")
     ax.legend(fontsize=7)
     return _png(fig)
+
+
+def _name(results: dict) -> str:
+    """The file a per-file chart shows, as its title names it."""
+    return Path(str(results.get("_path", "results"))).name
 
 
 def rank_histogram(results: dict) -> bytes:
@@ -76,7 +83,27 @@ def rank_histogram(results: dict) -> bytes:
     ax.hist(found, bins=range(1, max(found + [2]) + 2), color="#4a7ab5")
     ax.set_xlabel("rank of the first gold candidate")
     ax.set_ylabel("questions")
-    ax.set_title(f"Rank histogram ({len(found)} retrieved, {len(ranks) - len(found)} not retrieved)")
+    ax.set_title(f"{_name(results)}: rank histogram ({len(found)} retrieved, {len(ranks) - len(found)} not retrieved)")
+    return _png(fig)
+
+
+def difference_chart(table: dict) -> bytes:
+    """Each paired difference (system minus baseline) with its interval, one row per metric and system."""
+    plt = _figure()
+    rows = [c for c in table["comparisons"] if c["n"]]
+    fig, ax = plt.subplots(figsize=(6.4, max(2.2, 0.45 * len(rows) + 1.2)))
+    for position, c in enumerate(rows):
+        low, high = c["ci95"]
+        colour = "#4a7ab5" if c["p_holm"] < 0.05 else "#8c8c8c"
+        ax.errorbar(c["delta"], position, xerr=[[c["delta"] - low], [high - c["delta"]]], fmt="o", color=colour,
+                    capsize=4)
+    ax.axvline(0.0, color="#b5524a", linewidth=1)
+    ax.set_yticks(range(len(rows)), [f"{c['metric']}\n{c['system']} (n={c['n']})" for c in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"difference from {table['baseline']} ({int(table['confidence'] * 100)}% paired bootstrap "
+                  "interval; blue: p_holm < 0.05)")
+    ax.set_title("Paired differences against the baseline")
+    ax.grid(axis="x", alpha=0.3)
     return _png(fig)
 
 
@@ -195,6 +222,38 @@ def _median(values: list[float]) -> float:
     return percentile(values, 0.5) if values else 0.0
 
 
+def paired_section(files: list[dict]) -> str:
+    """`memfarm compare`'s table (the strict metric first) and a chart of each difference with its interval; or
+    why the files cannot be paired."""
+    from adapters.errors import ResultsError
+    from coordinator.results.compare import compare_files
+
+    if len(files) < 2:
+        return ""
+    head = "<h2>Paired comparison</h2><div id='paired'>"
+    try:
+        table = compare_files(files)
+    except ResultsError as exc:
+        return head + f"<p class='note'>Not paired: {html.escape(str(exc))}</p></div>"
+    rows = [{"metric": c["metric"], "system": c["system"], "n": c["n"], "baseline": c["baseline_value"],
+             "system value": c["system_value"], "delta": f"{c['delta']:+.3f}" if c["n"] else None,
+             "95% interval": f"[{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]" if c["n"] else None,
+             "p": f"{c['p_value']:.2g}" if c["n"] else None, "p_holm": f"{c['p_holm']:.2g}" if c["n"] else None,
+             "W/L/T": f"{c['wins']['count']}/{c['losses']['count']}/{c['ties']['count']}", "test": c["test"]}
+            for c in table["comparisons"]]
+    tuned = "".join(f"<p class='note'>{html.escape(label)}: tuned on this data (its weights were tuned on this "
+                    "dataset; its numbers are not held out).</p>" for label in table.get("tuned_on_this_data", {}))
+    return "".join([
+        head, f"<p class='note'>Baseline {html.escape(table['baseline'])}; {table['questions']} questions; paired "
+        f"bootstrap {table['resamples']} resamples, seed {table['seed']}; p: exact McNemar (hit or miss) or sign-flip "
+        "test (nDCG); p_holm: adjusted by Holm's method over every row. An interval holding 0 does not tell the "
+        "systems apart.</p>", tuned,
+        _table(rows, ["metric", "system", "n", "baseline", "system value", "delta", "95% interval", "p", "p_holm",
+                      "W/L/T", "test"]),
+        _image("paired differences", difference_chart(table)) if any(c["n"] for c in table["comparisons"]) else "",
+        "</div>"])
+
+
 def html_report(files: list[dict]) -> str:
     """One HTML document, charts inlined as data URIs: nothing to fetch, nothing to lose."""
     from coordinator.results.analyze import analyze, compare
@@ -205,28 +264,34 @@ def html_report(files: list[dict]) -> str:
              "margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f3f3f3}"
              "td:first-child,th:first-child{text-align:left}img{max-width:100%;margin:0.5em 0}.note{color:#555}",
              "</style></head><body>", "<h1>memoria-farm report</h1>",
-             "<p class='note'>Retrieval metrics (recall_any / ndcg_any over evaluable questions), not answer accuracy.</p>",
+             "<p class='note'>Retrieval metrics over evaluable questions, not answer accuracy. all@5: session "
+             "recall_all@5, every answer session in the top 5 (the strict metric); R@K: session recall_any@K, any "
+             "answer session in the top K (a diagnostic: saturated on LongMemEval-S).</p>",
              "<h2>Comparison</h2>", "<div id='comparison'>",
-             _table(rows, ["file", "benchmark", "system", "mode", "profile", "evaluable"]
-                    + [f"R@{k}" for k in COMPARE_K] + ["NDCG@10"]), "</div>", "<h2>Charts</h2><div id='charts'>"]
+             _table(rows, ["file", "benchmark", "system", "mode", "profile", "evaluable", "all@5"]
+                    + [f"R@{k}" for k in COMPARE_K] + ["NDCG@10"]), "</div>", paired_section(files),
+             "<h2>Charts</h2><div id='charts'>"]
     chart_data = charts(files)
-    for name, data in chart_data.items():
-        if not name.startswith("farm_"):  # the farm's charts sit in their own section
-            parts.append(_image(name, data))
+    for name in ("recall_session.png", "recall_turn.png"):  # every file on one chart; the others sit with their file
+        parts.append(_image(name, chart_data[name]))
     parts.append("</div>")
     for index, f in enumerate(files):
         if (f.get("farm") or {}).get("items"):
             parts.append(farm_section(f["farm"], index, chart_data))
         report = analyze(f)
         parts.append(f"<h2>{html.escape(Path(f['_path']).name)}</h2>")
+        for name in (f"groups_{index}.png", f"ranks_{index}.png"):
+            if name in chart_data:
+                parts.append(_image(f"{name} of {_name(f)}", chart_data[name]))
         rate_rows = [{"measure": n, "rate": e["rate"], "count": e["count"], "of": e["of"]}
                      for n, e in {**report["rates"], **{f"recall@{k}": e for k, e in report["recall_at_k"].items()}}.items()]
         parts.append(_table(rate_rows, ["measure", "rate", "count", "of"]))
         group_rows = [{"group": name, "n": g["evaluable"]["session"],
+                       "session all@5": (g.get("session") or {}).get("recall_all@5"),
                        "session R@5": (g.get("session") or {}).get("recall_any@5"),
                        "turn R@10": (g.get("turn") or {}).get("recall_any@10")}
                       for name, g in report["groups"]["values"].items()]
         if group_rows:
-            parts.append(_table(group_rows, ["group", "n", "session R@5", "turn R@10"]))
+            parts.append(_table(group_rows, ["group", "n", "session all@5", "session R@5", "turn R@10"]))
     parts.append("</body></html>")
     return "".join(parts)

@@ -176,6 +176,8 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         # a run with failed items averages over the rest: said first, so that no reader misses it
         "complete": not failed,
         "failures": failures,
+        # weights tuned on this very dataset make numbers that are not held out: said at the top too
+        "tuning": context.get("tuning"),
         "benchmark": context["benchmark_title"],
         "benchmark_key": context["benchmark"],
         "system": context["system_config"].get("name"),

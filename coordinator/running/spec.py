@@ -12,11 +12,11 @@ import logging
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K,
+from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_TOP_K,
                                EMBEDDING_STORE_FILE, EXPECTED_TEXT_PROFILE, K_VALUES)
 from adapters.errors import MemfarmError
 from adapters.files import content_hash, file_sha256
-from adapters.registry import Benchmark, benchmark
+from adapters.registry import Benchmark, benchmark, default_profile
 from adapters.systems import SYSTEMS, describe, make_system
 from adapters.systems.memoria_system import plan_parts
 from memoria import defaults as engine
@@ -38,7 +38,8 @@ class RunSpec:
     cache_dir: str | None = None
     rebuild_cache: bool = False
     output: str | None = None
-    scoring_profile: str = DEFAULT_SCORING_PROFILE
+    #: None: the benchmark's default (`longmemeval-official` for LongMemEval-S, `expected-text` otherwise).
+    scoring_profile: str | None = None
     batch_size: int = engine.DEFAULT_BATCH_SIZE
     extraction_threads: int = engine.DEFAULT_MAX_WORKERS
     top_k: int = DEFAULT_TOP_K
@@ -64,6 +65,10 @@ class RunSpec:
     explicit: frozenset = frozenset()
     #: Extra system settings that have no option (benches: sources left out, MMR off).
     extra_settings: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.scoring_profile is None:
+            object.__setattr__(self, "scoring_profile", default_profile(self.benchmark))
 
     @property
     def info(self) -> Benchmark:
@@ -251,7 +256,15 @@ class RunSpec:
             "rebuild_cache": self.rebuild_cache,
             "arguments": self.arguments(),
             "command": self.command,
+            "tuning": self._tuning(),
         }
+
+    def _tuning(self) -> dict | None:
+        if not self.weights_file:
+            return None
+        from coordinator.results.optimize import tuning_record
+
+        return tuning_record(self.weights_file, self.dataset_sha256())
 
     def system_context(self, system, cache_used: bool) -> dict:
         """The context of a run of `system` (memoria, adamem, a user's own)."""

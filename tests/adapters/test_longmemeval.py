@@ -90,7 +90,7 @@ def test_companion_fallback_warns_once(tmp_path):
     assert [i["questions"][0]["gold_turns"] for i in items] == [["answer_x1#0"], ["answer_x1#0"]]
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system",
                                                        "tests.adapters.systems.spy_system:Misbehaving",
-                                                       "--output", str(tmp_path / "r.json")])
+                                                       "--profile", "expected-text", "--output", str(tmp_path / "r.json")])
     assert result.exit_code == 0, result.output
     assert result.output.count("first turn of each answer session") == 1
 

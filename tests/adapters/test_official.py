@@ -14,6 +14,7 @@ Every number below is worked by hand with DCG = rel_1 + sum_{i>=2} rel_i / log2(
 
 import json
 import math
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -174,20 +175,27 @@ def test_a_run_asks_for_the_whole_corpus_and_keeps_top_k_candidates(tmp_path):
 def test_the_cli_run_prints_every_profile_and_says_which_corpus(tmp_path):
     data = _dataset(tmp_path)
     system = "tests/adapters/systems/scripted_system.py:Scripted"
+    cited = tmp_path / "cited.json"
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", system,
+                                       "--output", str(cited)])
+    assert result.exit_code == 0, result.output
+    assert "longmemeval-official *" not in result.output and "expected-text *" in result.output
+    first = next(line for line in result.output.splitlines() if "recall" in line)
+    assert re.fullmatch(r"session recall_all@5 \d\.\d{3}: \d/2 questions with every answer session in the top 5", first)
+    assert "(diagnostic: session recall_any@5 " in result.output
+    analysis = CliRunner().invoke(main, ["analyze", str(cited)]).output
+    assert analysis.index("session recall_all@5") < analysis.index("retrieved / top-1")
+    results = json.loads(cited.read_text())
+    assert results["scoring_profile"] == results["corpus"] == OFFICIAL, "citable numbers by default"
+    assert results["metrics_by_profile"][OFFICIAL]["all"]["evaluable"]["turn"] == 2
     out = tmp_path / "run.json"
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", system,
-                                       "--output", str(out)])
+                                       "--profile", "expected-text", "--output", str(out)])
     assert result.exit_code == 0, result.output
     assert "longmemeval-official *" in result.output and "not citable" in result.output
     assert "turn recall is low" in result.output
     results = json.loads(out.read_text())
     assert results["corpus"] == "expected-text" and not results["metrics_by_profile"][OFFICIAL]["own_corpus"]
-    cited = tmp_path / "cited.json"
-    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", system,
-                                       "--profile", OFFICIAL, "--output", str(cited)])
-    assert result.exit_code == 0, result.output
-    assert "longmemeval-official *" not in result.output and "expected-text *" in result.output
-    assert json.loads(cited.read_text())["metrics_by_profile"][OFFICIAL]["all"]["evaluable"]["turn"] == 2
 
 
 def test_analyze_reads_a_file_under_another_profile_and_refuses_to_mix_corpora(tmp_path):

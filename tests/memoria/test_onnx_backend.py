@@ -95,3 +95,12 @@ def test_a_graph_whose_attention_did_not_fuse_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match="0 of 6 attention layers fused"):
         _fuse(traced, tmp_path / "fused.onnx", bert.config)
     assert not (tmp_path / "fused.onnx").exists()
+
+
+def test_an_onnx_vector_does_not_depend_on_its_batch(folder, locomo_turns):
+    onnx = OnnxEmbedder(folder, "onnx", threads=2)
+    together = onnx.encode(locomo_turns, batch_size=32)
+    alone = np.stack([onnx.encode([t])[0] for t in locomo_turns[:30]])
+    order = np.random.default_rng(3).permutation(len(locomo_turns))
+    assert np.array_equal(alone, together[:30])
+    assert np.array_equal(onnx.encode([locomo_turns[i] for i in order], batch_size=5), together[order])

@@ -69,7 +69,8 @@ def test_the_runner_rejects_foreign_and_duplicate_hits_and_truncates(tmp_path, c
     data = write_dataset(tmp_path / "lme.json", questions=2, seed=2, scale=0.06)
     out = tmp_path / "bad.json"
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system",
-                                       f"{SPY}:Misbehaving", "--top-k", "5", "--output", str(out)])
+                                       f"{SPY}:Misbehaving", "--top-k", "5", "--profile", "expected-text",
+                                       "--output", str(out)])  # official: asked for every doc, so never cut
     assert result.exit_code == 0, result.output
     for record in json.loads(out.read_text())["records"]:
         ids = [c["id"] for c in record["candidates"]]

@@ -144,6 +144,18 @@ def test_an_older_format_is_named(files, tmp_path):
         analysis.load_results(tmp_path / "older.json")
 
 
+def test_every_per_file_chart_names_its_file(files, monkeypatch):
+    from coordinator.results import plots
+
+    titles = []
+    monkeypatch.setattr(plots, "_png", lambda fig: titles.append(fig.axes[0].get_title()) or b"")
+    loaded = [analysis.load_results(f) for f in files]
+    plots.charts(loaded)
+    per_file = [t for t in titles if "recall_any@K" not in t]
+    assert per_file == ["a.json: by question type", f"a.json: rank histogram {per_file[1].split('histogram ')[1]}",
+                        "b.json: by question type", f"b.json: rank histogram {per_file[3].split('histogram ')[1]}"]
+
+
 def test_plots_and_html_report_in_headless_chromium(files, tmp_path):
     report = tmp_path / "report.html"
     result = CliRunner().invoke(main, ["analyze", str(files[0]), str(files[1]), "--plot", str(tmp_path / "plots"),
@@ -157,4 +169,8 @@ def test_plots_and_html_report_in_headless_chromium(files, tmp_path):
     assert "<table>" in dom and dom.count("<img") >= 4 and "data:image/png;base64," in dom
     assert "id=\"comparison\"" in dom and "a.json" in dom and "b.json" in dom
     assert "Farm run" not in dom, "no farm section for local runs"
+    # each file's charts sit under its own heading, their alt text naming it
+    first, second = dom[dom.index("<h2>a.json</h2>"):dom.index("<h2>b.json</h2>")], dom[dom.index("<h2>b.json</h2>"):]
+    assert 'alt="groups_0.png of a.json"' in first and 'alt="ranks_0.png of a.json"' in first
+    assert 'alt="ranks_1.png of b.json"' in second and "a.json" not in second
     assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000

@@ -9,9 +9,11 @@ from click.testing import CliRunner
 
 from adapters.files import write_json
 from coordinator.cli import main
-from coordinator.results.compare import bootstrap_interval, holm, paired, parse_metric
+from coordinator.results.analyze import load_results
+from coordinator.results.compare import bootstrap_interval, compare_files, holm, paired, parse_metric
 from coordinator.running.reducer import reduce_run
 from adapters.errors import ResultsError
+from tests.helpers import render_in_chromium
 
 
 def _binary(wins: int, losses: int, both_hit: int, both_miss: int) -> tuple[dict, dict]:
@@ -286,3 +288,29 @@ def test_two_real_runs_compared_through_the_command_line(tmp_path, locomo_path):
         assert c["ci95"][0] <= c["delta"] <= c["ci95"][1] and c["p_value"] <= c["p_holm"] <= 1
         if c["test"] == "mcnemar-exact":
             assert c["p_value"] == pytest.approx(_two_sided_binomial(c["wins"]["count"], c["losses"]["count"]))
+
+
+def test_the_html_report_pairs_the_files_strict_metric_first_and_plots_each_difference(tmp_path):
+    hits_a = {f"c{i % 3}:q{i}": int(i % 5 < 3) for i in range(40)}
+    hits_b = {q: 1 if n % 4 == 0 else hit for n, (q, hit) in enumerate(hits_a.items())}
+    a = results_file(tmp_path / "fusion.json", hits_a)
+    b = results_file(tmp_path / "full.json", hits_b, mode="full")
+    page = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["analyze", a, b, "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    dom = render_in_chromium(page, tmp_path / "report.png", height=2400)
+    paired = dom[dom.index('id="paired"'):dom.index("<h2>Charts")]
+    assert paired.index("session:recall_all@5") < paired.index("session:recall_any@5") < paired.index("turn:recall_any@10")
+    table = compare_files([load_results(a), load_results(b)])
+    first = table["comparisons"][0]
+    assert f"[{first['ci95'][0]:+.3f}, {first['ci95'][1]:+.3f}]" in paired and f"{first['delta']:+.3f}" in paired
+    assert 'alt="paired differences"' in paired and "data:image/png;base64," in paired
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_files_that_cannot_be_paired_say_why_in_the_html_report(tmp_path):
+    a = results_file(tmp_path / "a.json", HITS_A)
+    b = results_file(tmp_path / "b.json", HITS_B, checksum="other")
+    page = tmp_path / "report.html"
+    assert CliRunner().invoke(main, ["analyze", a, b, "--html", str(page)]).exit_code == 0
+    assert "Not paired: " in page.read_text() and "dataset" in page.read_text()

@@ -4,7 +4,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli import main
-from coordinator.results.optimize import load_weights
+from coordinator.results.optimize import load_weights, tuning_record
 from adapters.errors import ResultsError
 from tests.helpers import write_dataset
 
@@ -49,6 +49,38 @@ def test_optimize_moves_a_clearly_wrong_weight_the_right_way(setup):
                                        "--output", str(rerun)])
     assert result.exit_code == 0, result.output
     assert json.loads(rerun.read_text())["settings_system"]["ranking"]["weights"] == tuned
+
+
+def test_a_run_with_weights_tuned_on_its_own_dataset_says_so_everywhere(setup):
+    folder, data = setup
+    out, saved = folder / "tuning.json", folder / "tuning.weights.json"
+    assert _run(folder, data, "--output", str(out), "--save-weights", str(saved)).exit_code == 0
+    origin = json.loads(saved.read_text())["tuned_on"]
+    assert origin["dataset_checksum"] == json.loads(out.read_text())["dataset_checksum"]
+    assert origin["benchmark"] == "longmemeval" and origin["questions"] > 0
+    assert json.loads(out.read_text())["tuning"]["tuned_on_this_data"] is False, "its own weights came from elsewhere"
+    tuned = folder / "tuned_run.json"
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--retrieval-mode", "full",
+                                       "--weights", str(saved), "--cache-dir", str(folder / "cache"),
+                                       "--output", str(tuned)])
+    assert result.exit_code == 0, result.output
+    assert "TUNED ON THIS DATA" in result.output
+    tuning = json.loads(tuned.read_text())["tuning"]
+    assert tuning["tuned_on_this_data"] is True and tuning["label"] == "tuned on this data"
+    compared = CliRunner().invoke(main, ["compare", str(out), str(tuned)])
+    assert compared.exit_code == 0, compared.output
+    assert "tuned_run: tuned on this data" in compared.output
+
+
+def test_weights_tuned_on_other_data_are_not_labelled(tmp_path):
+    weights = tmp_path / "w.json"
+    weights.write_text(json.dumps({"weights": {"semantic": 1.0}, "tuned_on": {"dataset_checksum": "aa" * 32}}))
+    assert tuning_record(weights, "aa" * 32)["tuned_on_this_data"] is True
+    record = tuning_record(weights, "bb" * 32)
+    assert record["tuned_on_this_data"] is False and record["label"] is None
+    weights.write_text(json.dumps({"weights": {"semantic": 1.0}}))
+    assert tuning_record(weights, "aa" * 32) == {"weights_file": str(weights), "tuned_on": None,
+                                                 "tuned_on_this_data": False, "label": None}
 
 
 def test_dry_run_weights_writes_nothing(setup):

@@ -17,8 +17,10 @@ def run(tmp_path_factory):
     data = write_dataset(folder / "data.json", questions=8, seed=21, scale=0.06)
     extract_questions(data, folder / "q.json")
     out = folder / "run.json"
+    # the expected-text profile: its session metrics come from the turn ranking deduplicated to sessions, so a
+    # session ranking exported from the run scores the same (the official profile widens k over turns instead)
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--questions", str(folder / "q.json"),
-                                       "--output", str(out)])
+                                       "--profile", "expected-text", "--output", str(out)])
     assert result.exit_code == 0, result.output
     return folder, data, json.loads(out.read_text())
 
@@ -30,7 +32,8 @@ def test_scoring_a_runs_own_rankings_reproduces_its_metrics(run, level):
     rankings.write_text("\n".join(export_rankings(results, level)) + "\n")
     out = folder / f"scored_{level}.json"
     result = CliRunner().invoke(main, ["score", "--dataset", str(data), "--rankings", str(rankings), "--level", level,
-                                       "--questions", str(folder / "q.json"), "--output", str(out)])
+                                       "--questions", str(folder / "q.json"), "--profile", "expected-text",
+                                       "--output", str(out)])
     assert result.exit_code == 0, result.output
     scored = json.loads(out.read_text())
     assert scored["metrics"]["all"]["session"] == results["metrics"]["all"]["session"]

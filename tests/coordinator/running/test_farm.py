@@ -45,7 +45,8 @@ def data(tmp_path_factory):
 def local_results(data):
     out = data["folder"] / "local.json"
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data["small"]),
-                                       "--questions", str(data["questions"]), "--output", str(out)])
+                                       "--questions", str(data["questions"]), "--output", str(out),
+                                       "--cache-dir", str(data["folder"] / "local_cache")])  # with its embedding store
     assert result.exit_code == 0, result.output
     return json.loads(out.read_text())
 
@@ -71,7 +72,7 @@ def test_two_workers_give_the_local_records(redis_server, workers, data, local_r
     out = tmp_path / "farm.json"
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data["small"]), "--questions",
                                        str(data["questions"]), "--output", str(out),
-                                       "--cache-dir", str(tmp_path / "unused"), "--no-embedding-store"], env={"MEMFARM_BROKER": redis_server.url})
+                                       "--cache-dir", str(tmp_path / "unused")], env={"MEMFARM_BROKER": redis_server.url})
     assert result.exit_code == 0, result.output
     # off a terminal: one line per change of the counts, each with an ETA; the warning once
     progress = [line for line in result.stderr.splitlines() if line.startswith("run ") and "finished:" in line]
@@ -87,7 +88,7 @@ def test_two_workers_give_the_local_records(redis_server, workers, data, local_r
     assert sum(w["items"] for w in block["workers"].values()) == 12
     assert len(block["workers"]) == 2, "both workers should have taken items"
     assert all(t["queue_wait_ms"] is not None and t["run_ms"] is not None for t in block["items"])
-    assert manifest["embedding_store"]["texts_encoded"] == 0, "the run said no store: the workers used none"
+    assert manifest["embedding_store"]["texts_encoded"] > 0, "the workers encoded through their embedding stores"
     assert "s3cret" not in json.dumps(manifest)
     # the HTML report's farm section, as a browser renders it
     page = tmp_path / "farm.html"
@@ -311,13 +312,19 @@ def test_full_mode_with_weights_runs_the_same_on_the_farm(redis_server, workers,
     weights = tmp_path / "weights.json"
     weights.write_text(json.dumps({"weights": {"semantic": 0.7, "token": 0.2, "phrase": 0.1}}))
     common = ["run", "longmemeval", "--dataset", str(data["small"]), "--questions", str(data["questions"]),
-              "--retrieval-mode", "full", "--weights", str(weights), "--limit", "3",
-              "--no-embedding-store"]  # each item's texts encoded in one call, as locally: records compare exactly
-    local = CliRunner().invoke(main, [*common, "--output", str(tmp_path / "local.json")])
+              "--retrieval-mode", "full", "--weights", str(weights), "--limit", "3"]
+    # here with the embedding store, there without: a vector does not depend on which texts shared its batch
+    local = CliRunner().invoke(main, [*common, "--output", str(tmp_path / "local.json"), "--cache-dir",
+                                      str(tmp_path / "local_cache")])
     assert local.exit_code == 0, local.output
     workers(redis_server.url, "w1").wait_ready()
-    farm = CliRunner().invoke(main, [*common, "--output", str(tmp_path / "farm.json")], env={"MEMFARM_BROKER": redis_server.url})
+    farm = CliRunner().invoke(main, [*common, "--output", str(tmp_path / "farm.json"), "--no-embedding-store"],
+                              env={"MEMFARM_BROKER": redis_server.url})
     assert farm.exit_code == 0, farm.output
+    local_manifest = json.loads((tmp_path / "local.manifest.json").read_text())
+    assert local_manifest["embedding_store"]["texts_encoded"] > 0
+    manifest = json.loads((tmp_path / "farm.manifest.json").read_text())
+    assert manifest["embedding_store"]["texts_encoded"] == 0, "the run said no store: the worker used none"
     local_results = json.loads((tmp_path / "local.json").read_text())
     farm_results = json.loads((tmp_path / "farm.json").read_text())
     assert _comparable(farm_results["records"]) == _comparable(local_results["records"])

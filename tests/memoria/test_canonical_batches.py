@@ -1,0 +1,65 @@
+"""A text's vector does not depend on what it is batched with; near ties are broken by id, not by noise."""
+
+import json
+
+import numpy as np
+import pytest
+
+from memoria import defaults
+from memoria.canonical_batches import canonical_batches, padded_width
+from memoria.rrf import reciprocal_rank_fusion
+from memoria.ties import best_first, score_key
+from memoria.vectors import VectorIndex
+
+
+def test_every_batch_holds_one_padded_width_and_every_text_once():
+    lengths = [3, 17, 16, 40, 300, 1, 18, 32, 33]
+    batches = canonical_batches(lengths, batch_size=2, max_length=256, step=16)
+    assert sorted(i for _, indices in batches for i in indices) == list(range(len(lengths)))
+    for width, indices in batches:
+        assert len(indices) <= 2
+        assert {padded_width(lengths[i], 256, 16) for i in indices} == {width}
+    assert [padded_width(n, 256, 16) for n in (1, 16, 17, 33, 300)] == [16, 16, 32, 48, 256]
+    assert padded_width(300, 250, 16) == 250, "never wider than the model's window"
+
+
+@pytest.fixture(scope="module")
+def turns(locomo_path):
+    conversations = json.loads(locomo_path.read_text())
+    texts = [turn["text"] for c in conversations[:1] for key, session in c["conversation"].items()
+             if key.startswith("session_") and isinstance(session, list) for turn in session if turn.get("text")]
+    return texts[:120] + ["x " * 400]
+
+
+def test_a_text_encoded_alone_or_in_any_batch_gets_the_same_bits(embedder, turns):
+    alone = np.stack([embedder.encode([t])[0] for t in turns[:40]])
+    together = embedder.encode(turns, batch_size=32)
+    shuffled = np.random.default_rng(5).permutation(len(turns))
+    reordered = embedder.encode([turns[i] for i in shuffled], batch_size=7)
+    assert np.array_equal(alone, together[:40])
+    assert np.array_equal(reordered, together[shuffled])
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-6)
+    # the vectors are still the model's: ordinary batching gives the same up to float noise
+    plain = embedder.model.encode(turns, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+    assert (plain * together).sum(axis=1).min() > 0.99999
+
+
+def test_scores_that_differ_by_noise_alone_tie_and_the_lower_id_wins():
+    noise = 10.0 ** -(defaults.TIE_DECIMALS + 3)
+    assert best_first([(7, 0.5 + noise), (3, 0.5), (9, 0.6)]) == [(9, 0.6), (3, 0.5), (7, 0.5 + noise)]
+    assert best_first([(7, 0.5 + 10.0 ** -(defaults.TIE_DECIMALS - 1)), (3, 0.5)])[0][0] == 7, "a real gap counts"
+    assert score_key(0.1234564) == score_key(0.1234561)
+
+
+def test_the_vector_index_orders_near_ties_by_id():
+    index = VectorIndex(2)
+    tilt = 3e-7  # a cosine 3e-7 below the first: float noise, below the tie grid
+    vectors = np.array([[1.0, 0.0], [1.0 - tilt, np.sqrt(2 * tilt)], [0.0, 1.0]], dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index.add([5, 2, 8], vectors)
+    assert [i for i, _ in index.search(np.array([1.0, 0.0], dtype=np.float32), 3)] == [2, 5, 8]
+
+
+def test_fusion_orders_equal_sums_by_id():
+    fused = reciprocal_rank_fusion({"a": [4, 1], "b": [1, 4]})
+    assert [e["id"] for e in fused] == [1, 4]
