@@ -76,7 +76,7 @@ MPNET_ZIP_FOLDER = "all-mpnet-base-v2/"
 ZIP_IGNORED = ("desktop.ini",)
 
 
-class ModelFilesError(MemoriaError):
+class ModelFilesError(MemoriaError, ValueError):
     """A model's files are missing, damaged or unexpected, or a model name is unknown."""
 
 

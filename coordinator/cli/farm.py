@@ -186,13 +186,17 @@ def forget_shared_embeddings_command(cli, broker):
 @click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,
               help="Shorten the embedder's window (tokens); it changes the embedding signature.")
 @click.option("--embedder-backend", type=click.Choice(["torch", "onnx", "onnx-int8"]), default=None,
-              help="Run MiniLM this way whatever a run says; a run staged with another backend is refused.")
+              help="Run the embedder this way whatever a run says; a run staged with another backend is refused.")
+@click.option("--embedder", metavar="minilm|mpnet|PATH", envvar="MEMFARM_EMBEDDER", default=None,
+              help="This worker's embedding model whatever a run says (default: the run's); a run staged with "
+                   "another model is refused, naming both.")
 @click.option("--allow-system", "allowed", multiple=True,
               help="A system besides the built-in ones that this worker may run (file.py:Class or module:Class); "
                    "repeatable. Runs naming any other are refused before anything is imported.")
 @click.option("--name", default=None, help="Worker name (default: memfarm-<pid>@host).")
 @click.option("--loglevel", default="INFO", show_default=True)
-def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedder_backend, allowed, name, loglevel):
+def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedder_backend, embedder, allowed, name,
+           loglevel):
     """A Celery worker for farm runs (sane defaults for a small machine)."""
     import json
 
@@ -208,6 +212,10 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
         os.environ["MEMFARM_MAX_SEQ_LENGTH"] = str(max_seq_length)
     if embedder_backend:
         os.environ["MEMFARM_EMBEDDER_BACKEND"] = embedder_backend
+    if embedder:
+        from memoria.model_files import resolve
+
+        os.environ["MEMFARM_EMBEDDER"] = resolve(embedder).name  # checked (and assembled) before any run arrives
     os.environ.setdefault("OMP_NUM_THREADS", str(torch_threads))
     connect(broker)  # one clear line for a wrong password or a missing server
     _refuse_on_failed_checks(broker, cache_dir, max_seq_length)
