@@ -120,7 +120,8 @@ def incompatibility(meta: dict, system) -> str | None:
     """Why this worker must refuse the run's items once the system is built, or None."""
     mine = getattr(system, "embedding_signature", None)
     wanted = meta["embedding_signature"]
-    if isinstance(mine, dict) and isinstance(wanted, dict) and mine.get("model_id") != wanted.get("model_id"):
+    if (isinstance(mine, dict) and isinstance(wanted, dict) and mine.get("model_id") and wanted.get("model_id")
+            and mine["model_id"] != wanted["model_id"]):
         return (f"embedding model of this worker is {mine.get('model_id')} ({mine.get('dimension')}-d); the run wants "
                 f"{wanted.get('model_id')} ({wanted.get('dimension')}-d): start a worker with the run's --embedder")
     if mine != wanted:
