@@ -134,3 +134,26 @@ def test_a_store_written_with_one_model_is_never_read_for_the_other(mpnet, embed
     np.testing.assert_array_equal(again.encode(texts), minilm_vectors)
     assert again.counts["served"] == 2  # each model still finds its own
     assert other.signature != embedder.signature and other.signature["model_id"].endswith("all-mpnet-base-v2")
+
+
+@pytest.mark.slow
+def test_the_doctor_reports_the_model_its_files_and_dimension(mpnet, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from coordinator.cli import main
+
+    def model_line(*args):
+        resolve.cache_clear()
+        result = CliRunner().invoke(main, ["doctor", "--quick", "--cache-dir", str(tmp_path / "c"), *args])
+        return result.exit_code, next(line for line in result.output.splitlines() if " model " in line[:21])
+
+    code, line = model_line("--embedder", "mpnet")
+    assert line.startswith("OK") and "all-mpnet-base-v2 (mpnet)" in line and "768-d" in line
+    assert "11 files match their pinned SHA-256" in line and mpnet.files_sha256[:12] in line
+    cache, folder = _copy_of(mpnet, tmp_path)
+    (folder / "modules.json").unlink()
+    (folder / "modules.json").write_text("[]")
+    monkeypatch.setenv("MEMFARM_MODEL_CACHE", str(cache))
+    code, line = model_line("--embedder", "mpnet")
+    assert code == 1 and line.startswith("FAIL") and f"{folder / 'modules.json'}: damaged" in line
+    resolve.cache_clear()
