@@ -39,7 +39,12 @@ logger = logging.getLogger(__name__)
 
 OPSET = 17
 #: How the files are made; a folder made by another recipe is exported again.
-RECIPE = "eager-attention/bert-fusion/v1"
+RECIPE = "eager-attention/bert-fusion/v2"
+#: The least mean cosine between a backend's vectors and torch's on `AGREEMENT_TEXTS`, checked at export per model
+#: (int8: MiniLM's fused graph gives about 0.95 there, mpnet's unfused one about 0.98).
+AGREEMENT_FLOOR = {"onnx": 0.9999, "onnx-int8": 0.9}
+AGREEMENT_TEXTS = ("We adopted a puppy last May.", "Caroline went to the LGBTQ support group on 7 May 2023.",
+                   "user: I have been thinking about changing jobs; the commute takes two hours and " * 6, "ok")
 _FILES = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx"}
 _LOCK = threading.Lock()
 _SHARED: dict[tuple, "OnnxEmbedder"] = {}
@@ -91,8 +96,11 @@ def export(folder: str | Path, backend: str = "onnx", embedder: str | None = Non
             else:
                 logger.info("%s: %s graphs are not fused (labelled unfused)", model.model_id, model.family)
                 os.replace(traced, staging)
+            agreement = {"onnx": _checked_agreement(staging, "onnx", embedder)}
             os.replace(staging, fp32)
             (folder / _FILES["onnx-int8"]).unlink(missing_ok=True)  # quantised from the old graph: made again
+        else:
+            agreement = json.loads((folder / "export.json").read_text()).get("agreement", {})
         files = {_FILES["onnx"]: file_sha256(fp32)}
         if backend == "onnx-int8":
             import onnx
@@ -102,18 +110,69 @@ def export(folder: str | Path, backend: str = "onnx", embedder: str | None = Non
             staging = int8.with_suffix(".tmp")
             # the fused ops live in ONNX Runtime's own domain, where shape inference cannot type their
             # outputs: every tensor of this model is float32 unless it says otherwise
-            quantize_dynamic(str(fp32), str(staging), weight_type=QuantType.QInt8,
+            # unfused (mpnet), quantising every MatMul loses the model (cosine 0.3 to 0.75 with torch): the two
+            # MatMuls of activations in each attention, and each layer's feed-forward output (fed by GELU's
+            # outliers), stay float32, and the rest are quantised per channel (cosine 0.97 and more)
+            kept = [] if fusable else _kept_float(fp32)
+            quantize_dynamic(str(fp32), str(staging), weight_type=QuantType.QInt8, nodes_to_exclude=kept,
+                             per_channel=not fusable, op_types_to_quantize=None if fusable else ["MatMul"],
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+            agreement["onnx-int8"] = _checked_agreement(staging, "onnx-int8", embedder)
             os.replace(staging, int8)
             files[_FILES["onnx-int8"]] = file_sha256(int8)
         elif (folder / _FILES["onnx-int8"]).is_file():
             files[_FILES["onnx-int8"]] = file_sha256(folder / _FILES["onnx-int8"])
-        record = {"model_files": model_files_sha256(embedder), "recipe": RECIPE, "fused": fusable, "opset": OPSET, "torch": torch.__version__,
-                  "files": files}
+        record = {"model_files": model_files_sha256(embedder), "recipe": RECIPE, "fused": fusable, "opset": OPSET,
+                  "torch": torch.__version__, "files": files,
+                  "agreement": {name: value for name, value in agreement.items() if _FILES[name] in files}}
         (folder / "export.json").write_text(json.dumps(record, indent=1))
         if not _valid(folder, backend, embedder):
             raise RuntimeError(f"ONNX export in {folder} did not validate")
         return folder / _FILES[backend]
+
+
+def _kept_float(path: Path) -> list[str]:
+    """The MatMul nodes an unfused graph keeps in float32: those of two activations (no weight among their
+    inputs) and those by a feed-forward output weight (more rows than columns: intermediate -> hidden)."""
+    import onnx
+
+    graph = onnx.load(str(path)).graph
+    shapes = {init.name: tuple(init.dims) for init in graph.initializer}
+    kept = []
+    for node in graph.node:
+        if node.op_type != "MatMul":
+            continue
+        weights = [shapes[name] for name in node.input if name in shapes]
+        if not weights or (len(weights[0]) == 2 and weights[0][0] > weights[0][1]):
+            kept.append(node.name)
+    return kept
+
+
+def _checked_agreement(path: Path, backend: str, embedder: str | None) -> float:
+    """`_agreement`, the file at `path` removed when it is refused."""
+    try:
+        return _agreement(path, backend, embedder)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _agreement(path: Path, backend: str, embedder: str | None) -> float:
+    """The mean cosine between this ONNX file's vectors and torch's (sentence-transformers) on a few texts;
+    RuntimeError, naming the model and backend, below `AGREEMENT_FLOOR`."""
+    from sentence_transformers import SentenceTransformer
+
+    model = resolve(embedder)
+    reference = SentenceTransformer(str(model.root), device="cpu", local_files_only=True).encode(
+        list(AGREEMENT_TEXTS), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    probe = OnnxEmbedder.__new__(OnnxEmbedder)
+    probe._open(path, backend, None, 1, embedder)
+    cosine = float((probe.encode(list(AGREEMENT_TEXTS)) * reference).sum(axis=1).mean())
+    logger.info("%s %s: mean cosine with torch %.5f", model.model_id, backend, cosine)
+    if cosine < AGREEMENT_FLOOR[backend]:
+        raise RuntimeError(f"ONNX export of {model.model_id} ({backend}): cosine with torch {cosine:.4f}, below "
+                           f"{AGREEMENT_FLOOR[backend]}; use --embedder-backend torch")
+    return round(cosine, 6)
 
 
 def _trace(bert, out: Path, with_types: bool = True) -> None:
@@ -159,11 +218,14 @@ class OnnxEmbedder:
                  threads: int | None = None, embedder: str | None = None):
         if backend not in _FILES:
             raise ValueError(f"unknown ONNX backend {backend!r}; choose from {sorted(_FILES)}")
+        self._open(export(folder, backend, embedder), backend, max_seq_length, threads, embedder)
+
+    def _open(self, path: Path, backend: str, max_seq_length: int | None, threads: int | None,
+              embedder: str | None) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
         self.embedder = embedder_key(embedder)
-        path = export(folder, backend, self.embedder)
         packaged = packaged_signature(max_seq_length, self.embedder)
         self.max_seq_length, self.dimension = packaged["max_seq_length"], packaged["dimension"]
         self.backend = backend

@@ -171,3 +171,39 @@ def bench_adamem(locomo, suites, questions, scale, longmemeval, conversations, b
         raise click.UsageError("the locomo suite needs --locomo FILE (or leave it out with --suite)")
     click.echo(run_adamem_bench(locomo, questions, scale, workdir, output, suites=suites, conversations=conversations,
                                 broker=broker, longmemeval=longmemeval))
+
+
+@bench.command("embedders")
+@click.option("--embedder", "embedders", multiple=True, default=("minilm", "mpnet"), show_default=True,
+              metavar="minilm|mpnet|PATH", help="A model to measure; repeatable.")
+@click.option("--backend", "backends", multiple=True, type=click.Choice(["torch", "onnx", "onnx-int8"]),
+              default=("torch",), show_default=True, help="A backend to measure each model with; repeatable.")
+@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Measure each mode's quality on this LoCoMo file (e.g. ../shared/data/locomo_dev5.json).")
+@click.option("--conversations", type=click.IntRange(1), default=None,
+              help="Only the first N conversations of the LoCoMo file (a quick look).")
+@click.option("--mode", "modes", multiple=True, default=("dense", "fusion", "full"), show_default=True)
+@click.option("--lengths", default="16,64,256", show_default=True, help="Token lengths whose speed is measured.")
+@click.option("--texts-per-length", type=click.IntRange(4), default=32, show_default=True)
+@click.option("--rounds", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--threads", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--longmemeval-questions", type=click.IntRange(0), default=0, show_default=True,
+              help="Also time a cold run on a generated LongMemEval-S file of this many questions (0: not).")
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=1.0, show_default=True,
+              help="Haystack size of that file relative to the real one's.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_embedders", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/embedders.json", show_default=True)
+def bench_embedders(embedders, backends, locomo, conversations, modes, lengths, texts_per_length, rounds, threads,
+                    longmemeval_questions, scale, workdir, output):
+    """Each embedding model and backend: texts/s by length, peak RSS, quality of each mode, cost per 500 questions."""
+    from coordinator.benches.embedders import run_embedders_bench
+
+    try:
+        token_lengths = [int(part) for part in lengths.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected whole numbers separated by commas, got {lengths!r}",
+                                 param_hint="--lengths") from None
+    click.echo(run_embedders_bench(embedders=embedders, backends=backends, locomo=locomo, conversations=conversations,
+                                   modes=modes, lengths=token_lengths, per_length=texts_per_length, rounds=rounds,
+                                   threads=threads, longmemeval_questions=longmemeval_questions, scale=scale,
+                                   workdir=workdir, output=output))
