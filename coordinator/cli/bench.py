@@ -43,11 +43,13 @@ def bench_longmemeval(questions, scale, rss_questions, workdir, output):
 @click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True)
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_locomo", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/locomo.json", show_default=True)
-def bench_locomo(dataset, workdir, output):
+@click.option("--embedder", metavar="minilm|mpnet|PATH", default="minilm", show_default=True,
+              help="The embedding model of every run.")
+def bench_locomo(dataset, workdir, output, embedder):
     """dense, bm25, raw and fusion on one LoCoMo file, side by side."""
     from coordinator.benches.locomo import run_locomo_bench
 
-    click.echo(run_locomo_bench(dataset, workdir, output))
+    click.echo(run_locomo_bench(dataset, workdir, output, embedder=embedder))
 
 
 @bench.command("farm")
@@ -111,12 +113,14 @@ def bench_coldrun(questions, scale, locomo, workdir, output, rounds):
               help="About how many tokens each length bucket holds.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_encoders", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/encoders.json", show_default=True)
-def bench_encoders(rounds, threads, tokens_per_bucket, workdir, output):
+@click.option("--embedder", metavar="minilm|mpnet|PATH", default="minilm", show_default=True,
+              help="The embedding model measured.")
+def bench_encoders(rounds, threads, tokens_per_bucket, workdir, output, embedder):
     """Texts per second of torch, onnx and onnx-int8 by text length, side by side."""
     from coordinator.benches.encoders import run_encoders_bench
 
     click.echo(run_encoders_bench(output, rounds=rounds, threads=threads, workdir=workdir,
-                                  per_bucket_tokens=tokens_per_bucket))
+                                  per_bucket_tokens=tokens_per_bucket, embedder=embedder))
 
 
 @bench.command("staging")
