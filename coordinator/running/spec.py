@@ -12,8 +12,8 @@ import logging
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from adapters.defaults import (DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K,
-                               EMBEDDING_STORE_FILE, EXPECTED_TEXT_PROFILE, K_VALUES)
+from adapters.defaults import (DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS,
+                               DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K, EMBEDDING_STORE_FILE, EXPECTED_TEXT_PROFILE, K_VALUES)
 from adapters.errors import MemfarmError
 from adapters.files import content_hash, file_sha256
 from adapters.registry import Benchmark, benchmark

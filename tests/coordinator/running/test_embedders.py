@@ -55,7 +55,8 @@ def test_an_mpnet_run_locally_and_on_the_farm(trimmed, redis_server, workers, tm
     local, farm = tmp_path / "local.json", tmp_path / "farm.json"
     _run("--dataset", str(trimmed), "--embedder", "mpnet", "--output", str(local))
     workers(redis_server.url, "w1").wait_ready()
-    _run("--dataset", str(trimmed), "--embedder", "mpnet", "--output", str(farm), env={"MEMFARM_BROKER": redis_server.url})
+    _run("--dataset", str(trimmed), "--embedder", "mpnet", "--output", str(farm),
+         env={"MEMFARM_BROKER": redis_server.url})
     for path in (local, farm):
         results = json.loads(path.read_text())
         manifest = json.loads(path.with_suffix(".manifest.json").read_text())
@@ -90,7 +91,8 @@ def test_an_item_cache_written_with_one_model_is_never_read_for_the_other(trimme
         outputs[name] = tmp_path / f"{name}.json"
         _run("--dataset", str(trimmed), "--embedder", embedder, "--cache-dir", str(cache), "--output",
              str(outputs[name]))
-    caches = {name: json.loads(path.with_suffix(".manifest.json").read_text())["cache"] for name, path in outputs.items()}
+    caches = {name: json.loads(path.with_suffix(".manifest.json").read_text())["cache"]
+              for name, path in outputs.items()}
     stores = {name: json.loads(path.read_text())["embedding_store"] for name, path in outputs.items()}
     assert caches["minilm"]["hits"] == 0 and caches["minilm"]["misses"] == 1
     assert caches["mpnet"]["hits"] == 0 and caches["mpnet"]["misses"] == 1, "MiniLM's entry is not mpnet's"
