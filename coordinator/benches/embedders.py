@@ -42,6 +42,8 @@ def speed(embedder: str, backend: str, texts: list[str], lengths, per_length: in
     torch.set_num_threads(threads)
     model = LazyEmbedder(backend=backend, onnx_dir=workdir / "onnx", threads=threads, embedder=embedder)
     tokenizer = Tokenizer.from_file(str(resolve(embedder).root / "tokenizer.json"))
+    tokenizer.no_padding()  # a tokenizer.json may pad and cut every text to a fixed length: count real tokens
+    tokenizer.no_truncation()
     encodings = tokenizer.encode_batch(texts)
     buckets = {}
     for length in lengths:
