@@ -32,7 +32,8 @@ def test_the_bench_writes_speed_quality_and_cost_per_model(locomo_path, tmp_path
     assert dense["peak_rss_mib"] > 100 and dense["evaluable"] > 0
     # the quality figures are the run's own results file, recomputed here from its records
     records = json.loads((tmp_path / "wd" / "locomo_minilm_torch_dense.json").read_text())["records"]
-    evaluable = [r for r in records if r["status"] == "ok" and r["expected_ids"]]
+    evaluable = [r for r in records if r["status"] == "ok" and r["expected_ids"] and not r["abstention"]]
+    assert len(evaluable) == dense["evaluable"]
     recall = sum(independent_session_metrics(r, 5)["recall_any@5"] for r in evaluable) / len(evaluable)
     assert dense["session_recall_any@5"] == round(recall, 4)
     assert "minilm  torch" in result.output and "h/500q" in result.output
