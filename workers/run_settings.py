@@ -11,6 +11,7 @@ rewritten run fails with a line that names the field instead of reaching the sys
 from __future__ import annotations
 
 import numbers
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -59,6 +60,8 @@ def _checked(name: str, value, cache_dir: str | None):
         return _choice(name, value, sorted(engine.MODE_SOURCES))
     if name == "embedder_backend":
         return _choice(name, value, EMBEDDER_BACKENDS)
+    if name == "embedder":
+        return _embedder(value)
     if name == "ablation":
         from adapters.systems.adamem import ABLATIONS
 
@@ -70,6 +73,19 @@ def _checked(name: str, value, cache_dir: str | None):
     if name == "embedding_store":
         return str(_own_path(name, value, cache_dir))
     return value  # an engine setting: MemoriaSettings checks it
+
+
+def _embedder(value) -> str:
+    """A packaged model's name; a folder only where this worker was started with that folder (a run never picks
+    what a worker loads from its disk)."""
+    from memoria.model_files import PACKAGED_EMBEDDERS
+
+    if isinstance(value, str) and value in PACKAGED_EMBEDDERS:
+        return value
+    if isinstance(value, str) and value and value == os.environ.get("MEMFARM_EMBEDDER"):
+        return value
+    raise MemfarmError(f"run setting embedder: choose from {', '.join(PACKAGED_EMBEDDERS)}, or a folder this worker "
+                       f"was started with (--embedder), got {value!r}")
 
 
 def _choice(name: str, value, choices) -> str:

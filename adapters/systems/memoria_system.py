@@ -57,7 +57,9 @@ class MemoriaSystem:
     """One Memoria state per item; `mode` picks the retrieval sources.
 
     `max_workers` is the number of extraction threads at insert time;
-    `max_seq_length` shortens the embedder's window (and so changes the signature).
+    `max_seq_length` shortens the embedder's window (and so changes the signature). `embedder` is an embedder,
+    or the name of the model (`minilm`, `mpnet`, a folder) a lazy one loads; the `full` weights default to that
+    model's (`memoria.defaults.weights_for`).
     `settings` are the engine's (`memoria.settings.MemoriaSettings`) by field name; one that
     is None or absent keeps its default. `without` then switches parts off: a ranking part
     weighs 0, a query part is off, and windows that nothing searches are not built.
@@ -69,13 +71,15 @@ class MemoriaSystem:
                  max_workers: int = defaults.DEFAULT_MAX_WORKERS, parallel_extract: bool = True, embedder=None,
                  without: tuple[str, ...] = (), max_seq_length: int | None = None, embedding_store: str | None = None,
                  embedder_backend: str = "torch", **settings):
+        embedder_name = embedder if isinstance(embedder, str) else None  # a model's name or folder, or an embedder
+        embedder = None if isinstance(embedder, str) else embedder
         given = {name: value for name, value in settings.items() if value is not None}
         parts = plan_parts(mode, without, given.get("weights"))
         self.mode = mode
         self.batch_size = batch_size
         self.max_workers = max_workers
         self.parallel_extract = parallel_extract
-        weights = dict(given.get("weights", defaults.DEFAULT_WEIGHTS))
+        weights = dict(given.get("weights", defaults.weights_for(embedder_name)))
         for part in parts.switched_off:  # a ranking part switched off weighs nothing; a query part is off
             if part in defaults.QUERY_SWITCHES:
                 given[part] = False
@@ -87,14 +91,18 @@ class MemoriaSystem:
         self.settings = MemoriaSettings().updated(**{**given, "weights": weights})
         self.max_seq_length = max_seq_length
         embedder = embedder or LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
-                                            threads=embedder_threads())
+                                            threads=embedder_threads(), embedder=embedder_name)
         self.embedder_backend = embedder_backend
+        self.embedder_name = getattr(embedder, "embedder", embedder_name)
+        self.weights_source = ("given" if "weights" in given
+                               else defaults.weights_label(self.embedder_name))
         self.embedding_store = embedding_store
         if embedding_store:  # each distinct text is encoded once per machine (memoria.embedding_store)
             from memoria.model_files import model_files_sha256
             from memoria.embedding_store import EmbeddingStore, StoredEmbedder
 
-            embedder = StoredEmbedder(embedder, EmbeddingStore(embedding_store), model_files=model_files_sha256())
+            embedder = StoredEmbedder(embedder, EmbeddingStore(embedding_store),
+                                      model_files=model_files_sha256(self.embedder_name))
         self.memory = MemoryInterface(embedder=embedder, settings=self.settings)
         self.sources, self.switched_off = parts.sources, parts.switched_off
         if self.sources != defaults.MODE_SOURCES[mode]:
@@ -119,7 +127,7 @@ class MemoriaSystem:
         from memoria.model_files import model_files_sha256
         from memoria.version import BUILD_VERSION
 
-        return {"engine_code": BUILD_VERSION, "model_files": model_files_sha256()}
+        return {"engine_code": BUILD_VERSION, "model_files": model_files_sha256(self.embedder_name)}
 
     @property
     def config(self) -> dict:
@@ -129,7 +137,7 @@ class MemoriaSystem:
             "retrieval_mode": self.mode,
             "sources": list(self.sources),
             "ranking": ({"enabled": True, "mmr": self.memory.mmr_lambda < 1.0, **self.memory.ranking_settings,
-                         "switched_off": list(self.switched_off)}
+                         "switched_off": list(self.switched_off), "weights_source": self.weights_source}
                         if self.mode in defaults.RANKED_MODES else {"enabled": False, "mmr": False}),
             "batch_size": self.batch_size,
             "extraction_threads": self.max_workers,

@@ -26,7 +26,7 @@ def length_buckets(texts: list[str], tokenizer, lengths=(16, 64, 128, 256), per_
 
 
 def run_encoders_bench(output: str | Path, rounds: int = 3, threads: int = 2, workdir: str | Path = "cache/bench_encoders",
-                       per_bucket_tokens: int = 20000) -> str:
+                       per_bucket_tokens: int = 20000, embedder: str = "minilm") -> str:
     """Texts per second of each embedder backend by text length, the backends interleaved in every round so
     that a change in the machine's load falls on all alike; the median round is reported."""
     import torch
@@ -36,11 +36,13 @@ def run_encoders_bench(output: str | Path, rounds: int = 3, threads: int = 2, wo
     from memoria.onnx_backend import OnnxEmbedder
 
     torch.set_num_threads(threads)
+    model = embedder  # the name: `embedder` below is each backend in turn
     texts = [f"{turn['role']}: {turn['content']}" for question in iter_questions(4, seed=7, scale=1.0)
              for session in question["haystack_sessions"] for turn in session]
-    folder = Path(workdir) / "onnx"
-    backends = {"torch": Embedder(), "onnx": OnnxEmbedder(folder, "onnx", threads=threads),
-                "onnx-int8": OnnxEmbedder(folder, "onnx-int8", threads=threads)}
+    folder = Path(workdir) / ("onnx" if embedder == "minilm" else f"onnx-{embedder.replace('/', '_')}")
+    backends = {"torch": Embedder(embedder=embedder),
+                "onnx": OnnxEmbedder(folder, "onnx", threads=threads, embedder=embedder),
+                "onnx-int8": OnnxEmbedder(folder, "onnx-int8", threads=threads, embedder=embedder)}
     tokenizer = backends["onnx"].tokenizer
     buckets = length_buckets(texts, tokenizer, per_bucket_tokens=per_bucket_tokens)
     for embedder in backends.values():
@@ -60,7 +62,7 @@ def run_encoders_bench(output: str | Path, rounds: int = 3, threads: int = 2, wo
                          "texts_per_second": {n: round(v, 1) for n, v in median.items()},
                          "speedup_over_torch": {n: round(v / median["torch"], 3) for n, v in median.items()},
                          "rounds": {n: [round(v, 1) for v in values] for n, values in rates[bucket].items()}}
-    data = {"threads": threads, "rounds": rounds, "buckets": table,
+    data = {"threads": threads, "rounds": rounds, "embedder": model, "buckets": table,
             "texts": "generated LongMemEval-S turns ('role: content'), cut to each length with the model's tokenizer"}
     path = write_bench("encoders", data, output)
     names = list(backends)

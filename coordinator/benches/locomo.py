@@ -9,7 +9,7 @@ from pathlib import Path
 from coordinator.benches.common import measure_memfarm, write_bench
 
 
-def run_locomo_bench(dataset: str | Path, workdir: str | Path, output) -> str:
+def run_locomo_bench(dataset: str | Path, workdir: str | Path, output, embedder: str = "minilm") -> str:
     """Every mode on one LoCoMo file, one shared cache, side by side."""
     from memoria.defaults import MODE_SOURCES
 
@@ -18,7 +18,7 @@ def run_locomo_bench(dataset: str | Path, workdir: str | Path, output) -> str:
     for mode in MODE_SOURCES:
         out = workdir / f"locomo_{mode}.json"
         seconds, _ = measure_memfarm(["run", "locomo", "--dataset", str(dataset), "--retrieval-mode", mode,
-                                      "--cache-dir", str(workdir / "cache"), "--output", str(out)])
+                                      "--embedder", embedder, "--cache-dir", str(workdir / "cache"), "--output", str(out)])
         results = json.loads(out.read_text())
         summary = results["metrics"]["all"]
         rows[mode] = {
@@ -32,7 +32,7 @@ def run_locomo_bench(dataset: str | Path, workdir: str | Path, output) -> str:
             "by_category_turn_recall_any@10": {k: round(v["turn"]["recall_any@10"], 4)
                                                for k, v in results["metrics"]["by_question_type"].items()},
         }
-    path = write_bench("locomo", {"dataset": str(dataset), "modes": rows,
+    path = write_bench("locomo", {"dataset": str(dataset), "embedder": embedder, "modes": rows,
                                   "quality_bar": {"fusion_session_recall_any@5": 0.80, "fusion_turn_recall_any@10": 0.58}},
                        output)
     lines = [f"{'mode':<8}{'n':>5}{'sess R@5':>10}{'sess R@10':>10}{'turn R@5':>10}{'turn R@10':>10}{'sess nDCG@10':>13}"]

@@ -43,11 +43,13 @@ def bench_longmemeval(questions, scale, rss_questions, workdir, output):
 @click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True)
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_locomo", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/locomo.json", show_default=True)
-def bench_locomo(dataset, workdir, output):
+@click.option("--embedder", metavar="minilm|mpnet|PATH", default="minilm", show_default=True,
+              help="The embedding model of every run.")
+def bench_locomo(dataset, workdir, output, embedder):
     """dense, bm25, raw and fusion on one LoCoMo file, side by side."""
     from coordinator.benches.locomo import run_locomo_bench
 
-    click.echo(run_locomo_bench(dataset, workdir, output))
+    click.echo(run_locomo_bench(dataset, workdir, output, embedder=embedder))
 
 
 @bench.command("farm")
@@ -111,12 +113,14 @@ def bench_coldrun(questions, scale, locomo, workdir, output, rounds):
               help="About how many tokens each length bucket holds.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_encoders", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/encoders.json", show_default=True)
-def bench_encoders(rounds, threads, tokens_per_bucket, workdir, output):
+@click.option("--embedder", metavar="minilm|mpnet|PATH", default="minilm", show_default=True,
+              help="The embedding model measured.")
+def bench_encoders(rounds, threads, tokens_per_bucket, workdir, output, embedder):
     """Texts per second of torch, onnx and onnx-int8 by text length, side by side."""
     from coordinator.benches.encoders import run_encoders_bench
 
     click.echo(run_encoders_bench(output, rounds=rounds, threads=threads, workdir=workdir,
-                                  per_bucket_tokens=tokens_per_bucket))
+                                  per_bucket_tokens=tokens_per_bucket, embedder=embedder))
 
 
 @bench.command("staging")
@@ -217,3 +221,39 @@ def bench_determinism(questions, scale, locomo, locomo_items, mode, speed_rounds
     from coordinator.benches.determinism import run_determinism_bench
 
     click.echo(run_determinism_bench(questions, scale, locomo, locomo_items, mode, speed_rounds, workdir, output))
+
+
+@bench.command("embedders")
+@click.option("--embedder", "embedders", multiple=True, default=("minilm", "mpnet"), show_default=True,
+              metavar="minilm|mpnet|PATH", help="A model to measure; repeatable.")
+@click.option("--backend", "backends", multiple=True, type=click.Choice(["torch", "onnx", "onnx-int8"]),
+              default=("torch",), show_default=True, help="A backend to measure each model with; repeatable.")
+@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Measure each mode's quality on this LoCoMo file (e.g. ../shared/data/locomo_dev5.json).")
+@click.option("--conversations", type=click.IntRange(1), default=None,
+              help="Only the first N conversations of the LoCoMo file (a quick look).")
+@click.option("--mode", "modes", multiple=True, default=("dense", "fusion", "full"), show_default=True)
+@click.option("--lengths", default="16,64,256", show_default=True, help="Token lengths whose speed is measured.")
+@click.option("--texts-per-length", type=click.IntRange(4), default=32, show_default=True)
+@click.option("--rounds", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--threads", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--longmemeval-questions", type=click.IntRange(0), default=0, show_default=True,
+              help="Also time a cold run on a generated LongMemEval-S file of this many questions (0: not).")
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=1.0, show_default=True,
+              help="Haystack size of that file relative to the real one's.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_embedders", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/embedders.json", show_default=True)
+def bench_embedders(embedders, backends, locomo, conversations, modes, lengths, texts_per_length, rounds, threads,
+                    longmemeval_questions, scale, workdir, output):
+    """Each embedding model and backend: texts/s by length, peak RSS, quality of each mode, cost per 500 questions."""
+    from coordinator.benches.embedders import run_embedders_bench
+
+    try:
+        token_lengths = [int(part) for part in lengths.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected whole numbers separated by commas, got {lengths!r}",
+                                 param_hint="--lengths") from None
+    click.echo(run_embedders_bench(embedders=embedders, backends=backends, locomo=locomo, conversations=conversations,
+                                   modes=modes, lengths=token_lengths, per_length=texts_per_length, rounds=rounds,
+                                   threads=threads, longmemeval_questions=longmemeval_questions, scale=scale,
+                                   workdir=workdir, output=output))

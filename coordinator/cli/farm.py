@@ -186,13 +186,17 @@ def forget_shared_embeddings_command(cli, broker):
 @click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,
               help="Shorten the embedder's window (tokens); it changes the embedding signature.")
 @click.option("--embedder-backend", type=click.Choice(["torch", "onnx", "onnx-int8"]), default=None,
-              help="Run MiniLM this way whatever a run says; a run staged with another backend is refused.")
+              help="Run the embedder this way whatever a run says; a run staged with another backend is refused.")
+@click.option("--embedder", metavar="minilm|mpnet|PATH", envvar="MEMFARM_EMBEDDER", default=None,
+              help="This worker's embedding model whatever a run says (default: the run's); a run staged with "
+                   "another model is refused, naming both.")
 @click.option("--allow-system", "allowed", multiple=True,
               help="A system besides the built-in ones that this worker may run (file.py:Class or module:Class); "
                    "repeatable. Runs naming any other are refused before anything is imported.")
 @click.option("--name", default=None, help="Worker name (default: memfarm-<pid>@host).")
 @click.option("--loglevel", default="INFO", show_default=True)
-def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedder_backend, allowed, name, loglevel):
+def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedder_backend, embedder, allowed, name,
+           loglevel):
     """A Celery worker for farm runs (sane defaults for a small machine)."""
     import json
 
@@ -208,9 +212,13 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
         os.environ["MEMFARM_MAX_SEQ_LENGTH"] = str(max_seq_length)
     if embedder_backend:
         os.environ["MEMFARM_EMBEDDER_BACKEND"] = embedder_backend
+    if embedder:
+        from memoria.model_files import embedder_key
+
+        os.environ["MEMFARM_EMBEDDER"] = embedder_key(embedder)  # the checks below check its files before any run
     os.environ.setdefault("OMP_NUM_THREADS", str(torch_threads))
     connect(broker)  # one clear line for a wrong password or a missing server
-    _refuse_on_failed_checks(broker, cache_dir, max_seq_length)
+    _refuse_on_failed_checks(broker, cache_dir, max_seq_length, embedder)
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     from workers.app import make_app
 
@@ -223,12 +231,12 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
     ])
 
 
-def _refuse_on_failed_checks(broker: str, cache_dir: str, max_seq_length: int | None) -> None:
+def _refuse_on_failed_checks(broker: str, cache_dir: str, max_seq_length: int | None, embedder: str | None) -> None:
     """The doctor's checks (the model's files read, not loaded): print any WARN or FAIL; refuse on a FAIL."""
     from coordinator.operations.doctor import OK, failed, run_checks
 
     checks = run_checks(broker=broker, cache_dir=cache_dir, load_model=False, max_seq_length=max_seq_length,
-                        browser=False)
+                        browser=False, embedder=embedder)
     for check in checks:
         if check.status != OK:
             click.echo(check.line(), err=True)
@@ -242,9 +250,11 @@ def _refuse_on_failed_checks(broker: str, cache_dir: str, max_seq_length: int | 
               show_default=True, help="The cache directory whose disk is checked.")
 @click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None)
 @click.option("--quick", is_flag=True, help="Read the model's files instead of loading the model.")
+@click.option("--embedder", metavar="minilm|mpnet|PATH", envvar="MEMFARM_EMBEDDER", default=None,
+              help="The model to check (default: minilm).")
 @click.option("--dataset", type=click.Path(dir_okay=False), default=None,
               help="Also check a dataset file: size, SHA-256, and whether it is the published file.")
-def doctor(broker, cache_dir, max_seq_length, quick, dataset):
+def doctor(broker, cache_dir, max_seq_length, quick, embedder, dataset):
     """Check this machine before a long run: Python, packages, torch, the model, Redis, disk, chromium.
 
     Each line is OK, WARN or FAIL with the fix; the exit status is 1 when anything FAILs.
@@ -252,7 +262,7 @@ def doctor(broker, cache_dir, max_seq_length, quick, dataset):
     from coordinator.operations.doctor import failed, run_checks
 
     checks = run_checks(broker=broker, cache_dir=cache_dir, load_model=not quick, max_seq_length=max_seq_length,
-                        dataset=dataset)
+                        dataset=dataset, embedder=embedder)
     for check in checks:
         click.echo(check.line())
     bad = failed(checks)

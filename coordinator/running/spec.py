@@ -12,8 +12,8 @@ import logging
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from adapters.defaults import (DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_TOP_K,
-                               EMBEDDING_STORE_FILE, EXPECTED_TEXT_PROFILE, K_VALUES)
+from adapters.defaults import (DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS,
+                               DEFAULT_TOP_K, EMBEDDING_STORE_FILE, EXPECTED_TEXT_PROFILE, K_VALUES)
 from adapters.errors import MemfarmError
 from adapters.files import content_hash, file_sha256
 from adapters.registry import Benchmark, benchmark, default_profile
@@ -60,6 +60,8 @@ class RunSpec:
     shared_embeddings: bool = False
     #: How MiniLM runs: torch, onnx or onnx-int8 (part of the embedding signature).
     embedder_backend: str = DEFAULT_EMBEDDER_BACKEND
+    #: Which model embeds: minilm, mpnet or a local folder's path (part of the embedding signature).
+    embedder: str = DEFAULT_EMBEDDER
     command: str = ""
     #: Option names the user gave explicitly (the others are defaults).
     explicit: frozenset = frozenset()
@@ -115,7 +117,7 @@ class RunSpec:
             for option, setting in (("ablation", "ablation"), ("weights_file", "weights"),
                                     ("batch_size", "batch_size"), ("extraction_threads", "max_workers"),
                                     ("max_seq_length", "max_seq_length"), ("embedding_store", "embedding_store"),
-                                    ("embedder_backend", "embedder_backend")):
+                                    ("embedder_backend", "embedder_backend"), ("embedder", "embedder")):
                 if setting not in system.settings:
                     refuse(option, f"is not a setting of {system.name}")
         if self.weights_file and self.retrieval_mode not in engine.RANKED_MODES:
@@ -143,6 +145,10 @@ class RunSpec:
                 refuse(option, "is a farm setting: give --broker (or MEMFARM_BROKER) to run on the farm")
             if not self.cache_dir:
                 refuse("rebuild_cache", "needs --cache-dir (or MEMFARM_CACHE_DIR): there is no cache to rebuild")
+        from memoria.model_files import PACKAGED_EMBEDDERS
+
+        if self.embedder not in PACKAGED_EMBEDDERS and not Path(self.embedder).is_dir():
+            raise MemfarmError(f"--embedder {self.embedder}: neither {' nor '.join(PACKAGED_EMBEDDERS)} nor a folder")
         if self.shared_embeddings and not self.embedding_store:
             raise MemfarmError("--shared-embeddings shares what each worker's embedding store holds: "
                                "drop --no-embedding-store")
@@ -194,6 +200,8 @@ class RunSpec:
                     "without": tuple(self.without) or None, **self.memoria_settings, **self.extra_settings}
         if self.embedder_backend != DEFAULT_EMBEDDER_BACKEND:
             settings["embedder_backend"] = self.embedder_backend
+        if self.embedder != DEFAULT_EMBEDDER:
+            settings["embedder"] = self.embedder
         if self.embedding_store and self.cache_dir:
             settings["embedding_store"] = str(Path(self.cache_dir).resolve() / EMBEDDING_STORE_FILE)
         if self.weights_file:
@@ -293,6 +301,10 @@ def from_options(benchmark_name: str, params: dict, *, command: str, explicit) -
     values = {k: v for k, v in params.items() if k in names}
     if values.get("system"):
         values["system"] = resolved_system(values["system"])
+    if values.get("embedder"):  # a folder by its absolute path: the same folder wherever the run is read
+        from memoria.model_files import embedder_key
+
+        values["embedder"] = embedder_key(values["embedder"])
     settings = {spec.name for spec in fields(MemoriaSettings)}
     memoria = {k: v for k, v in params.items() if k in settings and v is not None}
     return RunSpec(benchmark=benchmark_name, command=command, explicit=frozenset(explicit), memoria_settings=memoria,

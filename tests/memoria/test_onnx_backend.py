@@ -104,3 +104,54 @@ def test_an_onnx_vector_does_not_depend_on_its_batch(folder, locomo_turns):
     order = np.random.default_rng(3).permutation(len(locomo_turns))
     assert np.array_equal(alone, together[:30])
     assert np.array_equal(onnx.encode([locomo_turns[i] for i in order], batch_size=5), together[order])
+def test_mpnet_exports_unfused_labelled_so_and_agrees_with_torch(tmp_path):
+    """MPNet's graph is not fused: both backends still agree with torch, checked at export and here, and the
+    signature says `unfused`."""
+    from memoria.embedder import Embedder
+    from memoria.model_files import ModelFilesError, resolve
+    from memoria.onnx_backend import AGREEMENT_FLOOR
+    from tests.helpers import skip_outside_ci
+
+    try:
+        resolve("mpnet")
+    except ModelFilesError as exc:
+        skip_outside_ci(f"the mpnet extra is not installed ({exc})")
+    texts = ["We adopted a puppy last May.", "When did Caroline go to the support group?", "x " * 500]
+    reference = Embedder.shared(embedder="mpnet").encode(texts)
+    for backend in ("onnx", "onnx-int8"):
+        model = OnnxEmbedder(tmp_path, backend, threads=2, embedder="mpnet")
+        cosines = (model.encode(texts) * reference).sum(axis=1)
+        assert cosines.mean() >= AGREEMENT_FLOOR[backend], (backend, cosines)
+        assert model.signature["backend"] == {"onnx": "onnxruntime/fp32-unfused",
+                                              "onnx-int8": "onnxruntime/int8-dynamic-unfused"}[backend]
+        assert model.signature["model_id"].endswith("all-mpnet-base-v2") and model.dimension == 768
+        lazy = LazyEmbedder(backend=backend, onnx_dir=tmp_path, embedder="mpnet")
+        assert lazy.signature == model.signature
+    record = json.loads((tmp_path / "export.json").read_text())
+    assert record["fused"] is False and record["agreement"]["onnx"] >= 0.9999
+    assert record["agreement"]["onnx-int8"] >= AGREEMENT_FLOOR["onnx-int8"]
+
+
+def test_a_family_the_backends_cannot_export_is_refused_by_name(tmp_path):
+    from memoria.model_files import ModelFilesError
+
+    folder = tmp_path / "gpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"hidden_size": 8, "max_position_embeddings": 64,
+                                                    "model_type": "gpt2"}))
+    (folder / "modules.json").write_text("[]")
+    with pytest.raises(ModelFilesError, match="export bert and mpnet models, not gpt2; use --embedder-backend torch"):
+        export(tmp_path / "onnx", "onnx", str(folder))
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_an_export_that_disagrees_with_torch_is_refused(folder, monkeypatch):
+    import memoria.onnx_backend as backend
+
+    export(folder, "onnx")
+    monkeypatch.setitem(backend.AGREEMENT_FLOOR, "onnx-int8", 0.999999)  # int8 is close, never that close
+    (folder / _FILES["onnx-int8"]).unlink(missing_ok=True)
+    refused = r"all-MiniLM-L6-v2 \(onnx-int8\): cosine with torch 0\.9\d+, below 0\.999999"
+    with pytest.raises(RuntimeError, match=refused):
+        export(folder, "onnx-int8")
+    assert not (folder / _FILES["onnx-int8"]).exists()

@@ -35,3 +35,10 @@ def test_the_run_records_the_model_files_a_worker_is_checked_against(tmp_path):
     spec = RunSpec(benchmark="longmemeval", dataset=str(write_dataset(tmp_path / "d.json", questions=2)))
     meta = run_meta(spec, make_system("memoria"), broker="redis://x")
     assert meta["model_files"] == model_files_sha256() and len(meta["model_files"]) == 64
+
+
+def test_another_model_is_refused_naming_both():
+    run = {"model_id": "sentence-transformers/all-mpnet-base-v2", "dimension": 768}
+    refusal = incompatibility({"embedding_signature": run}, _system())
+    assert refusal == ("embedding model of this worker is m (384-d); the run wants "
+                       "sentence-transformers/all-mpnet-base-v2 (768-d): start a worker with the run's --embedder")

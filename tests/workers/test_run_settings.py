@@ -82,6 +82,9 @@ def _meta(**settings):
     ({"weights": {"semantic": "1"}}, "run setting weights: signal semantic needs a finite number"),
     ({"onnx_dir": "/tmp"}, "run setting 'onnx_dir': system memoria takes no such setting"),
     ({"embedding_store": "../../x.sqlite"}, "lies outside this worker's cache dir"),
+    ({"embedder": "/tmp/some-model"}, "run setting embedder: choose from minilm, mpnet, or a folder this worker was "
+                                      "started with (--embedder), got '/tmp/some-model'"),
+    ({"embedder": 7}, "run setting embedder: choose from minilm, mpnet"),
 ])
 def test_each_setting_is_typed_and_bounded(settings, words, tmp_path):
     with pytest.raises(Exception) as caught:
@@ -110,3 +113,13 @@ def test_a_run_meta_carries_no_path_of_the_coordinator_s(tmp_path):
     assert "embedding_store" in spec.system_settings(), "the local run keeps its store in its cache dir"
     meta = run_meta(spec, make_system("memoria"), broker="redis://x")
     assert "embedding_store" not in meta["system_settings"] and meta["embedding_store"] is True
+
+
+def test_a_run_names_a_model_folder_only_where_the_worker_was_started_with_it(tmp_path, monkeypatch):
+    folder = str(tmp_path / "my-model")
+    monkeypatch.delenv("MEMFARM_EMBEDDER", raising=False)
+    assert checked_settings(_meta(embedder="mpnet"), None)["embedder"] == "mpnet"
+    with pytest.raises(Exception, match="run setting embedder"):
+        checked_settings(_meta(embedder=folder), None)
+    monkeypatch.setenv("MEMFARM_EMBEDDER", folder)
+    assert checked_settings(_meta(embedder=folder), None)["embedder"] == folder

@@ -53,11 +53,11 @@ def test_rates_ratios_and_the_median_round_follow_from_known_costs(tmp_path, mon
             clock.now += len(texts) * SECONDS_PER_TEXT[self.name] * busy
 
     class FakeOnnx(Fake):
-        def __init__(self, folder, backend, threads):
+        def __init__(self, folder, backend, threads, embedder=None):
             super().__init__(backend)
             self.tokenizer = _tokenizer()
 
-    monkeypatch.setattr("memoria.embedder.Embedder", lambda: Fake("torch"))
+    monkeypatch.setattr("memoria.embedder.Embedder", lambda embedder=None: Fake("torch"))
     monkeypatch.setattr("memoria.onnx_backend.OnnxEmbedder", FakeOnnx)
     monkeypatch.setattr("torch.set_num_threads", lambda threads: None)
     monkeypatch.setattr(encoders, "time", SimpleNamespace(perf_counter=lambda: clock.now))

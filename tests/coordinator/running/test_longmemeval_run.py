@@ -248,7 +248,7 @@ def test_a_change_to_the_engine_code_or_the_model_files_rebuilds(cached_item, mo
     monkeypatch.undo()
     import memoria.model_files
 
-    monkeypatch.setattr(memoria.model_files, "model_files_sha256", lambda: "other-weights")
+    monkeypatch.setattr(memoria.model_files, "model_files_sha256", lambda embedder=None: "other-weights")
     assert evaluate_item(item, MemoriaSystem(mode="fusion"), cache=cache)["cache"]["reason"] == (
         "index-building code or model files changed")
 
