@@ -130,7 +130,7 @@ class RedisVectors:
             for key in keys:
                 pipe.set(CLAIM_PREFIX + key, self.token, ex=CLAIM_TTL_SECONDS, nx=True)
             mine = {key for key, won in zip(keys, pipe.execute()) if won}
-        except redis.RedisError as exc:
+        except (redis.RedisError, ValueError) as exc:  # ValueError: a budget key that is not a number
             self._failed(exc)
             return set(keys)
         self.counts["claimed"] += len(mine)
