@@ -115,9 +115,25 @@ def embedder_key(embedder: str | None) -> str:
     return str(Path(embedder).expanduser().resolve())
 
 
+def _folder_files(root: Path) -> dict[str, Path]:
+    """{relative path: path} of every file under `root`, through linked subfolders too (the model loads them);
+    a folder reached twice (a link back into the model) is refused."""
+    found, seen = {}, set()
+    for folder, _, names in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            raise ModelFilesError(f"{folder}: reached twice in the model folder (a link back into it)")
+        seen.add(real)
+        for name in names:
+            path = Path(folder) / name
+            if path.is_file():
+                found[path.relative_to(root).as_posix()] = path
+    return dict(sorted(found.items()))
+
+
 def checked_files(root: Path, pinned: dict[str, str] | None) -> dict[str, str]:
     """{relative path: SHA-256} of every file under `root`; with `pinned`, each one is checked against it."""
-    found = {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+    found = _folder_files(root)
     if pinned is None:
         return {rel: file_sha256(path) for rel, path in found.items()}
     for rel in found:

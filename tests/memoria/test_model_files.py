@@ -115,6 +115,25 @@ def test_a_local_folder_is_signed_by_its_files(tmp_path):
         resolve(str(tmp_path))
 
 
+def test_a_local_folder_signs_the_files_of_a_linked_subfolder_and_refuses_a_loop(tmp_path):
+    """sentence-transformers reads a linked subfolder (e.g. `1_Pooling` kept elsewhere): its files are the
+    model's too, so changing them changes the signature; a link back into the folder is one clear error."""
+    folder, elsewhere = tmp_path / "my-model", tmp_path / "pooling"
+    folder.mkdir()
+    elsewhere.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "modules.json").write_text("[]")
+    (elsewhere / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    (folder / "1_Pooling").symlink_to(elsewhere, target_is_directory=True)
+    first = checked_files(folder, None)
+    assert first.keys() == {"config.json", "modules.json", "1_Pooling/config.json"}
+    (elsewhere / "config.json").write_text('{"pooling_mode_cls_token": true}')
+    assert checked_files(folder, None)["1_Pooling/config.json"] != first["1_Pooling/config.json"]
+    (elsewhere / "back").symlink_to(folder, target_is_directory=True)
+    with pytest.raises(ModelFilesError, match="back"):
+        checked_files(folder, None)
+
+
 @pytest.mark.slow
 def test_a_store_written_with_one_model_is_never_read_for_the_other(mpnet, embedder, tmp_path):
     """Both real models over one store file: each text is encoded by each model, never served across."""
