@@ -264,6 +264,18 @@ def resolve(embedder: str | None = None) -> Model:
         raise ModelFilesError(f"{root / 'config.json'}: the model's config cannot be read ({exc!r})") from None
 
 
+def check_unchanged(embedder: str | None = None) -> None:
+    """After a load: a local folder's files still hash as they did at the check (which runs once per process),
+    so its vectors are the ones its signature names. Packaged models are pinned and not re-read."""
+    model = resolve(embedder)
+    if embedder_key(embedder) in _PACKAGED:
+        return
+    now = _files_hash(checked_files(model.root, None))
+    if now != model.files_sha256:
+        raise ModelFilesError(f"{model.root}: the model's files changed since they were checked in this process "
+                              "(their vectors would carry the old files' signature); start the process again")
+
+
 def model_path(embedder: str | None = None) -> str:
     """Where the checked model folder lives on disk."""
     return str(resolve(embedder).root)

@@ -176,3 +176,21 @@ def test_the_doctor_reports_the_model_its_files_and_dimension(mpnet, tmp_path, m
     code, line = model_line("--embedder", "mpnet")
     assert code == 1 and line.startswith("FAIL") and f"{folder / 'modules.json'}: damaged" in line
     resolve.cache_clear()
+
+
+@pytest.mark.slow
+def test_a_local_folder_changed_between_its_check_and_its_load_is_refused(tmp_path):
+    """The check runs once per process; the model may load much later (on the first encode). A folder whose
+    files changed in between would give the new files' vectors under the old files' signature."""
+    from memoria.embedder import Embedder
+
+    folder = tmp_path / "my-minilm"
+    shutil.copytree(model_files.resolve("minilm").root, folder)
+    signed = resolve(str(folder)).files_sha256
+    Embedder(embedder=str(folder))  # unchanged: loads
+    with open(folder / "README.md", "a") as readme:
+        readme.write("retrained\n")
+    with pytest.raises(ModelFilesError, match="changed since"):
+        Embedder(embedder=str(folder))
+    resolve.cache_clear()
+    assert Embedder(embedder=str(folder)).signature["model_files"] != signed
