@@ -63,3 +63,13 @@ def test_the_vector_index_orders_near_ties_by_id():
 def test_fusion_orders_equal_sums_by_id():
     fused = reciprocal_rank_fusion({"a": [4, 1], "b": [1, 4]})
     assert [e["id"] for e in fused] == [1, 4]
+
+
+def test_the_padding_rule_is_part_of_the_vectors_signature(monkeypatch):
+    """Other padding, other bits: a cache or store written under one padding step is never read under another."""
+    from memoria.model_files import packaged_signature
+
+    before = packaged_signature()
+    monkeypatch.setattr(defaults, "CANONICAL_PAD_STEP", defaults.CANONICAL_PAD_STEP * 2)
+    after = packaged_signature()
+    assert after != before and after["model_files"] == before["model_files"]
