@@ -44,6 +44,9 @@ EVICTION_CHECKS_PER_CAP = 64
 CLAIM_POLL_SECONDS = 0.25
 CLAIM_MIN_WAIT_SECONDS = 2.0
 CLAIM_WAIT_RATE = 20.0
+#: ... and never longer than this, whatever the rate (a first encode that included the model's load measures a
+#: rate far too low); below the claims' own lifetime (`workers.shared_vectors.CLAIM_TTL_SECONDS`, 10 minutes).
+CLAIM_MAX_WAIT_SECONDS = 120.0
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vectors (
     key TEXT PRIMARY KEY,
@@ -217,7 +220,8 @@ class StoredEmbedder:
             found.update(self._make(own, key_of, batch_size))
         if not others:
             return [], len(own)
-        deadline = time.monotonic() + max(CLAIM_MIN_WAIT_SECONDS, len(others) / self._rate)
+        wait = min(CLAIM_MAX_WAIT_SECONDS, max(CLAIM_MIN_WAIT_SECONDS, len(others) / self._rate))
+        deadline = time.monotonic() + wait
         while others and time.monotonic() < deadline:
             others = self._from_shared(others, key_of, found)
             if others:

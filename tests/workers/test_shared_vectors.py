@@ -179,3 +179,38 @@ def test_a_claim_never_written_is_waited_for_a_bounded_time_then_encoded_here(cl
     assert time.monotonic() - started < 10
     assert claimed_by_a_dead_worker.counts["encoded"] == 2
     assert vectors.tobytes() == Counting().encode(["one", "two"]).tobytes()
+
+
+def test_a_dead_claim_is_waited_for_less_than_its_lifetime_even_after_a_slow_first_load(client, tmp_path, monkeypatch):
+    """The wait follows this process's measured rate; a first encode that included the model's load measures a
+    rate so low that the wait on a dead worker's claims would outlast the claims themselves (10 minutes)."""
+    from memoria import embedding_store
+    from workers.shared_vectors import CLAIM_TTL_SECONDS
+
+    class Clock:  # the store's clock: sleeping moves it, nothing waits for real
+        now = 0.0
+
+        def monotonic(self):
+            return self.now
+
+        perf_counter = time = monotonic
+
+        def sleep(self, seconds):
+            self.now += seconds
+
+    clock = Clock()
+    monkeypatch.setattr(embedding_store, "time", clock)
+
+    class LoadsSlowly(Counting):
+        def encode(self, texts, batch_size=None):
+            if not self.asked:
+                clock.now += 100.0  # the model's load, counted in the first encode
+            return super().encode(texts, batch_size)
+
+    machine = StoredEmbedder(LoadsSlowly(), EmbeddingStore(tmp_path / "x.sqlite"), shared=RedisVectors(client))
+    machine.encode(["the first text"])
+    texts = [f"claimed by a worker that died {n}" for n in range(50)]
+    RedisVectors(client).claim([text_key(machine.space, t) for t in texts])
+    started = clock.now
+    assert machine.encode(texts).tobytes() == Counting().encode(texts).tobytes()
+    assert clock.now - started < CLAIM_TTL_SECONDS
