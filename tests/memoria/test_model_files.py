@@ -99,6 +99,21 @@ def test_missing_packages_name_the_extra(monkeypatch, tmp_path):
     assert not (tmp_path / "models" / "m").exists()
 
 
+def test_an_assembly_killed_halfway_leaves_nothing_behind_the_next_one(monkeypatch, tmp_path):
+    """A process killed while assembling leaves its temporary folder (the zip and the model, about 0.9 GB);
+    the next assembly, holding the lock, removes it."""
+    def absent():
+        raise ModelFilesError("no packages")
+
+    left = tmp_path / "models" / ".assemble-killed"
+    left.mkdir(parents=True)
+    (left / "model.zip").write_bytes(b"half a zip")
+    monkeypatch.setattr(model_files, "_part_paths", absent)
+    with pytest.raises(ModelFilesError, match="no packages"):
+        model_files.assemble_mpnet(tmp_path / "models" / "m")
+    assert not left.exists()
+
+
 def test_a_local_folder_is_signed_by_its_files(tmp_path):
     folder = tmp_path / "my-model"
     folder.mkdir()
