@@ -12,7 +12,7 @@ from coordinator.operations.processes import free_port, start_redis
 from memoria.embedding_store import EmbeddingStore, StoredEmbedder, text_key
 from tests.workers.test_shared_vectors import Counting
 from workers.ledger import connect
-from workers.shared_vectors import BUDGET_KEY, CLAIM_PREFIX, PREFIX, RedisVectors
+from workers.shared_vectors import BUDGET_KEY, CLAIM_PREFIX, PREFIX, RedisVectors, forget_all
 
 pytestmark = pytest.mark.server
 
@@ -41,6 +41,7 @@ def test_the_worker_user_may_claim_write_and_read_shared_vectors(users, tmp_path
     other = StoredEmbedder(Counting(), EmbeddingStore(tmp_path / "b.sqlite"), shared=second)
     assert other.encode(texts).tobytes() == Counting().encode(texts).tobytes()
     assert second.counts["errors"] == 0 and second.counts["fetched"] == 3 and other.embedder.asked == []
+    assert forget_all(coordinator) == 4 and not coordinator.exists(PREFIX + keys[0])  # forget-shared-embeddings
 
 
 def test_a_budget_that_is_not_a_number_leaves_the_worker_encoding(users, tmp_path):
