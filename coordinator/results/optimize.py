@@ -92,11 +92,31 @@ def optimise(records: list[dict], weights: dict[str, float], step: float = 0.02,
 TUNED_LABEL = "tuned on this data"
 
 
+#: How many earlier tunings a weights file's `tuned_on` chain is read through.
+TUNED_ON_DEPTH = 100
+
+
 def tuned_on(results: dict, report: dict) -> dict:
-    """What a weights file records of the data it was tuned on: a run on the same checksum is not held out."""
-    return {"dataset_checksum": results.get("dataset_checksum"), "benchmark": results.get("benchmark_key"),
-            "scoring_profile": results.get("scoring_profile"), "questions": report["questions"],
-            "objective": report["objective"]}
+    """What a weights file records of the data it was tuned on: a run on the same checksum is not held out.
+    Weights the run started from that were themselves tuned are kept as `started_from`: tuned on B from
+    weights tuned on A, they were tuned on A too."""
+    record = {"dataset_checksum": results.get("dataset_checksum"), "benchmark": results.get("benchmark_key"),
+              "scoring_profile": results.get("scoring_profile"), "questions": report["questions"],
+              "objective": report["objective"]}
+    earlier = (results.get("tuning") or {}).get("tuned_on")
+    if isinstance(earlier, dict):
+        record["started_from"] = earlier
+    return record
+
+
+def _tuned_checksums(origin: dict | None) -> set:
+    found = set()
+    for _ in range(TUNED_ON_DEPTH):
+        if not isinstance(origin, dict):
+            break
+        found.add(origin.get("dataset_checksum"))
+        origin = origin.get("started_from")
+    return found - {None}
 
 
 def tuning_record(path: str | Path, dataset_sha256: str) -> dict:
@@ -104,7 +124,7 @@ def tuning_record(path: str | Path, dataset_sha256: str) -> dict:
     that is this run's dataset."""
     data = read_json(path, "weights file", ResultsError)
     origin = data.get("tuned_on") if isinstance(data, dict) and isinstance(data.get("tuned_on"), dict) else None
-    same = bool(origin) and origin.get("dataset_checksum") == dataset_sha256
+    same = dataset_sha256 in _tuned_checksums(origin)
     return {"weights_file": str(path), "tuned_on": origin, "tuned_on_this_data": same,
             "label": TUNED_LABEL if same else None}
 

@@ -4,7 +4,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli import main
-from coordinator.results.optimize import load_weights, tuning_record
+from coordinator.results.optimize import load_weights, tuned_on, tuning_record
 from adapters.errors import ResultsError
 from tests.helpers import write_dataset
 
@@ -102,3 +102,15 @@ def test_bad_weight_files_are_refused(tmp_path):
     (tmp_path / "w.json").write_text(json.dumps({"semantik": 1.0}))
     with pytest.raises(ResultsError, match="unknown signals"):
         load_weights(tmp_path / "w.json")
+
+
+def test_weights_tuned_again_on_other_data_keep_the_data_they_started_from(tmp_path):
+    """Weights tuned on A, then tuned again on B from there, were still tuned on A: a run on A is labelled."""
+    report = {"questions": 10, "objective": "recall_all@5"}
+    on_a = tuned_on({"dataset_checksum": "aa" * 32}, report)
+    run_on_b = {"dataset_checksum": "bb" * 32, "tuning": {"tuned_on": on_a, "tuned_on_this_data": False}}
+    weights = tmp_path / "again.weights.json"
+    weights.write_text(json.dumps({"weights": {"semantic": 1.0}, "tuned_on": tuned_on(run_on_b, report)}))
+    assert tuning_record(weights, "bb" * 32)["tuned_on_this_data"] is True
+    assert tuning_record(weights, "aa" * 32)["tuned_on_this_data"] is True
+    assert tuning_record(weights, "cc" * 32)["tuned_on_this_data"] is False
