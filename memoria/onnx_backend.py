@@ -33,8 +33,9 @@ import numpy as np
 from memoria import defaults
 from memoria.canonical_batches import canonical_batches
 from memoria.checksums import file_sha256
-from memoria.model_files import (BACKENDS, ONNX_FAMILIES, ModelFilesError, backend_label, embedder_key,  # noqa: F401
-                                  model_files_sha256, offline_environment, packaged_signature, resolve, signature)
+from memoria.model_files import (BACKENDS, ONNX_FAMILIES, ModelFilesError, backend_label,  # noqa: F401
+                                  check_unchanged, embedder_key, model_files_sha256, offline_environment,
+                                  packaged_signature, resolve, signature)
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ def export(folder: str | Path, backend: str = "onnx", embedder: str | None = Non
             model = resolve(embedder)
             logger.info("exporting %s to ONNX in %s (once per model and folder)", model.model_id, folder)
             bert = AutoModel.from_pretrained(str(model.root), local_files_only=True, attn_implementation="eager").eval()
+            check_unchanged(embedder)  # the export is filed under the files' hash taken at the check
             traced = fp32.with_suffix(".traced.tmp")
             _trace(bert, traced, with_types=model.family == "bert")
             staging = fp32.with_suffix(".tmp")
@@ -231,6 +233,7 @@ class OnnxEmbedder:
         self.max_seq_length, self.dimension = packaged["max_seq_length"], packaged["dimension"]
         self.backend = backend
         self.tokenizer = Tokenizer.from_file(str(resolve(self.embedder).root / "tokenizer.json"))
+        check_unchanged(self.embedder)  # a local folder may have changed since its check, before this load
         self.tokenizer.enable_truncation(self.max_seq_length)
         self.tokenizer.no_padding()
         options = onnxruntime.SessionOptions()

@@ -209,3 +209,17 @@ def test_a_local_folder_changed_between_its_check_and_its_load_is_refused(tmp_pa
         Embedder(embedder=str(folder))
     resolve.cache_clear()
     assert Embedder(embedder=str(folder)).signature["model_files"] != signed
+
+
+@pytest.mark.slow
+def test_the_onnx_backend_refuses_a_local_folder_changed_since_its_check(tmp_path):
+    from memoria.onnx_backend import OnnxEmbedder
+
+    folder = tmp_path / "my-minilm"
+    shutil.copytree(model_files.resolve("minilm").root, folder)
+    resolve(str(folder))
+    with open(folder / "README.md", "a") as readme:
+        readme.write("retrained\n")
+    probe = OnnxEmbedder.__new__(OnnxEmbedder)
+    with pytest.raises(ModelFilesError, match="changed since"):
+        probe._open(tmp_path / "model.onnx", "onnx", None, 1, str(folder))
