@@ -105,8 +105,10 @@ class RedisVectors:
             pipe.set(BUDGET_KEY, 0, ex=self.ttl_seconds, nx=True)  # the first write of a window starts its clock
             pipe.incrby(BUDGET_KEY, size)  # keeps the key's time to live
             used = pipe.execute()[1]
-            if used > self.max_bytes:
+            if used > self.max_bytes:  # not shared: its claims go, or the others would wait for it
                 self.counts["skipped_full"] += len(payloads)
+                if self.claims:
+                    self.r.delete(*(CLAIM_PREFIX + key for key in payloads))
                 return
             pipe = self.r.pipeline(transaction=False)
             for key, payload in payloads.items():

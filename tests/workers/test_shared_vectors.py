@@ -214,3 +214,16 @@ def test_a_dead_claim_is_waited_for_less_than_its_lifetime_even_after_a_slow_fir
     started = clock.now
     assert machine.encode(texts).tobytes() == Counting().encode(texts).tobytes()
     assert clock.now - started < CLAIM_TTL_SECONDS
+
+
+def test_a_claim_whose_vector_the_full_budget_keeps_out_is_released(client):
+    """The budget fills between a claim and its vector: the vector is not shared, and its claim goes at once, so
+    the workers that saw the claim stop waiting for a vector that will not come."""
+    from workers.shared_vectors import CLAIM_PREFIX
+
+    tier = RedisVectors(client, max_bytes=16 + 16)  # one vector of 4 floats, with its checksum
+    assert tier.claim(["first", "second"]) == {"first", "second"}
+    tier.put({"first": np.ones(4, dtype=np.float32)})
+    tier.put({"second": np.ones(4, dtype=np.float32)})
+    assert tier.counts["skipped_full"] == 1 and not client.exists(PREFIX + "second")
+    assert not client.exists(CLAIM_PREFIX + "first") and not client.exists(CLAIM_PREFIX + "second")
