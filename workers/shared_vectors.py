@@ -7,7 +7,8 @@ fetched by the others instead of encoded again. Each vector is stored under
 model files and the exact text) as float32 bytes after a 16-byte checksum; outside
 every run's `memfarm:<run id>:` keys, so no run's forget or expiry touches them.
 The checksum catches damage, not forgery: anyone who may write to the farm's Redis
-can already write its records. A vector that is not finite is never served.
+can already write its records. A vector that is not finite is never served; a damaged one is deleted
+when read, so that the next worker to encode its text writes it again (writes never replace a vector).
 
 Float32, not float16: a vector fetched from Redis is then bit for bit the one the
 fetching worker would have made, so a run's numbers never depend on which worker
@@ -71,7 +72,7 @@ class RedisVectors:
             self._warned = True
 
     def get(self, keys: list[str], dimension: int) -> dict[str, np.ndarray]:
-        found = {}
+        found, damaged = {}, []
         try:
             for start in range(0, len(keys), 500):
                 part = keys[start:start + 500]
@@ -79,14 +80,19 @@ class RedisVectors:
                     if raw is None:
                         continue
                     blob = raw[VECTOR_CHECKSUM_BYTES:]
-                    if len(blob) != 4 * dimension or raw[:VECTOR_CHECKSUM_BYTES] != vector_checksum(key, blob):
+                    intact = raw[:VECTOR_CHECKSUM_BYTES] == vector_checksum(key, blob)
+                    if len(blob) != 4 * dimension or not intact:
                         self.counts["damaged"] += 1
+                        damaged += [] if intact else [PREFIX + key]
                         continue
                     vector = np.frombuffer(blob, dtype=np.float32)
                     if not np.isfinite(vector).all():
                         self.counts["damaged"] += 1
+                        damaged.append(PREFIX + key)
                         continue
                     found[key] = vector
+            if damaged:  # writes are SET NX: the next worker to encode the text replaces it
+                self.r.delete(*damaged)
         except redis.RedisError as exc:
             self._failed(exc)
         self.counts["fetched"] += len(found)

@@ -227,3 +227,13 @@ def test_a_claim_whose_vector_the_full_budget_keeps_out_is_released(client):
     tier.put({"second": np.ones(4, dtype=np.float32)})
     assert tier.counts["skipped_full"] == 1 and not client.exists(PREFIX + "second")
     assert not client.exists(CLAIM_PREFIX + "first") and not client.exists(CLAIM_PREFIX + "second")
+
+
+def test_a_damaged_vector_is_replaced_by_the_next_worker_that_encodes_its_text(client):
+    """Vectors are written only where none is (SET NX): a damaged one left in place would make every worker
+    encode that text again, and wait out its whole bound for it behind each claim, for the vector's 7 days."""
+    tier = RedisVectors(client)
+    client.set(PREFIX + "k1", b"damaged")
+    assert tier.get(["k1"], 4) == {} and tier.counts["damaged"] == 1
+    tier.put({"k1": np.ones(4, dtype=np.float32)})
+    assert list(RedisVectors(client).get(["k1"], 4)) == ["k1"]
