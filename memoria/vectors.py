@@ -8,7 +8,7 @@ import faiss
 import numpy as np
 
 from memoria.errors import SnapshotError
-from memoria.ties import best_first
+from memoria.ties import best_first, score_key
 
 
 class VectorIndex:
@@ -32,12 +32,18 @@ class VectorIndex:
 
     def search(self, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
         """Best-first (id, cosine) pairs; scores equal on the tie grid ordered by id."""
-        k = min(limit, len(self))
-        if k <= 0:
+        total = len(self)
+        if min(limit, total) <= 0:
             return []
-        scores, ids = self.index.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), k)
-        pairs = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
-        return best_first(pairs)
+        query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        fetch = min(total, limit + 1)  # one past the edge: a near tie across it is settled by the rule, not noise
+        while True:
+            scores, ids = self.index.search(query, fetch)
+            pairs = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+            ranked = best_first(pairs)
+            if fetch >= total or len(ranked) <= limit or score_key(pairs[-1][1]) < score_key(ranked[limit - 1][1]):
+                return ranked[:limit]
+            fetch = min(total, fetch * 2)
 
     def save(self, path: Path) -> None:
         faiss.write_index(self.index, str(path))

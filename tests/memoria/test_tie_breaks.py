@@ -46,3 +46,16 @@ def test_mmr_picks_the_lower_id_of_two_equal_values():
     ids = sorted(_memory().view().ids)
     low, high = ids[0], ids[-1]
     assert _ranked({"graph": [(high, 1.0), (low, 1.0)]}, 0.5)[0] == low
+
+
+def test_the_vector_index_keeps_the_lower_id_of_a_near_tie_at_the_edge_of_its_limit():
+    """FAISS cuts its list at `limit` by the raw cosine; a near tie across that edge must still go to the lower
+    id, or which of the two is returned at all depends on float noise."""
+    from memoria.vectors import VectorIndex
+
+    index = VectorIndex(2)
+    tilt = 3e-7  # a cosine 3e-7 below the first: float noise, below the tie grid
+    vectors = np.array([[1.0, 0.0], [1.0 - tilt, np.sqrt(2 * tilt)], [0.0, 1.0]], dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index.add([5, 2, 8], vectors)
+    assert [i for i, _ in index.search(np.array([1.0, 0.0], dtype=np.float32), 1)] == [2]
