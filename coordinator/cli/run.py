@@ -220,6 +220,35 @@ def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run
     click.echo(f"weights: {target} (use with --weights)")
 
 
+@main.command("optimize")
+@click.argument("results_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--step-size", type=click.FloatRange(0, min_open=True), default=0.02, show_default=True)
+@click.option("--objective", default=DEFAULT_OBJECTIVE, show_default=True, help="LEVEL:METRIC@K to maximise.")
+@click.option("--held-out", "folds", type=click.IntRange(2), default=None, metavar="FOLDS",
+              help="Instead of tuning: deal the items into FOLDS groups, tune on all but one and score that one, "
+                   "to see whether a gain carries to data it was not tuned on.")
+@click.option("--dry-run-weights", is_flag=True, help="Print the proposed weights, write nothing.")
+@click.option("--save-weights", type=click.Path(dir_okay=False), default=None,
+              help="Where to write the weights (default: beside the results file).")
+def optimize(results_file, step_size, objective, folds, dry_run_weights, save_weights):
+    """Tune the full-mode weights on a finished run's records (no model is loaded), or check with --held-out."""
+    if folds is None:
+        _optimize(Path(results_file), step_size, objective, dry_run_weights, save_weights)
+        return
+    from adapters.errors import ResultsError
+    from adapters.files import read_json
+    from coordinator.results.optimize import held_out
+
+    results = read_json(results_file, "results file", ResultsError, top=dict)
+    report = held_out(results["records"], results["settings_system"]["ranking"]["weights"], folds, step_size,
+                      objective)
+    click.echo(f"held out: {report['items']} items in {report['folds']} folds, {report['questions']} questions; "
+               f"each fold scored with the run's weights and with weights tuned on the other folds")
+    click.echo(f"{'metric':<24}{'run weights':>12}{'tuned elsewhere':>17}{'change':>9}")
+    for name, pair in report["metrics"].items():
+        click.echo(f"{name:<24}{pair['before']:>12.4f}{pair['held_out']:>17.4f}{pair['held_out'] - pair['before']:>+9.4f}")
+
+
 @main.command()
 @run_options
 @broker_option()

@@ -88,6 +88,34 @@ def optimise(records: list[dict], weights: dict[str, float], step: float = 0.02,
             "step_size": step}
 
 
+#: The metrics a held-out check reports, the strict one first.
+HELD_OUT_METRICS = ("session:recall_all@5", "session:recall_any@5", "session:ndcg_any@10", "turn:recall_any@10")
+
+
+def held_out(records: list[dict], weights: dict[str, float], folds: int = 5, step: float = 0.02,
+             objective_name: str = DEFAULT_OBJECTIVE) -> dict:
+    """Whether tuning carries to data it was not tuned on: the items (conversations, questions) are dealt into
+    `folds` groups by sorted id; each group is scored with the starting weights and with weights tuned on the
+    other groups. A gain that shows only in-sample and not here is the development data's, not the ranking's."""
+    items = sorted({record["item_id"] for record in records if record.get("metrics") and record.get("candidates")})
+    if len(items) < 2:
+        raise ResultsError("a held-out check needs evaluated questions from two items at least")
+    folds = min(folds, len(items))
+    fold_of = {item: i % folds for i, item in enumerate(items)}
+    totals = {name: {"before": 0.0, "held_out": 0.0} for name in HELD_OUT_METRICS}
+    count = 0
+    for fold in range(folds):
+        train = [r for r in records if fold_of.get(r["item_id"]) not in (fold, None)]
+        test = _prepared([r for r in records if fold_of.get(r["item_id"]) == fold])
+        tuned = optimise(train, weights, step=step, objective_name=objective_name)["weights"]
+        for name in HELD_OUT_METRICS:
+            totals[name]["before"] += objective(test, weights, name) * len(test)
+            totals[name]["held_out"] += objective(test, tuned, name) * len(test)
+        count += len(test)
+    return {"folds": folds, "items": len(items), "questions": count,
+            "metrics": {name: {key: value / count for key, value in pair.items()} for name, pair in totals.items()}}
+
+
 #: What a results file, its closing table and `compare` say of a run whose weights were tuned on its own dataset.
 TUNED_LABEL = "tuned on this data"
 

@@ -114,3 +114,29 @@ def test_weights_tuned_again_on_other_data_keep_the_data_they_started_from(tmp_p
     assert tuning_record(weights, "bb" * 32)["tuned_on_this_data"] is True
     assert tuning_record(weights, "aa" * 32)["tuned_on_this_data"] is True
     assert tuning_record(weights, "cc" * 32)["tuned_on_this_data"] is False
+
+
+def test_optimize_on_a_finished_run_tunes_and_checks_held_out(setup):
+    """`memfarm optimize RESULTS` tunes without a model; `--held-out` tunes on some questions and scores the
+    others: the clearly wrong recency weight is worth moving on questions the tuning never saw."""
+    folder, data = setup
+    out = folder / "finished.json"
+    assert _run(folder, data, "--output", str(out), "--dry-run-weights").exit_code == 0
+    tuned = CliRunner().invoke(main, ["optimize", str(out), "--step-size", "0.1", "--dry-run-weights"])
+    assert tuned.exit_code == 0, tuned.output
+    assert "optimise session:ndcg_any@10 over" in tuned.output and "weights not written" in tuned.output
+    checked = CliRunner().invoke(main, ["optimize", str(out), "--step-size", "0.1", "--held-out", "2"])
+    assert checked.exit_code == 0, checked.output
+    rows = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in checked.output.splitlines()
+            if line.startswith(("session:", "turn:"))}
+    assert list(rows)[0] == "session:recall_all@5" and len(rows) == 4
+    before, after, change = rows["session:ndcg_any@10"]
+    assert after > before and change == pytest.approx(after - before, abs=1e-4)
+
+
+def test_a_held_out_check_needs_two_items():
+    from coordinator.results.optimize import held_out
+
+    record = {"item_id": "q1", "metrics": {"x": 1}, "candidates": [{}]}
+    with pytest.raises(ResultsError, match="two items at least"):
+        held_out([record], {}, folds=2)
