@@ -39,7 +39,9 @@ def _poison(item: dict) -> dict:
 
 def _too_slow(copies: int):
     def inflate(item: dict) -> dict:
-        turns = [dict(t, turn_id=f"{t['turn_id']}~{n}") for n in range(copies) for t in item["turns"]]
+        # each copy's texts carry its number: no store or shared vector can collapse the copies into one encoding
+        turns = [dict(t, turn_id=f"{t['turn_id']}~{n}", text=f"{t['text']} ({n})" if n else t["text"])
+                 for n in range(copies) for t in item["turns"]]
         return dict(item, turns=turns)
     return inflate
 
@@ -100,7 +102,7 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
 
             ids = spec.open_dataset().scan()
             poison_id, slow_id = ids[1], ids[2]
-            adapter = _wrapped(spec.open_dataset(), {poison_id: _poison, slow_id: _too_slow(40)})
+            adapter = _wrapped(spec.open_dataset(), {poison_id: _poison, slow_id: _too_slow(200)})
             faulty = replace(spec, run_id="faulty")
             system = faulty.make_system()
             meta = farm.run_meta(faulty, system, broker=fleet.broker)

@@ -335,7 +335,8 @@ def test_full_mode_with_weights_runs_the_same_on_the_farm(redis_server, workers,
 
 
 def _inflated(path, target, index, copies):
-    """The dataset with question `index`'s haystack repeated `copies` times under new session ids."""
+    """The dataset with question `index`'s haystack repeated `copies` times under new session ids, each copy's
+    texts marked with its number: no store, cache or batching can collapse them into one encoding."""
     data = json.loads(path.read_text())
     question = data[index]
     ids, sessions, dates = [], [], []
@@ -343,7 +344,8 @@ def _inflated(path, target, index, copies):
         for sid, session, date in zip(question["haystack_session_ids"], question["haystack_sessions"],
                                       question.get("haystack_dates") or [""] * len(question["haystack_sessions"])):
             ids.append(sid if copy == 0 else f"copy{copy}_{sid}")
-            sessions.append(session)
+            sessions.append(session if copy == 0 else [dict(turn, content=f"{turn['content']} ({copy})")
+                                                       for turn in session])
             dates.append(date)
     question.update(haystack_session_ids=ids, haystack_sessions=sessions, haystack_dates=dates)
     target.write_text(json.dumps(data))
@@ -355,7 +357,7 @@ def test_an_item_over_the_time_limit_fails_for_good_and_the_run_ends(redis_serve
     limits = {"MEMFARM_TASK_TIME_LIMIT": "25", "MEMFARM_VISIBILITY_TIMEOUT": "30"}
     for key, value in limits.items():
         monkeypatch.setenv(key, value)
-    slow = _inflated(data["small"], tmp_path / "slow.json", 1, 40)
+    slow = _inflated(data["small"], tmp_path / "slow.json", 1, 120)
     workers(redis_server.url, "w1", **limits).wait_ready()
     ledger = RunLedger(connect(redis_server.url))
     # the store would encode the 40 identical copies once and make the item quick: it stays off here
