@@ -63,6 +63,24 @@ def text_key(space: str, text: str) -> str:
     return hashlib.sha256(f"{space}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
+#: Tries, and the longest pause between two, of a step that SQLite refuses with "database is locked" at once.
+LOCKED_TRIES, LOCKED_PAUSE_MAX = 40, 0.5
+
+
+def _while_locked(step):
+    """Run `step`, again while SQLite says the database is locked. Several processes opening a new store
+    together (workers sharing one cache volume, starting at once) race to switch it to WAL and create its
+    tables; SQLite reports that lock at once rather than through the busy timeout, so the loser tries again,
+    backing off, for about 15 s at most."""
+    for attempt in range(LOCKED_TRIES):
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == LOCKED_TRIES - 1:
+                raise
+            time.sleep(min(LOCKED_PAUSE_MAX, 0.01 * 2 ** attempt))
+
+
 class EmbeddingStore:
     """Vectors by key in one SQLite file; safe for many processes and threads at once."""
 
@@ -73,13 +91,13 @@ class EmbeddingStore:
         self._written = 0  # bytes this process put since it last summed the store's size
         self._local = threading.local()
         with self._connection() as db:
-            db.executescript(_SCHEMA)
+            _while_locked(lambda: db.executescript(_SCHEMA))
 
     def _connection(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
             db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
+            _while_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA busy_timeout=60000")
             self._local.db = db

@@ -115,3 +115,27 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     held, damaged = store.get(keys, 4)
     assert len(held) == 600 and damaged == 0 and store.stats()["vectors"] == 600
     assert np.array_equal(held[keys[123]], Fake().encode(["doc 123"])[0])
+
+
+def _open_at_once(path, barrier, failures):
+    barrier.wait(30)
+    try:
+        EmbeddingStore(path)
+    except sqlite3.OperationalError as exc:
+        failures.put(str(exc))
+
+
+def test_workers_opening_a_new_store_at_once_all_open_it(tmp_path):
+    """Workers sharing one cache volume open the same new store together (two containers starting at once):
+    switching it to WAL can meet another's lock, which SQLite reports at once instead of waiting. None fails."""
+    context = multiprocessing.get_context("spawn")
+    for round_ in range(20):
+        path = tmp_path / f"fresh{round_}.sqlite"
+        barrier, failures = context.Barrier(8), context.Queue()
+        openers = [context.Process(target=_open_at_once, args=(path, barrier, failures)) for _ in range(8)]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join(120)
+            assert opener.exitcode == 0
+        assert failures.empty(), failures.get()
