@@ -18,7 +18,7 @@ def test_a_faulty_fleet_run_ends_on_its_own_with_nothing_lost_or_counted_twice(t
     from devtools.fleet_bench import run_fleet_bench
 
     output = tmp_path / "fleet.json"
-    table = run_fleet_bench(questions=10, scale=0.04, workdir=tmp_path / "work", output=output, time_limit=30)
+    table = run_fleet_bench(questions=10, scale=0.2, workdir=tmp_path / "work", output=output, time_limit=30)
     print(table)
     report = json.loads(output.read_text())
     for key in ("faults_injected", "faults_survived", "records_lost", "duplicates", "faults", "wall_seconds"):
