@@ -114,10 +114,11 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
             campaign = Campaign(fleet, ledger, "faulty", meta["created"], down_seconds=visibility + 5)
             campaign.data_fault("poison item (the engine refuses it every time)", poison_id)
             campaign.data_fault(f"item over the hard time limit ({time_limit}s)", slow_id)
+            # the faults that need an ordinary item running come first, while the run still has many
             campaign.kill_pool_child()
+            campaign.kill_worker()
             campaign.kill_redis()
             campaign.oom_pool_child()
-            campaign.kill_worker()
             campaign.cut_network()
             watcher.join()
             if "error" in box:
