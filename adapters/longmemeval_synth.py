@@ -42,12 +42,17 @@ def generate(questions: int, seed: int = 0, scale: float = 1.0) -> list[dict]:
 def write(path: str | Path, questions: int, seed: int = 0, scale: float = 1.0,
           distinct_share: float | None = None) -> int:
     """Write a JSON array one question at a time; returns the question count."""
+    return write_array(path, iter_questions(questions, seed, scale, distinct_share))
+
+
+def write_array(path: str | Path, values) -> int:
+    """Write the values as one JSON array, one at a time (a file of any size in little memory); their count."""
     count = 0
     with open(path, "w", encoding="utf-8") as out:
         out.write("[")
-        for question in iter_questions(questions, seed, scale, distinct_share):
+        for value in values:
             out.write(",\n" if count else "\n")
-            out.write(json.dumps(question, ensure_ascii=False))
+            out.write(json.dumps(value, ensure_ascii=False))
             count += 1
         out.write("\n]\n")
     return count

@@ -18,7 +18,6 @@ Questions are made one at a time and `write` streams them to disk, so a full 500
 from __future__ import annotations
 
 import datetime as dt
-import json
 import random
 from pathlib import Path
 
@@ -38,15 +37,7 @@ QUIRK_RATES = {"late_session": S.QUIRK_RATES["late_session"], "empty_turn": S.QU
 def write(path: str | Path, questions: int, seed: int = 0, sessions: int = SESSIONS_PER_QUESTION,
           distinct_share: float = S.DISTINCT_SESSION_SHARE) -> int:
     """Write a JSON array one question at a time; returns the question count."""
-    count = 0
-    with open(path, "w", encoding="utf-8") as out:
-        out.write("[")
-        for question in iter_questions(questions, seed, sessions, distinct_share):
-            out.write(",\n" if count else "\n")
-            out.write(json.dumps(question, ensure_ascii=False))
-            count += 1
-        out.write("\n]\n")
-    return count
+    return S.write_array(path, iter_questions(questions, seed, sessions, distinct_share))
 
 
 def generate(questions: int, seed: int = 0, sessions: int = SESSIONS_PER_QUESTION,
