@@ -194,7 +194,7 @@ class MemoryInterface:
         raise UnknownModeError(f"unknown source {name!r}")
 
     def recall(self, query: str, mode: str = defaults.DEFAULT_MODE, limit: int = defaults.DEFAULT_RECALL_LIMIT,
-               policy: str | None = None, budget_ms: float | None = None) -> dict:
+               policy: str | None = None, budget_ms: float | None = None, _context_only: bool = False) -> dict:
         """Ranked candidates for `query` under `mode`, with per-source diagnostics.
 
         Returns `{"results": [candidate, ...], "diagnostics": {...}}`; each
@@ -236,18 +236,36 @@ class MemoryInterface:
                 lists.update(value["parts"])
             else:
                 lists[name] = value
+        if _context_only:
+            return {"context": self._ranking_context(query, query_vector, lists), "diagnostics": diagnostics}
         if mode == "fusion" and "fusion" in outcome:
             ranked = outcome["fusion"]["fused"]
         elif mode in defaults.RANKED_MODES:
-            context = RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids, query,
-                                     lexical_search=lambda text: self.bm25.search(text, len(self.store)))
-            ranked, diagnostics["ranking"] = rank(context, self.weights, limit, self.mmr_lambda, self.mmr_window,
-                                                  self.session_top_n, self.feedback_turns, self.feedback_terms)
+            ranked, diagnostics["ranking"] = self.rank(self._ranking_context(query, query_vector, lists), limit)
             ranked = [(i, score, {"kind": "ranking", **extra}) for i, score, extra in ranked]
         else:
             ranked = _round_robin(lists, submitted)
         diagnostics["total_ms"] = _ms(started)
         return {"results": self._materialise(ranked[:limit], lists), "diagnostics": diagnostics}
+
+    def _ranking_context(self, query: str, query_vector, lists) -> RankingContext:
+        return RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids, query,
+                              lexical_search=lambda terms: self.bm25.search_terms(terms, len(self.store)))
+
+    def ranking_context(self, query: str, mode: str = "full", limit: int = defaults.DEFAULT_RECALL_LIMIT):
+        """What the ranking of a ranked `mode` reads for `query` (the sources' candidates, the question's vector),
+        or None where a recall would rank nothing. A tuning tool asks the sources once per question and then
+        calls `rank` under as many settings as it likes; `rank(ranking_context(q), limit)` is `recall`'s order."""
+        if mode not in defaults.RANKED_MODES:
+            raise UnknownModeError(f"{mode!r} is not a ranked mode; ranked modes: {', '.join(defaults.RANKED_MODES)}")
+        response = self.recall(query, mode=mode, limit=limit, _context_only=True)
+        return response.get("context")
+
+    def rank(self, context: RankingContext, limit: int, weights: dict | None = None):
+        """Best-first `(id, score, diagnostics)` of a ranking context under this memory's ranking settings
+        (`weights` replaces its weights for this call), and the ranking's diagnostics."""
+        return rank(context, self.weights if weights is None else weights, limit, self.mmr_lambda, self.mmr_window,
+                    self.session_top_n, self.feedback_turns, self.feedback_terms)
 
     def _fuse(self, lists: dict[str, list[tuple[int, float]]]) -> list[tuple[int, float, dict]]:
         fused = reciprocal_rank_fusion({s: [i for i, _ in pairs] for s, pairs in lists.items()}, k=self.rrf_k)

@@ -38,7 +38,8 @@ class RankingContext:
                  query: str = "", lexical_search=None):
         self.query_vector = query_vector
         self.query = query
-        #: `lexical_search(text)` -> [(id, BM25 score)] over the whole memory; None: no lexical feedback.
+        #: `lexical_search(terms)` -> [(id, BM25 score)] over the whole memory for tokenized terms; None: no
+        #: lexical feedback.
         self.lexical_search = lexical_search
         self.lists = {name: dict(pairs) for name, pairs in lists.items()}
         self.view = view
@@ -147,7 +148,7 @@ def _feedback(ctx: RankingContext, base: dict[int, float], pool, turns: int, cou
                            ctx.view.document_frequency, ctx.view.total, count)
     if not terms:
         return {i: 0.0 for i in pool}, []
-    return _by_max(dict(ctx.lexical_search(" ".join(terms))), pool), terms
+    return _by_max(dict(ctx.lexical_search(terms)), pool), terms
 
 
 def session_aggregate(scores: dict[int, float], session_of, top_n: int) -> dict[int, float]:

@@ -1,11 +1,13 @@
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from memoria import BatchLoader, MemoryInterface
-from memoria.bm25 import BM25Index
+from memoria.bm25 import STEMMER, BM25Index, stem, tokenize
 from memoria.errors import (
+    SnapshotError,
     EmptyTextError,
     InvalidMetadataError,
     InvalidTextError,
@@ -107,6 +109,37 @@ def test_bm25_state_round_trips_as_json_without_pickle(tmp_path):
     assert not raw.startswith(b"\x80")  # a pickle stream starts with the PROTO opcode
     loaded = BM25Index.load(tmp_path / "bm25.json")
     assert loaded.search("budget meeting thursday", 3) == index.search("budget meeting thursday", 3)
+
+
+def test_bm25_matches_a_word_in_another_form_and_a_saved_state_names_its_stemmer(tmp_path):
+    index = BM25Index()
+    index.add([0, 1, 2, 3], ["We went camping in the mountains with the kids.", "I got a new pet, a turtle.",
+                             "The budget meeting moved to Thursday.", "Talk soon!"])
+    assert [i for i, _ in index.search("Where has Melanie camped?", 4)] == [0]  # camped / camping: "camp"
+    assert [i for i, _ in index.search("Which pets does Nate have?", 4)] == [1]  # pets / pet
+    assert tokenize("Paintings, painted, PAINTING") == ["paint", "paint", "paint"]
+    # a stem is not always its own stem ("sunrise" -> "sunris" -> "sunri"): stemmed terms are searched as they are
+    index.add([4], ["Melanie: I painted that lake sunrise last year!"])
+    assert stem(stem("sunrise")) != stem("sunrise")
+    assert [i for i, _ in index.search_terms(tokenize("sunrise"), 5)] == [4]
+    index.save(tmp_path / "bm25.json")
+    state = json.loads((tmp_path / "bm25.json").read_text())
+    assert state["stemmer"] == STEMMER and state["format"] == BM25Index.FORMAT
+    for change in ({"stemmer": None}, {"stemmer": "porter"}, {"format": "memoria-bm25/1"}):
+        (tmp_path / "old.json").write_text(json.dumps({**state, **change}))
+        with pytest.raises(SnapshotError, match="stemmed by|not a memoria-bm25/2"):
+            BM25Index.load(tmp_path / "old.json")
+
+
+def test_stemming_from_many_threads_gives_what_one_thread_gives():
+    # the scheduler runs sources in threads; a Snowball stemmer keeps state while it works
+    words = [f"{w}{suffix}" for w in ("camp", "paint", "hike", "adopt", "rescue", "nation") for suffix in
+             ("ed", "ing", "s", "ions", "ers", "ful", "ness")]
+    expected = [tokenize(w) for w in words]
+    stem.cache_clear()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda _: [tokenize(w) for w in words], range(64)))
+    assert all(result == expected for result in results)
 
 
 @pytest.mark.parametrize(

@@ -25,24 +25,25 @@ def _memory():
 
 def _order(memory, query, lists, weights, search=True, **options):
     ctx = RankingContext(None, lists, memory.view(), memory.vectors, memory.view().ids, query,
-                         lexical_search=(lambda text: memory.bm25.search(text, len(memory))) if search else None)
+                         lexical_search=(lambda terms: memory.bm25.search_terms(terms, len(memory))) if search else None)
     ranked, diagnostics = rank(ctx, weights, 10, mmr_lambda=1.0, **options)
     return [i for i, _, _ in ranked], {i: extra for i, _, extra in ranked}, diagnostics
 
 
 def test_feedback_terms_by_hand():
-    # "caroline" and "adopt" are the question's own words; "we", "a", "from", "the" are stopwords.
-    # Left: adopted 1/5, puppy 2/5, shelter 1/5 of the text; 4 documents, each word in 1: idf = log(1 + 4/2).
-    frequency = {"adopted": 1, "puppy": 1, "shelter": 1, "caroline": 3}
-    text = "Caroline: We adopted a puppy, a puppy from the shelter."
-    assert feedback_terms("What did Caroline adopt?", [(text, 1.0)], frequency, 4, 2) == ["puppy", "adopted"]
+    # Terms are stems. "caroline" and "adopt" are the question's own ("adopted" is "adopt" too); "we", "a",
+    # "from", "the" are stopwords. Left: puppi 2/6, rescu 1/6, shelter 1/6 of the text; 4 documents.
+    frequency = {"puppi": 1, "shelter": 1, "rescu": 1, "caroline": 3}
+    text = "Caroline: We adopted a puppy, a puppy from the rescue shelter."
+    # tokens: caroline adopt puppi puppi rescu shelter (6); idf = log(1 + 4/2) for each word in 1 document
+    assert feedback_terms("What did Caroline adopt?", [(text, 1.0)], frequency, 4, 1) == ["puppi"]
     assert feedback_terms("What did Caroline adopt?", [(text, 1.0)], frequency, 4, 5) == \
-        ["puppy", "adopted", "shelter"]  # adopted and shelter weigh the same: by the word
-    # A common word loses to a rarer one of the same share: "museum" in 1 of 4 documents, "maps" in 3.
-    rarer = feedback_terms("", [("museum maps", 1.0)], {"museum": 1, "maps": 3}, 4, 1)
+        ["puppi", "rescu", "shelter"]  # rescu and shelter weigh the same: by the word
+    # A common word loses to a rarer one of the same share: "museum" in 1 of 4 documents, "map" in 3.
+    rarer = feedback_terms("", [("museum maps", 1.0)], {"museum": 1, "map": 3}, 4, 1)
     assert rarer == ["museum"]
     # Each feedback text counts by its score: a text scoring 0 adds nothing.
-    assert feedback_terms("", [("museum", 0.0), ("maps", 0.5)], {}, 4, 5) == ["maps"]
+    assert feedback_terms("", [("museum", 0.0), ("maps", 0.5)], {}, 4, 5) == ["map"]
     assert feedback_terms("puppy shelter", [("puppy shelter", 1.0)], {}, 4, 5) == []
 
 
@@ -54,7 +55,7 @@ def test_feedback_lifts_the_turn_that_shares_words_with_the_best_turn():
     assert without == [0, 2, 1]
     order, extra, diagnostics = _order(memory, "What did Caroline adopt?", lists, {"token": 1.0, "feedback": 3.0},
                                        feedback_turns=1)
-    assert diagnostics["feedback"] == {"turns": 1, "terms": ["adopted", "puppy", "shelter"]}
+    assert diagnostics["feedback"] == {"turns": 1, "terms": ["puppi", "shelter"]}  # "adopted" is the question's "adopt"
     assert order == [0, 1, 2]
     signals = {i: e["signals"]["feedback"] for i, e in extra.items()}
     assert signals[0] == pytest.approx(1.0) and 0 < signals[1] < 1 and signals[2] == 0.0
@@ -82,7 +83,7 @@ def test_recall_in_full_searches_the_feedback_words_and_says_which():
     memory.feedback_turns = 2
     response = memory.recall("What did Caroline adopt at the shelter?", mode="full", limit=3)
     terms = response["diagnostics"]["ranking"]["feedback"]["terms"]
-    assert "puppy" in terms and not {"caroline", "adopt", "shelter"} & set(terms)  # from turns 0 and 1
+    assert "puppi" in terms and not {"caroline", "adopt", "shelter"} & set(terms)  # from turns 0 and 1
     assert MemoryInterface(embedder=WordEmbedder()).ranking_settings["feedback"] == \
         {"turns": defaults.DEFAULT_FEEDBACK_TURNS, "terms": defaults.DEFAULT_FEEDBACK_TERMS}
     with pytest.raises(ValueError, match="feedback"):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from memoria import BatchLoader, MemoryInterface, boosts
+from memoria.bm25 import tokenize
 from memoria.ranking import RankingContext, rank, session_aggregate
 from memoria.windows import build_windows, credit_turns, spans
 
@@ -225,12 +226,12 @@ def test_full_encodes_the_question_without_the_speakers_names_unless_switched_of
     assert memory.ranking_settings["speaker_strip"] is strip
     # only the vector loses the name: BM25, the feedback search and the boosts still read the whole question
     searched = []
-    search = memory.bm25.search
-    memory.bm25.search = lambda text, limit: searched.append(text) or search(text, limit)
+    search_terms = memory.bm25.search_terms
+    memory.bm25.search_terms = lambda terms, limit: searched.append(terms) or search_terms(terms, limit)
     memory.weights = {"token": 1.0, "name": 1.0, "feedback": 0.5}
     names = [c["diagnostics"]["ranking"]["signals"]["name"]
              for c in memory.recall("Where did Caroline adopt the puppy?", mode="full", limit=2)["results"]]
-    assert searched[0] == "Where did Caroline adopt the puppy?" and len(searched) == 2  # the question, then feedback
+    assert searched[0] == tokenize("Where did Caroline adopt the puppy?") and len(searched) == 2  # the question, then feedback
     assert sorted(names) == [0.0, 1.0]  # Caroline's turn, named by the question, and Melanie's
     memory.embedder.texts.clear()
     memory.recall("Where did Caroline adopt the puppy?", mode="dense", limit=2)  # only a ranked mode strips
