@@ -74,3 +74,15 @@ def convert_locomo_command(source, target, expected, top_k):
     episodes = convert_locomo(source, expected=expected, top_k=top_k)
     count = write_episodes(episodes, target)
     click.echo(f"wrote {count} episodes ({sum(len(e['queries']) for e in episodes)} queries) to {target}")
+
+
+@convert.command("locomo-longmemeval")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.argument("target", type=click.Path(dir_okay=False))
+def convert_locomo_longmemeval_command(source, target):
+    """LoCoMo conversations as a LongMemEval-format file: one question per LoCoMo question, its conversation as
+    the haystack, speakers as user / assistant roles, evidence sessions as answer sessions."""
+    from adapters.locomo_longmemeval import write
+
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    click.echo(f"wrote {write(source, target)} questions to {target}")
