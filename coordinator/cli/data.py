@@ -84,5 +84,4 @@ def convert_locomo_longmemeval_command(source, target):
     the haystack, speakers as user / assistant roles, evidence sessions as answer sessions."""
     from adapters.locomo_longmemeval import write
 
-    Path(target).parent.mkdir(parents=True, exist_ok=True)
     click.echo(f"wrote {write(source, target)} questions to {target}")
