@@ -49,7 +49,7 @@ MODE_SOURCES = {
 #: Modes whose candidates go through the ranking pipeline.
 RANKED_MODES = ("full",)
 #: Ranking parts of a ranked mode that can be switched off by name (their weight set to 0), beside its sources.
-RANKING_SWITCHES = ("session", "feedback", "name", "quoted", "date", "temporal")
+RANKING_SWITCHES = ("sentence", "session", "feedback", "name", "quoted", "date", "temporal")
 
 #: Query parts of a ranked mode that can be switched off by name; they are on by default and weigh nothing.
 QUERY_SWITCHES = ("speaker_strip",)
@@ -77,7 +77,8 @@ DEFAULT_SCHEDULER_POLICY = "all"
 #: where neither file loses (dev5 session R@5 0.934 to 0.936 there by a one-off re-ranking; `memfarm bench ablation`
 #: gives 0.934 and the generated file's nDCG@10 0.845).
 DEFAULT_WEIGHTS = {
-    "semantic": 0.55,
+    "semantic": 0.35,
+    "sentence": 0.2,
     "token": 0.3,
     "phrase": 0.10,
     "graph": 0.05,
@@ -124,6 +125,9 @@ DEFAULT_WINDOW_OVERLAP = 1
 #: Characters of each turn written into a window: six turns of 200 characters plus a date line
 #: fill about the 256 tokens MiniLM reads, so a long turn cannot push its neighbours out.
 DEFAULT_WINDOW_TURN_CHARS = 200
+#: Sentence vectors (memoria.pieces, signal `sentence`): a turn keeps at most this many. LoCoMo turns hold two to
+#: four sentences, so nearly every sentence of them gets its own; a long LongMemEval turn is cut into this many runs.
+DEFAULT_MAX_PIECES = 8
 #: Session aggregation: a session scores the mean of its best `n` turn scores.
 DEFAULT_SESSION_TOP_N = 3
 #: Lexical feedback (memoria.ranking.feedback_terms): how many of the best first-stage turns give words, and how

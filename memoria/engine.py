@@ -18,6 +18,7 @@ from memoria import defaults
 from memoria.bm25 import BM25Index
 from memoria.boosts import without_names
 from memoria.errors import SnapshotError, UnknownModeError
+from memoria.pieces import split_pieces
 from memoria.ranking import RankingContext, rank
 from memoria.rrf import reciprocal_rank_fusion
 from memoria.scheduler import SourceScheduler
@@ -33,6 +34,8 @@ logger = logging.getLogger(__name__)
 SNAPSHOT_FILES = {"store": "memory.sqlite", "vectors": "vectors.faiss", "bm25": "bm25.json"}
 #: Files of the turn windows, in a snapshot only when windows were built; without them they are built again.
 WINDOW_FILES = {"window_vectors": "windows.faiss", "windows": "windows.json"}
+#: Files of the sentence vectors (memoria.pieces), in a snapshot only when they were built.
+PIECE_FILES = {"piece_vectors": "pieces.faiss", "pieces": "pieces.json"}
 
 
 class MemoryInterface:
@@ -63,6 +66,7 @@ class MemoryInterface:
         self.vectors = VectorIndex(self.dimension)
         self.bm25 = BM25Index()
         self._clear_windows()
+        self._clear_pieces()
 
     def __len__(self) -> int:
         return len(self.store)
@@ -83,7 +87,7 @@ class MemoryInterface:
     def ranking_settings(self) -> dict:
         """The settings of the ranked modes as a manifest discloses them."""
         return {"weights": dict(self.weights), "mmr_lambda": self.mmr_lambda, "mmr_window": self.mmr_window,
-                "graph_seeds": self.graph_seeds, "session_top_n": self.session_top_n,
+                "graph_seeds": self.graph_seeds, "session_top_n": self.session_top_n, "max_pieces": self.max_pieces,
                 "feedback": {"turns": self.feedback_turns, "terms": self.feedback_terms},
                 "speaker_strip": self.speaker_strip}
 
@@ -125,6 +129,7 @@ class MemoryInterface:
         self.vectors.clear()
         self.bm25.clear()
         self._clear_windows()
+        self._clear_pieces()
         self._pending_vectors = []
         self._view = None
 
@@ -168,6 +173,61 @@ class MemoryInterface:
         """Window hits as turn hits: each turn keeps its best window's cosine; at most `pool` turns."""
         hits = self.window_vectors.search(query_vector, max(1, pool // max(1, self.window_size - self.window_overlap)))
         return credit_turns(hits, self.window_turns)[:pool]
+
+    # -- sentence vectors ------------------------------------------------------
+    def _clear_pieces(self) -> None:
+        self.piece_vectors = VectorIndex(self.dimension)
+        self.piece_owner: list[int] = []  # the memory id of each piece, in the order of the rows
+        self._piece_texts: list[str] = []
+        self._pieces_built: dict | None = None  # the setting and row count the pieces were built for
+        self._piece_matrix = None
+
+    @property
+    def pieces_wanted(self) -> bool:
+        """Whether the ranking reads sentence vectors: a `sentence` weight, and pieces allowed."""
+        return self.max_pieces >= 2 and self.weights.get("sentence", 0.0) > 0
+
+    def _pieces_current(self) -> bool:
+        return self._pieces_built == {"max_pieces": self.max_pieces, "rows": len(self.store)}
+
+    def build_pieces(self, batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
+        """Build (or bring up to date) the sentence vectors of every stored turn; returns how many were encoded.
+
+        A piece whose text is unchanged since the last build keeps its vector.
+        """
+        if self.max_pieces < 2 or self._pieces_current():
+            return 0
+        owners, texts = [], []
+        for memory_id, text, metadata in self.store.all_rows():
+            for piece in split_pieces(text, str(metadata.get("speaker") or ""), self.max_pieces):
+                owners.append(memory_id)
+                texts.append(piece)
+        known = {}
+        if len(self.piece_vectors) == len(self._piece_texts):
+            known = {t: k for k, t in enumerate(self._piece_texts)}
+        fresh = [t for t in dict.fromkeys(texts) if t not in known]
+        encoded = self.embedder.encode(fresh, batch_size=batch_size) if fresh else np.zeros((0, self.dimension))
+        by_text = {t: encoded[k] for k, t in enumerate(fresh)}
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for k, text in enumerate(texts):
+            vectors[k] = by_text[text] if text in by_text else self.piece_vectors.index.reconstruct(known[text])
+        self.piece_vectors = VectorIndex(self.dimension)
+        self.piece_vectors.add(list(range(len(texts))), vectors)
+        self.piece_owner, self._piece_texts, self._piece_matrix = owners, texts, vectors
+        self._pieces_built = {"max_pieces": self.max_pieces, "rows": len(self.store)}
+        return len(fresh)
+
+    def _best_pieces(self, query_vector) -> dict[int, float]:
+        """Each turn with pieces: its best piece's cosine with the question."""
+        if query_vector is None or not self.piece_owner:
+            return {}  # no turn of two sentences or more: every turn is its whole
+        if self._piece_matrix is None:
+            self._piece_matrix = np.stack([self.piece_vectors.index.reconstruct(k)
+                                           for k in range(len(self.piece_owner))])
+        scores = self._piece_matrix @ np.asarray(query_vector, dtype=np.float32)
+        owners = np.asarray(self.piece_owner)
+        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])  # owners run in row order
+        return dict(zip(owners[starts].tolist(), np.maximum.reduceat(scores, starts).tolist()))
 
     # -- reading -----------------------------------------------------------
     def view(self) -> DerivedView:
@@ -217,6 +277,8 @@ class MemoryInterface:
 
         if "window" in submitted:
             self.build_windows()
+        if mode in defaults.RANKED_MODES and self.pieces_wanted:
+            self.build_pieces()
         query_vector, embed_ms, dense_query = None, 0.0, query
         if mode in defaults.RANKED_MODES and self.speaker_strip:
             dense_query = without_names(query, self.view().speakers)
@@ -250,7 +312,8 @@ class MemoryInterface:
 
     def _ranking_context(self, query: str, query_vector, lists) -> RankingContext:
         return RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids, query,
-                              lexical_search=lambda terms: self.bm25.search_terms(terms, len(self.store)))
+                              lexical_search=lambda terms: self.bm25.search_terms(terms, len(self.store)),
+                              best_pieces=self._best_pieces(query_vector) if self.pieces_wanted else None)
 
     def ranking_context(self, query: str, mode: str = "full", limit: int = defaults.DEFAULT_RECALL_LIMIT):
         """What the ranking of a ranked `mode` reads for `query` (the sources' candidates, the question's vector),
@@ -312,6 +375,12 @@ class MemoryInterface:
             self.window_vectors.save(paths["window_vectors"])
             paths["windows"].write_text(json.dumps({"built": self._windows_built, "turns": self.window_turns,
                                                     "texts": self._window_texts}), encoding="utf-8")
+        if self._pieces_built is not None and self._pieces_current():
+            paths["piece_vectors"] = directory / PIECE_FILES["piece_vectors"]
+            paths["pieces"] = directory / PIECE_FILES["pieces"]
+            self.piece_vectors.save(paths["piece_vectors"])
+            paths["pieces"].write_text(json.dumps({"built": self._pieces_built, "owners": self.piece_owner,
+                                                   "texts": self._piece_texts}), encoding="utf-8")
         return paths
 
     def restore(self, directory: str | Path) -> None:
@@ -331,8 +400,27 @@ class MemoryInterface:
         self._pending_vectors = []
         self._view = None
         self._clear_windows()
+        self._clear_pieces()
         if all((directory / f).is_file() for f in WINDOW_FILES.values()):
             self._restore_windows(directory)
+        if all((directory / f).is_file() for f in PIECE_FILES.values()):
+            self._restore_pieces(directory)
+
+    def _restore_pieces(self, directory: Path) -> None:
+        """Load snapshotted sentence vectors; ones built under another setting are left to be built again."""
+        try:
+            saved = json.loads((directory / PIECE_FILES["pieces"]).read_text(encoding="utf-8"))
+            built, owners, texts = saved["built"], [int(o) for o in saved["owners"]], [str(t) for t in saved["texts"]]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SnapshotError(f"{directory}: unreadable pieces file ({exc})") from exc
+        vectors = VectorIndex.load(directory / PIECE_FILES["piece_vectors"], self.dimension)
+        rows = {memory_id for memory_id, _, _ in self.store.all_rows()}
+        if (len(vectors) != len(owners) or len(texts) != len(owners) or built.get("rows") != len(self.store)
+                or owners != sorted(owners) or not set(owners) <= rows):
+            raise SnapshotError(f"{directory}: pieces disagree with the snapshot ({len(owners)} pieces, "
+                                f"{len(vectors)} vectors, built for {built.get('rows')} of {len(self.store)} rows)")
+        self.piece_vectors, self.piece_owner, self._piece_texts = vectors, owners, texts
+        self._pieces_built = built
 
     def _restore_windows(self, directory: Path) -> None:
         """Load snapshotted windows; ones built under other settings are left to be built again."""

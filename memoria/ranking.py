@@ -35,8 +35,11 @@ class RankingContext:
     """What signals may read: the query's vector, the sources' lists, the derived view, the vectors."""
 
     def __init__(self, query_vector, lists: dict[str, list[tuple[int, float]]], view, vectors, total_ids: list[int],
-                 query: str = "", lexical_search=None):
+                 query: str = "", lexical_search=None, best_pieces: dict[int, float] | None = None):
         self.query_vector = query_vector
+        #: Each turn with sentence vectors: its best sentence's cosine with the question (memoria.pieces); None
+        #: where the memory keeps none (the `sentence` signal is then 0).
+        self.best_pieces = best_pieces
         self.query = query
         #: `lexical_search(terms)` -> [(id, BM25 score)] over the whole memory for tokenized terms; None: no
         #: lexical feedback.
@@ -64,6 +67,19 @@ def _semantic(ctx: RankingContext, ids):
     for i in ids:
         vector = ctx.vector(i)
         raw[i] = float(np.dot(vector, ctx.query_vector)) if vector is not None else 0.0
+    return _min_max(raw, ids)
+
+
+def _sentence(ctx: RankingContext, ids):
+    """The better of a turn's cosine and its best sentence's (memoria.pieces): the clause that answers counts
+    without the rest of the turn diluting it."""
+    if ctx.query_vector is None or ctx.best_pieces is None:
+        return {i: 0.0 for i in ids}
+    raw = {}
+    for i in ids:
+        vector = ctx.vector(i)
+        whole = float(np.dot(vector, ctx.query_vector)) if vector is not None else 0.0
+        raw[i] = max(whole, ctx.best_pieces.get(i, whole))
     return _min_max(raw, ids)
 
 
@@ -98,6 +114,7 @@ def _temporal(ctx: RankingContext, ids):
 
 SIGNALS = {
     "semantic": _semantic,
+    "sentence": _sentence,
     "token": lambda ctx, ids: _min_max(ctx.lists.get("bm25", {}), ids),
     "phrase": lambda ctx, ids: _by_max(ctx.lists.get("phrase", {}), ids),
     "graph": lambda ctx, ids: _by_max(ctx.lists.get("graph", {}), ids),

@@ -158,9 +158,12 @@ class MemoriaSystem:
             parallel_extract=self.parallel_extract, max_workers=self.max_workers,
         )
         self.ingest_timings = dict(loader.timings)  # vectors go into FAISS inside the insert: index_ms holds it
-        if "window" in self.sources:  # built now, so that the cached state holds them
+        builds = [self.memory.build_windows] if "window" in self.sources else []
+        if self.mode in defaults.RANKED_MODES and self.memory.pieces_wanted:
+            builds.append(self.memory.build_pieces)
+        for build in builds:  # windows and sentence vectors are built now, so that the cached state holds them
             started = time.perf_counter()
-            self.memory.build_windows(batch_size=self.batch_size)
+            build(batch_size=self.batch_size)
             self.ingest_timings["encode_ms"] = self.ingest_timings.get("encode_ms", 0.0) + \
                 (time.perf_counter() - started) * 1000
 

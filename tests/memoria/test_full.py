@@ -71,8 +71,9 @@ def test_full_mode_candidates_sum_their_signal_contributions(memory):
     assert response["diagnostics"]["sources_completed"] == ["faiss", "bm25", "graph", "phrase", "attribute", "window"]
     for candidate in response["results"]:
         ranking = candidate["diagnostics"]["ranking"]
-        assert set(ranking["signals"]) == {"semantic", "token", "phrase", "graph", "attribute_boost", "importance",
-                                           "recency", "window", "name", "quoted", "date", "temporal", "feedback",
+        assert set(ranking["signals"]) == {"semantic", "sentence", "token", "phrase", "graph", "attribute_boost",
+                                           "importance", "recency", "window", "name", "quoted", "date", "temporal",
+                                           "feedback",
                                            "session"}
         assert candidate["final_score"] == pytest.approx(sum(ranking["contributions"].values()), abs=1e-6)
         for name, value in ranking["signals"].items():

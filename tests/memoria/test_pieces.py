@@ -1,0 +1,127 @@
+"""Sentence vectors: which pieces a turn gets, the `sentence` signal, and the pieces in a snapshot."""
+
+import json
+
+import numpy as np
+import pytest
+
+from adapters.systems.memoria_system import MemoriaSystem
+from memoria import BatchLoader, MemoryInterface
+from memoria.errors import SnapshotError
+from memoria.pieces import split_pieces, without_speaker
+
+CAMPING = ("Melanie: Glad you have support, Caroline! Unconditional love is so important. "
+           "Here's a pic of my family camping at the beach.")
+TURNS = [(CAMPING, "Melanie"),
+         ("Melanie: The beach was lovely and the kids played all day in the sand with their friends.", "Melanie"),
+         ("Melanie: We went to a museum and then had dinner at a nice place downtown.", "Melanie"),
+         ("Caroline: Thanks! My friends have been so supportive, their love means everything to me.", "Caroline")]
+
+
+class CountingEmbedder:
+    """The real model, counting the texts it encodes."""
+
+    def __init__(self, embedder):
+        self.inner, self.dimension, self.texts = embedder, embedder.dimension, []
+
+    def encode(self, texts, batch_size=32):
+        self.texts.extend(texts)
+        return self.inner.encode(texts, batch_size=batch_size)
+
+
+def _memory(embedder, turns=TURNS, **settings):
+    memory = MemoryInterface(embedder=embedder, window_size=0, **settings)
+    BatchLoader(memory).insert_batch([t for t, _ in turns],
+                                     [{"speaker": s, "session_index": i + 1} for i, (_, s) in enumerate(turns)],
+                                     parallel_extract=False)
+    return memory
+
+
+def test_a_turn_splits_into_its_sentences_without_the_speaker_and_short_ones():
+    assert split_pieces(CAMPING, "Melanie") == ["Glad you have support, Caroline!", "Unconditional love is so important.",
+                                               "Here's a pic of my family camping at the beach."]
+    # a bracketed aside (a shared photo's caption) is a piece of its own; "Wow!" and "Thanks, Mel!" say too little
+    assert split_pieces("nate: Wow! Thanks, Mel! I got a new pet today [shares a photo: a dog on a red couch]",
+                        "Nate") == ["I got a new pet today", "[shares a photo: a dog on a red couch]"]
+    assert split_pieces("Nate: Just one sentence here, however long it runs on.", "Nate") == []  # its own vector
+    assert split_pieces("Hi there you! Bye now.", "") == []  # one piece of three words or more
+    assert without_speaker("Caroline: Caroline: hi", "caroline") == "Caroline: hi"
+    assert without_speaker("Caroline says hi", "Caroline") == "Caroline says hi"
+    # a long turn is cut into at most max_pieces runs of neighbouring sentences, none lost
+    sentences = [f"This is sentence number {n} of the turn." for n in range(10)]
+    pieces = split_pieces(" ".join(sentences), "", max_pieces=4)
+    assert len(pieces) == 4 and " ".join(pieces) == " ".join(sentences)
+    assert split_pieces(" ".join(sentences), "", max_pieces=1) == []
+
+
+def test_the_turn_that_answers_in_one_clause_wins_with_the_sentence_signal(embedder):
+    question = "Where has Melanie camped?"
+    whole = _memory(embedder, weights={"semantic": 1.0})
+    assert whole.recall(question, mode="full", limit=4)["results"][0]["text"] != CAMPING
+    assert whole.piece_owner == []  # no sentence weight: nothing split, nothing encoded
+    pieces = _memory(embedder, weights={"sentence": 1.0})
+    results = pieces.recall(question, mode="full", limit=4)["results"]
+    assert results[0]["text"] == CAMPING
+    first = pieces.view().ids[0]
+    assert pieces.piece_owner == [first] * 3  # only the camping turn holds two sentences or more
+    best = pieces._best_pieces(pieces.embedder.encode([question])[0])
+    camping = embedder.encode(["Here's a pic of my family camping at the beach."])[0]
+    assert best[first] == pytest.approx(float(np.dot(camping, embedder.encode([question])[0])), abs=1e-5)
+
+
+def test_sentence_vectors_are_built_once_and_only_what_changed_is_encoded(embedder):
+    counting = CountingEmbedder(embedder)
+    memory = _memory(counting, weights={"sentence": 1.0})
+    memory.recall("Where has Melanie camped?", mode="full", limit=2)
+    assert len(memory.piece_owner) == 3
+    counting.texts.clear()
+    memory.recall("What did the kids do?", mode="full", limit=2)
+    assert counting.texts == ["What did the kids do?"]  # the question only
+    BatchLoader(memory).insert_batch(["Nate: I adopted a turtle. His name is Tilly and he loves the tank."],
+                                     [{"speaker": "Nate", "session_index": 5}], parallel_extract=False)
+    counting.texts.clear()
+    memory.recall("What pet does Nate have?", mode="full", limit=2)
+    # the new turn's two sentences, then the question (without the speaker's name): nothing encoded twice
+    assert counting.texts == ["I adopted a turtle.", "His name is Tilly and he loves the tank.", "What pet does have?"]
+    assert len(memory.piece_owner) == 5 and memory.piece_owner == sorted(memory.piece_owner)
+    memory.recall("What pet does Nate have?", mode="fusion", limit=2)  # the unranked modes read no pieces
+    assert memory.ranking_settings["max_pieces"] == memory.max_pieces
+
+
+def test_sentence_vectors_travel_in_a_snapshot_and_a_damaged_one_is_refused(embedder, tmp_path):
+    memory = _memory(embedder, weights={"sentence": 1.0})
+    before = memory.recall("Where has Melanie camped?", mode="full", limit=4)["results"]
+    files = memory.snapshot(tmp_path / "state")
+    assert {"piece_vectors", "pieces"} <= set(files)
+    restored = MemoryInterface(embedder=embedder, window_size=0, weights={"sentence": 1.0})
+    restored.restore(tmp_path / "state")
+    assert restored.piece_owner == memory.piece_owner
+    after = restored.recall("Where has Melanie camped?", mode="full", limit=4)["results"]
+    assert [r["id"] for r in after] == [r["id"] for r in before]
+    assert [r["score"] for r in after] == pytest.approx([r["score"] for r in before], abs=1e-6)
+    saved = json.loads((tmp_path / "state" / "pieces.json").read_text())
+    for damage in ({**saved, "owners": saved["owners"][:-1]}, {**saved, "owners": [99] * len(saved["owners"])},
+                   {**saved, "built": {**saved["built"], "rows": 2}}, {"owners": []}):
+        (tmp_path / "state" / "pieces.json").write_text(json.dumps(damage))
+        with pytest.raises(SnapshotError, match="pieces"):
+            MemoryInterface(embedder=embedder, window_size=0).restore(tmp_path / "state")
+    # a snapshot without pieces (made with no sentence weight) restores, and they are built on the first recall
+    plain = _memory(embedder, weights={"semantic": 1.0})
+    plain.snapshot(tmp_path / "plain")
+    later = MemoryInterface(embedder=embedder, window_size=0, weights={"sentence": 1.0})
+    later.restore(tmp_path / "plain")
+    assert later.piece_owner == []
+    assert later.recall("Where has Melanie camped?", mode="full", limit=1)["results"][0]["text"] == CAMPING
+
+
+def test_a_full_system_builds_sentence_vectors_at_ingest_unless_the_part_is_off(embedder):
+    docs = [{"external_id": f"x-{i:06d}", "label": "x", "text": text, "props": {"speaker": speaker}}
+            for i, (text, speaker) in enumerate(TURNS)]
+    on = MemoriaSystem(mode="full", embedder=embedder, parallel_extract=False)
+    on.ingest(docs)
+    assert len(on.memory.piece_owner) == 3  # cached with the state
+    for system in (MemoriaSystem(mode="full", embedder=embedder, parallel_extract=False, without=("sentence",)),
+                   MemoriaSystem(mode="fusion", embedder=embedder, parallel_extract=False),
+                   MemoriaSystem(mode="full", embedder=embedder, parallel_extract=False, max_pieces=0)):
+        system.ingest(docs)
+        assert system.memory.piece_owner == []
