@@ -10,7 +10,7 @@ import click
 
 @click.group()
 def devtools():
-    """Developer benches: mutation testing and the fleet fault campaign."""
+    """Developer benches: mutation testing, the fleet fault campaign and the ranking lab."""
 
 
 @devtools.command("fleet")
@@ -52,3 +52,41 @@ def bench_mutation(output, areas, lua_limit, timeout, keep):
 
 if __name__ == "__main__":
     devtools()
+
+
+@devtools.command("lab")
+@click.option("--locomo", "locomo_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="A LoCoMo file; also scored as a LongMemEval-format file made from it.")
+@click.option("--longmemeval", "longmemeval_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="A LongMemEval-format file (generated, or converted).")
+@click.option("--embedder", default="minilm", show_default=True, help="minilm, mpnet or a model folder.")
+@click.option("--weights", "weights_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Also rank under these weights (a weights file), beside the embedder's defaults.")
+@click.option("--by-type", is_flag=True, help="A row per question type as well.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/ranking_lab", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/ranking_lab.json", show_default=True)
+def ranking_lab(locomo_files, longmemeval_files, embedder, weights_file, by_type, workdir, output):
+    """fusion and full on LoCoMo and LongMemEval-format files at once, each question's sources asked once."""
+    from pathlib import Path
+
+    from adapters.files import write_json
+    from adapters.locomo_longmemeval import write
+    from coordinator.results.optimize import load_weights
+    from devtools.ranking_lab import lab_report, render
+
+    if not locomo_files and not longmemeval_files:
+        raise click.UsageError("give at least one --locomo or --longmemeval file")
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    datasets = []
+    for path in locomo_files:
+        converted = work / f"{Path(path).stem}.longmemeval.json"
+        write(path, converted)
+        datasets += [(Path(path).name, "locomo", path), (converted.name, "longmemeval", str(converted))]
+    datasets += [(Path(path).name, "longmemeval", path) for path in longmemeval_files]
+    weights = load_weights(weights_file) if weights_file else None
+    report = lab_report(datasets, embedder, weights, work / "memories", by_type,
+                        progress=lambda item, n: click.echo(f"  {item}: {n} questions asked", err=True))
+    click.echo(render(report))
+    write_json(output, report)
+    click.echo(f"wrote {output}")

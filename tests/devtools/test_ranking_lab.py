@@ -1,0 +1,75 @@
+"""The ranking lab scores what a run scores: its metrics at the default weights equal a real run's, on both
+formats, and other weights move them."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from adapters.locomo_longmemeval import write
+from adapters.official import PROFILE as OFFICIAL
+from coordinator.running.local_executor import run_local
+from coordinator.running.spec import RunSpec
+from devtools.__main__ import devtools
+from devtools import ranking_lab
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def small_locomo(tmp_path_factory, locomo_path):
+    """The first dev conversation, its first three sessions and 16 questions whose evidence lies in them."""
+    conversation = json.loads(locomo_path.read_text())[0]
+    talk = {k: v for k, v in conversation["conversation"].items()
+            if not k.startswith("session_") or int(k.split("_")[1]) <= 3}
+    kept = {t["dia_id"] for k, v in talk.items() if k.startswith("session_") and isinstance(v, list) for t in v}
+    qa = [q for q in conversation["qa"] if q.get("evidence") and set(q["evidence"]) <= kept][:16]
+    path = tmp_path_factory.mktemp("lab") / "small_locomo.json"
+    path.write_text(json.dumps([{**conversation, "conversation": talk, "qa": qa}]))
+    return path
+
+
+def _run(benchmark, dataset, profile, tmp_path):
+    spec = RunSpec(benchmark, dataset=str(dataset), retrieval_mode="full", scoring_profile=profile,
+                   cache_dir=str(tmp_path / f"cache-{benchmark}"))
+    results, _ = run_local(spec)
+    return results["metrics"]["all"]
+
+
+@pytest.mark.parametrize("benchmark", ["locomo", "longmemeval"])
+def test_the_lab_scores_full_as_a_run_does_and_other_weights_move_it(small_locomo, tmp_path, benchmark):
+    dataset, profile = small_locomo, "expected-text"
+    if benchmark == "longmemeval":
+        dataset, profile = tmp_path / "small.longmemeval.json", OFFICIAL
+        write(small_locomo, dataset)
+    run = _run(benchmark, dataset, profile, tmp_path)
+    asked = ranking_lab.ask(benchmark, dataset, profile=profile, cache_dir=tmp_path / "lab")
+    assert len(asked) == run["evaluable"]["session"] > 8
+    lab = ranking_lab.evaluate(asked)["all"]
+    for level, name in ranking_lab.TABLE:
+        assert lab[f"{level}:{name}"] == pytest.approx(run[level][name], abs=1e-9), (level, name)
+    # the sources were asked once: ranking again under other weights moves the metrics without a new run
+    lexical_only = ranking_lab.evaluate(asked, {"token": 1.0})["all"]
+    assert lexical_only != lab
+    fusion = ranking_lab.evaluate_fusion(asked)["all"]
+    assert fusion["questions"] == lab["questions"]
+
+
+def test_the_lab_command_scores_a_locomo_file_in_both_formats(small_locomo, tmp_path):
+    weights = tmp_path / "weights.json"
+    weights.write_text(json.dumps({"weights": {"semantic": 1.0}}))
+    output = tmp_path / "lab.json"
+    result = CliRunner().invoke(devtools, ["lab", "--locomo", str(small_locomo), "--weights", str(weights),
+                                           "--by-type", "--workdir", str(tmp_path / "work"), "--output", str(output)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(output.read_text())
+    assert list(report["datasets"]) == ["small_locomo.json", "small_locomo.longmemeval.json"]
+    for entry in report["datasets"].values():
+        rows = entry["rows"]
+        assert {"fusion", "full", "full, given weights"} <= set(rows)
+        assert any(label.startswith("full: ") for label in rows)  # a row per question type
+        assert rows["full"]["questions"] == rows["fusion"]["questions"] > 8
+    assert report["datasets"]["small_locomo.longmemeval.json"]["profile"] == OFFICIAL
+    assert "session:recall_all@5" in result.output or "s:recall_all@5" in result.output
+    missing = CliRunner().invoke(devtools, ["lab"])
+    assert missing.exit_code != 0 and "--locomo or --longmemeval" in missing.output
