@@ -381,6 +381,9 @@ class MemoryInterface:
             self.piece_vectors.save(paths["piece_vectors"])
             paths["pieces"].write_text(json.dumps({"built": self._pieces_built, "owners": self.piece_owner,
                                                    "texts": self._piece_texts}), encoding="utf-8")
+        for name, filename in {**WINDOW_FILES, **PIECE_FILES}.items():  # an earlier snapshot's, now stale
+            if name not in paths:
+                (directory / filename).unlink(missing_ok=True)
         return paths
 
     def restore(self, directory: str | Path) -> None:
@@ -407,20 +410,46 @@ class MemoryInterface:
             self._restore_pieces(directory)
 
     def _restore_pieces(self, directory: Path) -> None:
-        """Load snapshotted sentence vectors; ones built under another setting are left to be built again."""
+        """Load snapshotted sentence vectors; ones built under another setting are left to be built again.
+
+        The saved owners and texts must be what `split_pieces` makes of the restored rows under the saved
+        `max_pieces`, and the vectors rows 0..n-1 of finite numbers: a piece credited to another turn, or a text
+        that later builds would reuse a wrong vector for, is refused, not ranked."""
+        path = directory / PIECE_FILES["pieces"]
         try:
-            saved = json.loads((directory / PIECE_FILES["pieces"]).read_text(encoding="utf-8"))
-            built, owners, texts = saved["built"], [int(o) for o in saved["owners"]], [str(t) for t in saved["texts"]]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise SnapshotError(f"{directory}: unreadable pieces file ({exc})") from exc
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SnapshotError(f"{path}: unreadable pieces file ({exc})") from exc
+        built = saved.get("built") if isinstance(saved, dict) else None
+        if not (isinstance(built, dict) and _whole(built.get("max_pieces")) and _whole(built.get("rows"))
+                and isinstance(saved.get("owners"), list) and isinstance(saved.get("texts"), list)):
+            raise SnapshotError(f"{path}: not a pieces file (expected an object with built {{max_pieces, rows}} "
+                                "as whole numbers, and owners and texts as lists)")
+        owners, texts = saved["owners"], saved["texts"]
         vectors = VectorIndex.load(directory / PIECE_FILES["piece_vectors"], self.dimension)
-        rows = {memory_id for memory_id, _, _ in self.store.all_rows()}
-        if (len(vectors) != len(owners) or len(texts) != len(owners) or built.get("rows") != len(self.store)
-                or owners != sorted(owners) or not set(owners) <= rows):
+        if len(vectors) != len(owners) or len(texts) != len(owners) or built["rows"] != len(self.store):
             raise SnapshotError(f"{directory}: pieces disagree with the snapshot ({len(owners)} pieces, "
-                                f"{len(vectors)} vectors, built for {built.get('rows')} of {len(self.store)} rows)")
-        self.piece_vectors, self.piece_owner, self._piece_texts = vectors, owners, texts
-        self._pieces_built = built
+                                f"{len(texts)} texts, {len(vectors)} vectors, built for {built['rows']} of "
+                                f"{len(self.store)} rows)")
+        expected = [(memory_id, piece) for memory_id, text, metadata in self.store.all_rows()
+                    for piece in split_pieces(text, str(metadata.get("speaker") or ""), built["max_pieces"])]
+        found = [(o, t) for o, t in zip(owners, texts) if _whole(o) and isinstance(t, str)]
+        if found != expected:
+            wrong = next((k for k, pair in enumerate(zip(found, expected)) if pair[0] != pair[1]),
+                         min(len(found), len(expected)))
+            raise SnapshotError(f"{path}: pieces disagree with the snapshot's rows from piece {wrong} on "
+                                f"({len(expected)} pieces expected under max_pieces {built['max_pieces']}, "
+                                f"{len(owners)} saved)")
+        try:
+            matrix = vectors.index.reconstruct_batch(np.arange(len(owners), dtype=np.int64)) if owners else None
+        except RuntimeError as exc:
+            raise SnapshotError(f"{directory / PIECE_FILES['piece_vectors']}: rows 0..{len(owners) - 1} cannot be "
+                                f"read back ({str(exc).splitlines()[0][:200]})") from exc
+        if matrix is not None and not np.isfinite(matrix).all():
+            raise SnapshotError(f"{directory / PIECE_FILES['piece_vectors']}: vectors hold non-finite numbers")
+        self.piece_vectors, self.piece_owner, self._piece_texts = vectors, list(owners), list(texts)
+        self._piece_matrix = matrix
+        self._pieces_built = {"max_pieces": built["max_pieces"], "rows": built["rows"]}
 
     def _restore_windows(self, directory: Path) -> None:
         """Load snapshotted windows; ones built under other settings are left to be built again."""
@@ -429,12 +458,20 @@ class MemoryInterface:
             built, turns, texts = saved["built"], saved["turns"], saved["texts"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SnapshotError(f"{directory}: unreadable windows file ({exc})") from exc
+        if not isinstance(built, dict) or not isinstance(turns, list) or not isinstance(texts, list):
+            raise SnapshotError(f"{directory / WINDOW_FILES['windows']}: not a windows file (expected built as an "
+                                "object, turns and texts as lists)")
         vectors = VectorIndex.load(directory / WINDOW_FILES["window_vectors"], self.dimension)
         if len(vectors) != len(turns) or len(texts) != len(turns) or built.get("rows") != len(self.store):
             raise SnapshotError(f"{directory}: windows disagree with the snapshot ({len(turns)} windows, "
                                 f"{len(vectors)} vectors, built for {built.get('rows')} of {len(self.store)} rows)")
         self.window_vectors, self.window_turns, self._window_texts = vectors, turns, texts
         self._windows_built = built
+
+
+def _whole(value) -> bool:
+    """Whether a value read from JSON is a whole number (not a bool, not a float)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _round_robin(lists: dict[str, list[tuple[int, float]]], order: list[str]) -> list[tuple[int, float, dict]]:
