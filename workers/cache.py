@@ -89,6 +89,11 @@ class ItemCache:
                 return f"artifact {name} missing"
             if file_sha256(path) != digest:
                 return f"artifact {name} does not match its hash"
+        # A restore loads the optional parts (windows, sentence vectors) when their files are there: a file the
+        # manifest does not list was put there by someone else, and would be loaded unhashed.
+        unlisted = sorted(set(os.listdir(folder)) - set(artifacts) - {MANIFEST, MAC})
+        if unlisted:
+            return f"entry holds {', '.join(unlisted)}, not listed in its manifest"
         return None
 
     def restore(self, item_id: str, system, expected: dict) -> str | None:

@@ -1,5 +1,6 @@
 """Sentence vectors under attack: damaged snapshots, builds after reset, restore and insert, the exact `sentence`
-signal, the exact cut of a long turn, and the stemmer shared by threads.
+signal, the exact cut of a long turn, a cache entry with files its manifest does not list, and the stemmer shared
+by threads.
 
 The embedder gives each word its own dimension (a unit bag of words), so every cosine here is known exactly."""
 
@@ -13,10 +14,12 @@ import faiss
 import numpy as np
 import pytest
 
+from adapters.systems.memoria_system import MemoriaSystem
 from memoria import BatchLoader, MemoryInterface, bm25
 from memoria.errors import SnapshotError
 from memoria.pieces import MIN_PIECE_WORDS, split_pieces
 from memoria.ranking import SIGNALS
+from workers.cache import ItemCache, expected_entry
 
 _VOCABULARY: dict[str, int] = {}
 
@@ -318,6 +321,31 @@ def test_a_windows_file_whose_built_is_no_object_is_a_snapshot_error(tmp_path, b
     path.write_text(json.dumps({**json.loads(path.read_text()), "built": built}))
     with pytest.raises(SnapshotError, match=r"windows\.json"):
         MemoryInterface(embedder=VocabularyEmbedder(), window_size=3).restore(tmp_path / "state")
+
+
+# -- the item cache -------------------------------------------------------------
+
+def test_a_cache_entry_holding_files_its_manifest_does_not_list_is_a_miss(tmp_path):
+    """An entry stored without sentence vectors, given pieces files by someone without the key: restoring it
+    would load them unhashed (a restore reads the optional parts wherever their files are)."""
+    docs = [{"external_id": f"x-{i}", "label": "x", "text": t, "props": {"speaker": s}} for i, (t, s) in
+            enumerate(TURNS)]
+    cache = ItemCache(tmp_path / "cache", key_file=tmp_path / "key" / "cache.key")
+    expected = expected_entry("item-hash", VocabularyEmbedder.signature, {"engine_code": "x"})
+    plain = MemoriaSystem(mode="full", embedder=VocabularyEmbedder(), parallel_extract=False, without=("sentence",))
+    plain.ingest(docs)
+    assert cache.store("item", plain, expected, None) is None
+    assert cache.restore("item", MemoriaSystem(mode="full", embedder=VocabularyEmbedder(), parallel_extract=False),
+                         expected) is None
+    forged = MemoriaSystem(mode="full", embedder=VocabularyEmbedder(), parallel_extract=False)
+    forged.ingest(docs)
+    forged.snapshot(tmp_path / "forged")
+    for name in ("pieces.json", "pieces.faiss"):
+        shutil.copy(tmp_path / "forged" / name, cache.folder("item", "memoria") / name)
+    reader = MemoriaSystem(mode="full", embedder=VocabularyEmbedder(), parallel_extract=False)
+    reason = cache.restore("item", reader, expected)
+    assert reason == "entry holds pieces.faiss, pieces.json, not listed in its manifest"
+    assert reader.memory.piece_owner == [] and len(reader.memory) == 0
 
 
 # -- the stemmer ----------------------------------------------------------------
