@@ -157,6 +157,11 @@ class RunSpec:
         if windowed and parts is not None and not parts.windows:
             warnings.append(f"{_flag(windowed[0])} is not used: windows weigh 0 unless --weights "
                             "gives `window` a weight, and windows weighing nothing are not built")
+        if "max_pieces" in self._memoria_given() and parts is not None:
+            weights = self._weights() or engine.weights_for(self.embedder)
+            if "sentence" in parts.switched_off or weights.get("sentence", 0.0) <= 0:
+                warnings.append("--max-pieces is not used: sentence vectors weigh 0 (--weights gives `sentence` "
+                                "none, or --without sentence), and sentence vectors weighing nothing are not built")
         if farm and "cache_dir" in given:
             warnings.append("--cache-dir is not used by a farm run: each worker caches in its own --cache-dir")
         elif self.cache_dir and not farm and self.system_name in SYSTEMS and self.system_name != "memoria":

@@ -382,3 +382,20 @@ def test_threads_stemming_at_once_each_get_the_stems_one_thread_gets():
     assert wrong == [] and len(found) == 4 * 30 * len(words)
 
 
+
+# -- the run's settings ---------------------------------------------------------
+
+def test_max_pieces_that_no_sentence_weight_reads_is_named_in_a_warning(tmp_path):
+    from coordinator.running.spec import RunSpec
+
+    weights = tmp_path / "w.json"
+    weights.write_text(json.dumps({"semantic": 1.0}))
+    unused = ("--max-pieces is not used: sentence vectors weigh 0 (--weights gives `sentence` none, or --without "
+              "sentence), and sentence vectors weighing nothing are not built")
+    for settings in ({"weights_file": str(weights)}, {"without": ("sentence",)}):
+        spec = RunSpec("locomo", dataset="d.json", retrieval_mode="full", memoria_settings={"max_pieces": 4},
+                       **settings)
+        assert spec.check(farm=False) == [unused]
+    used = RunSpec("locomo", dataset="d.json", retrieval_mode="full", memoria_settings={"max_pieces": 4})
+    assert used.check(farm=False) == []
+    assert used.system_settings()["max_pieces"] == 4
