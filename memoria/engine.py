@@ -440,13 +440,7 @@ class MemoryInterface:
             raise SnapshotError(f"{path}: pieces disagree with the snapshot's rows from piece {wrong} on "
                                 f"({len(expected)} pieces expected under max_pieces {built['max_pieces']}, "
                                 f"{len(owners)} saved)")
-        try:
-            matrix = vectors.index.reconstruct_batch(np.arange(len(owners), dtype=np.int64)) if owners else None
-        except RuntimeError as exc:
-            raise SnapshotError(f"{directory / PIECE_FILES['piece_vectors']}: rows 0..{len(owners) - 1} cannot be "
-                                f"read back ({str(exc).splitlines()[0][:200]})") from exc
-        if matrix is not None and not np.isfinite(matrix).all():
-            raise SnapshotError(f"{directory / PIECE_FILES['piece_vectors']}: vectors hold non-finite numbers")
+        matrix = _read_back(vectors, directory / PIECE_FILES["piece_vectors"])
         self.piece_vectors, self.piece_owner, self._piece_texts = vectors, list(owners), list(texts)
         self._piece_matrix = matrix
         self._pieces_built = {"max_pieces": built["max_pieces"], "rows": built["rows"]}
@@ -465,8 +459,24 @@ class MemoryInterface:
         if len(vectors) != len(turns) or len(texts) != len(turns) or built.get("rows") != len(self.store):
             raise SnapshotError(f"{directory}: windows disagree with the snapshot ({len(turns)} windows, "
                                 f"{len(vectors)} vectors, built for {built.get('rows')} of {len(self.store)} rows)")
+        _read_back(vectors, directory / WINDOW_FILES["window_vectors"])
         self.window_vectors, self.window_turns, self._window_texts = vectors, turns, texts
         self._windows_built = built
+
+
+def _read_back(vectors: VectorIndex, path: Path):
+    """The rows 0..n-1 of a loaded index of windows or pieces (None when empty): positions are their ids, so an id
+    that is missing, or vectors that are not finite, would fail or mislead every later recall."""
+    if not len(vectors):
+        return None
+    try:
+        matrix = vectors.index.reconstruct_batch(np.arange(len(vectors), dtype=np.int64))
+    except RuntimeError as exc:
+        raise SnapshotError(f"{path}: rows 0..{len(vectors) - 1} cannot be read back by id "
+                            f"({str(exc).splitlines()[0][:200]})") from exc
+    if not np.isfinite(matrix).all():
+        raise SnapshotError(f"{path}: vectors hold non-finite numbers")
+    return matrix
 
 
 def _whole(value) -> bool:

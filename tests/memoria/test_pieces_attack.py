@@ -312,14 +312,31 @@ def test_the_undamaged_snapshot_restores_and_ranks_as_it_was(snapshot_dir):
     _assert_best_pieces(memory)
 
 
-@pytest.mark.parametrize("built", [None, [5], "built"])
-def test_a_windows_file_whose_built_is_no_object_is_a_snapshot_error(tmp_path, built):
+def _windows_json_damage(built):
+    def damage(folder):
+        path = folder / "windows.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "built": built}))
+    return damage
+
+
+WINDOW_DAMAGES = {
+    "built as null": _windows_json_damage(None),
+    "built as a list": _windows_json_damage([5]),
+    "built as text": _windows_json_damage("built"),
+    "vector ids shifted": lambda f: _rewrite(f / "windows.faiss", _vectors(f / "windows.faiss"),
+                                             ids=np.arange(len(_vectors(f / "windows.faiss"))) + 1),
+    "a vector of NaN": lambda f: _rewrite(f / "windows.faiss", _vectors(f / "windows.faiss") * np.nan),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(WINDOW_DAMAGES))
+def test_a_damaged_windows_file_is_a_snapshot_error_naming_it(tmp_path, damage):
+    """Before, a shifted id restored and then failed the window source of every recall (IndexError)."""
     memory = _memory(window_size=3, weights={"window": 1.0})
     memory.build_windows()
     memory.snapshot(tmp_path / "state")
-    path = tmp_path / "state" / "windows.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "built": built}))
-    with pytest.raises(SnapshotError, match=r"windows\.json"):
+    WINDOW_DAMAGES[damage](tmp_path / "state")
+    with pytest.raises(SnapshotError, match=r"windows\.(json|faiss)"):
         MemoryInterface(embedder=VocabularyEmbedder(), window_size=3).restore(tmp_path / "state")
 
 
