@@ -18,7 +18,7 @@ from memoria import defaults
 from memoria.bm25 import BM25Index
 from memoria.boosts import without_names
 from memoria.errors import SnapshotError, UnknownModeError
-from memoria.pieces import split_pieces
+from memoria.pieces import FILES as PIECE_FILES, SentenceVectors
 from memoria.ranking import RankingContext, rank
 from memoria.rrf import reciprocal_rank_fusion
 from memoria.scheduler import SourceScheduler
@@ -34,8 +34,6 @@ logger = logging.getLogger(__name__)
 SNAPSHOT_FILES = {"store": "memory.sqlite", "vectors": "vectors.faiss", "bm25": "bm25.json"}
 #: Files of the turn windows, in a snapshot only when windows were built; without them they are built again.
 WINDOW_FILES = {"window_vectors": "windows.faiss", "windows": "windows.json"}
-#: Files of the sentence vectors (memoria.pieces), in a snapshot only when they were built.
-PIECE_FILES = {"piece_vectors": "pieces.faiss", "pieces": "pieces.json"}
 
 
 class MemoryInterface:
@@ -174,60 +172,39 @@ class MemoryInterface:
         hits = self.window_vectors.search(query_vector, max(1, pool // max(1, self.window_size - self.window_overlap)))
         return credit_turns(hits, self.window_turns)[:pool]
 
-    # -- sentence vectors ------------------------------------------------------
+    # -- sentence vectors (memoria.pieces) ----------------------------------------
     def _clear_pieces(self) -> None:
-        self.piece_vectors = VectorIndex(self.dimension)
-        self.piece_owner: list[int] = []  # the memory id of each piece, in the order of the rows
-        self._piece_texts: list[str] = []
-        self._pieces_built: dict | None = None  # the setting and row count the pieces were built for
-        self._piece_matrix = None
+        self.pieces = SentenceVectors(self.dimension)
 
     @property
     def pieces_wanted(self) -> bool:
         """Whether the ranking reads sentence vectors: a `sentence` weight, and pieces allowed."""
         return self.max_pieces >= 2 and self.weights.get("sentence", 0.0) > 0
 
+    @property
+    def piece_owner(self) -> list[int]:
+        """The memory id of each sentence vector, in the order of the rows."""
+        return self.pieces.owners
+
+    @property
+    def _piece_texts(self) -> list[str]:
+        return self.pieces.texts
+
+    @property
+    def _pieces_built(self) -> dict | None:
+        return self.pieces.built
+
     def _pieces_current(self) -> bool:
-        return self._pieces_built == {"max_pieces": self.max_pieces, "rows": len(self.store)}
+        return self.pieces.current(self.max_pieces, len(self.store))
 
     def build_pieces(self, batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
-        """Build (or bring up to date) the sentence vectors of every stored turn; returns how many were encoded.
-
-        A piece whose text is unchanged since the last build keeps its vector.
-        """
+        """Build (or bring up to date) the sentence vectors of every stored turn; returns how many were encoded."""
         if self.max_pieces < 2 or self._pieces_current():
             return 0
-        owners, texts = [], []
-        for memory_id, text, metadata in self.store.all_rows():
-            for piece in split_pieces(text, str(metadata.get("speaker") or ""), self.max_pieces):
-                owners.append(memory_id)
-                texts.append(piece)
-        known = {}
-        if len(self.piece_vectors) == len(self._piece_texts):
-            known = {t: k for k, t in enumerate(self._piece_texts)}
-        fresh = [t for t in dict.fromkeys(texts) if t not in known]
-        encoded = self.embedder.encode(fresh, batch_size=batch_size) if fresh else np.zeros((0, self.dimension))
-        by_text = {t: encoded[k] for k, t in enumerate(fresh)}
-        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for k, text in enumerate(texts):
-            vectors[k] = by_text[text] if text in by_text else self.piece_vectors.index.reconstruct(known[text])
-        self.piece_vectors = VectorIndex(self.dimension)
-        self.piece_vectors.add(list(range(len(texts))), vectors)
-        self.piece_owner, self._piece_texts, self._piece_matrix = owners, texts, vectors
-        self._pieces_built = {"max_pieces": self.max_pieces, "rows": len(self.store)}
-        return len(fresh)
+        return self.pieces.build(self.store.all_rows(), self.embedder, self.max_pieces, batch_size)
 
     def _best_pieces(self, query_vector) -> dict[int, float]:
-        """Each turn with pieces: its best piece's cosine with the question."""
-        if query_vector is None or not self.piece_owner:
-            return {}  # no turn of two sentences or more: every turn is its whole
-        if self._piece_matrix is None:
-            self._piece_matrix = np.stack([self.piece_vectors.index.reconstruct(k)
-                                           for k in range(len(self.piece_owner))])
-        scores = self._piece_matrix @ np.asarray(query_vector, dtype=np.float32)
-        owners = np.asarray(self.piece_owner)
-        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])  # owners run in row order
-        return dict(zip(owners[starts].tolist(), np.maximum.reduceat(scores, starts).tolist()))
+        return self.pieces.best(query_vector)
 
     # -- reading -----------------------------------------------------------
     def view(self) -> DerivedView:
@@ -376,11 +353,7 @@ class MemoryInterface:
             paths["windows"].write_text(json.dumps({"built": self._windows_built, "turns": self.window_turns,
                                                     "texts": self._window_texts}), encoding="utf-8")
         if self._pieces_built is not None and self._pieces_current():
-            paths["piece_vectors"] = directory / PIECE_FILES["piece_vectors"]
-            paths["pieces"] = directory / PIECE_FILES["pieces"]
-            self.piece_vectors.save(paths["piece_vectors"])
-            paths["pieces"].write_text(json.dumps({"built": self._pieces_built, "owners": self.piece_owner,
-                                                   "texts": self._piece_texts}), encoding="utf-8")
+            paths.update(self.pieces.save(directory))
         for name, filename in {**WINDOW_FILES, **PIECE_FILES}.items():  # an earlier snapshot's, now stale
             if name not in paths:
                 (directory / filename).unlink(missing_ok=True)
@@ -407,43 +380,7 @@ class MemoryInterface:
         if all((directory / f).is_file() for f in WINDOW_FILES.values()):
             self._restore_windows(directory)
         if all((directory / f).is_file() for f in PIECE_FILES.values()):
-            self._restore_pieces(directory)
-
-    def _restore_pieces(self, directory: Path) -> None:
-        """Load snapshotted sentence vectors; ones built under another setting are left to be built again.
-
-        The saved owners and texts must be what `split_pieces` makes of the restored rows under the saved
-        `max_pieces`, and the vectors rows 0..n-1 of finite numbers: a piece credited to another turn, or a text
-        that later builds would reuse a wrong vector for, is refused, not ranked."""
-        path = directory / PIECE_FILES["pieces"]
-        try:
-            saved = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise SnapshotError(f"{path}: unreadable pieces file ({exc})") from exc
-        built = saved.get("built") if isinstance(saved, dict) else None
-        if not (isinstance(built, dict) and _whole(built.get("max_pieces")) and _whole(built.get("rows"))
-                and isinstance(saved.get("owners"), list) and isinstance(saved.get("texts"), list)):
-            raise SnapshotError(f"{path}: not a pieces file (expected an object with built {{max_pieces, rows}} "
-                                "as whole numbers, and owners and texts as lists)")
-        owners, texts = saved["owners"], saved["texts"]
-        vectors = VectorIndex.load(directory / PIECE_FILES["piece_vectors"], self.dimension)
-        if len(vectors) != len(owners) or len(texts) != len(owners) or built["rows"] != len(self.store):
-            raise SnapshotError(f"{directory}: pieces disagree with the snapshot ({len(owners)} pieces, "
-                                f"{len(texts)} texts, {len(vectors)} vectors, built for {built['rows']} of "
-                                f"{len(self.store)} rows)")
-        expected = [(memory_id, piece) for memory_id, text, metadata in self.store.all_rows()
-                    for piece in split_pieces(text, str(metadata.get("speaker") or ""), built["max_pieces"])]
-        found = [(o, t) for o, t in zip(owners, texts) if _whole(o) and isinstance(t, str)]
-        if found != expected:
-            wrong = next((k for k, pair in enumerate(zip(found, expected)) if pair[0] != pair[1]),
-                         min(len(found), len(expected)))
-            raise SnapshotError(f"{path}: pieces disagree with the snapshot's rows from piece {wrong} on "
-                                f"({len(expected)} pieces expected under max_pieces {built['max_pieces']}, "
-                                f"{len(owners)} saved)")
-        matrix = _read_back(vectors, directory / PIECE_FILES["piece_vectors"])
-        self.piece_vectors, self.piece_owner, self._piece_texts = vectors, list(owners), list(texts)
-        self._piece_matrix = matrix
-        self._pieces_built = {"max_pieces": built["max_pieces"], "rows": built["rows"]}
+            self.pieces = SentenceVectors.load(directory, self.store.all_rows(), self.dimension)
 
     def _restore_windows(self, directory: Path) -> None:
         """Load snapshotted windows; ones built under other settings are left to be built again."""
@@ -459,29 +396,9 @@ class MemoryInterface:
         if len(vectors) != len(turns) or len(texts) != len(turns) or built.get("rows") != len(self.store):
             raise SnapshotError(f"{directory}: windows disagree with the snapshot ({len(turns)} windows, "
                                 f"{len(vectors)} vectors, built for {built.get('rows')} of {len(self.store)} rows)")
-        _read_back(vectors, directory / WINDOW_FILES["window_vectors"])
+        vectors.read_back(directory / WINDOW_FILES["window_vectors"])
         self.window_vectors, self.window_turns, self._window_texts = vectors, turns, texts
         self._windows_built = built
-
-
-def _read_back(vectors: VectorIndex, path: Path):
-    """The rows 0..n-1 of a loaded index of windows or pieces (None when empty): positions are their ids, so an id
-    that is missing, or vectors that are not finite, would fail or mislead every later recall."""
-    if not len(vectors):
-        return None
-    try:
-        matrix = vectors.index.reconstruct_batch(np.arange(len(vectors), dtype=np.int64))
-    except RuntimeError as exc:
-        raise SnapshotError(f"{path}: rows 0..{len(vectors) - 1} cannot be read back by id "
-                            f"({str(exc).splitlines()[0][:200]})") from exc
-    if not np.isfinite(matrix).all():
-        raise SnapshotError(f"{path}: vectors hold non-finite numbers")
-    return matrix
-
-
-def _whole(value) -> bool:
-    """Whether a value read from JSON is a whole number (not a bool, not a float)."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _round_robin(lists: dict[str, list[tuple[int, float]]], order: list[str]) -> list[tuple[int, float, dict]]:

@@ -59,3 +59,17 @@ class VectorIndex:
         loaded = cls(dimension)
         loaded.index = index
         return loaded
+
+    def read_back(self, path: Path):
+        """Rows 0..n-1 as one matrix (None when empty), for an index whose ids are positions (windows, pieces):
+        an id that is missing, or vectors that are not finite, would fail or mislead every later recall."""
+        if not len(self):
+            return None
+        try:
+            matrix = self.index.reconstruct_batch(np.arange(len(self), dtype=np.int64))
+        except RuntimeError as exc:
+            raise SnapshotError(f"{path}: rows 0..{len(self) - 1} cannot be read back by id "
+                                f"({str(exc).splitlines()[0][:200]})") from exc
+        if not np.isfinite(matrix).all():
+            raise SnapshotError(f"{path}: vectors hold non-finite numbers")
+        return matrix
