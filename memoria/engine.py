@@ -25,7 +25,7 @@ from memoria.scheduler import SourceScheduler
 from memoria.settings import MemoriaSettings
 from memoria.retrieval_sources import DerivedView, attribute_search, graph_search, phrase_search
 from memoria.store import MemoryStore
-from memoria.vectors import VectorIndex
+from memoria.vectors import VectorIndex, encode_reusing
 from memoria.windows import build_windows, credit_turns
 
 logger = logging.getLogger(__name__)
@@ -151,21 +151,12 @@ class MemoryInterface:
             return 0
         windows = build_windows(self.store.all_rows(), self.window_size, self.window_overlap, self.window_turn_chars)
         texts = [w["text"] for w in windows]
-        known = {}
-        if len(self.window_vectors) == len(self._window_texts):
-            known = {t: k for k, t in enumerate(self._window_texts)}
-        fresh = [t for t in dict.fromkeys(texts) if t not in known]
-        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        encoded = self.embedder.encode(fresh, batch_size=batch_size) if fresh else np.zeros((0, self.dimension))
-        by_text = {t: encoded[k] for k, t in enumerate(fresh)}
-        for k, text in enumerate(texts):
-            vectors[k] = by_text[text] if text in by_text else self.window_vectors.index.reconstruct(known[text])
-        self.window_vectors = VectorIndex(self.dimension)
-        self.window_vectors.add(list(range(len(texts))), vectors)
+        self.window_vectors, _, encoded = encode_reusing(texts, self.window_vectors, self._window_texts, self.embedder,
+                                                         self.dimension, batch_size)
         self.window_turns = [w["turns"] for w in windows]
         self._window_texts = texts
         self._windows_built = {**self.window_settings, "rows": len(self.store)}
-        return len(fresh)
+        return encoded
 
     def _window_search(self, query_vector, pool: int) -> list[tuple[int, float]]:
         """Window hits as turn hits: each turn keeps its best window's cosine; at most `pool` turns."""
@@ -181,30 +172,11 @@ class MemoryInterface:
         """Whether the ranking reads sentence vectors: a `sentence` weight, and pieces allowed."""
         return self.max_pieces >= 2 and self.weights.get("sentence", 0.0) > 0
 
-    @property
-    def piece_owner(self) -> list[int]:
-        """The memory id of each sentence vector, in the order of the rows."""
-        return self.pieces.owners
-
-    @property
-    def _piece_texts(self) -> list[str]:
-        return self.pieces.texts
-
-    @property
-    def _pieces_built(self) -> dict | None:
-        return self.pieces.built
-
-    def _pieces_current(self) -> bool:
-        return self.pieces.current(self.max_pieces, len(self.store))
-
     def build_pieces(self, batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
         """Build (or bring up to date) the sentence vectors of every stored turn; returns how many were encoded."""
-        if self.max_pieces < 2 or self._pieces_current():
+        if self.max_pieces < 2 or self.pieces.current(self.max_pieces, len(self.store)):
             return 0
         return self.pieces.build(self.store.all_rows(), self.embedder, self.max_pieces, batch_size)
-
-    def _best_pieces(self, query_vector) -> dict[int, float]:
-        return self.pieces.best(query_vector)
 
     # -- reading -----------------------------------------------------------
     def view(self) -> DerivedView:
@@ -231,7 +203,7 @@ class MemoryInterface:
         raise UnknownModeError(f"unknown source {name!r}")
 
     def recall(self, query: str, mode: str = defaults.DEFAULT_MODE, limit: int = defaults.DEFAULT_RECALL_LIMIT,
-               policy: str | None = None, budget_ms: float | None = None, _context_only: bool = False) -> dict:
+               policy: str | None = None, budget_ms: float | None = None) -> dict:
         """Ranked candidates for `query` under `mode`, with per-source diagnostics.
 
         Returns `{"results": [candidate, ...], "diagnostics": {...}}`; each
@@ -239,9 +211,25 @@ class MemoryInterface:
         diagnostics saying which sources found it, at which rank and score
         (and, in `full`, every ranking signal's value and contribution).
         """
+        started = time.perf_counter()
+        outcome, lists, query_vector, diagnostics = self._ask(query, mode, limit, policy, budget_ms)
+        if outcome is None:
+            return {"results": [], "diagnostics": diagnostics}
+        if mode == "fusion" and "fusion" in outcome:
+            ranked = outcome["fusion"]["fused"]
+        elif mode in defaults.RANKED_MODES:
+            ranked, diagnostics["ranking"] = self.rank(self._ranking_context(query, query_vector, lists), limit)
+            ranked = [(i, score, {"kind": "ranking", **extra}) for i, score, extra in ranked]
+        else:
+            ranked = _round_robin(lists, diagnostics["sources_submitted"])
+        diagnostics["total_ms"] = _ms(started)
+        return {"results": self._materialise(ranked[:limit], lists), "diagnostics": diagnostics}
+
+    def _ask(self, query: str, mode: str, limit: int, policy: str | None, budget_ms: float | None):
+        """Ask `mode`'s sources: (their outcome, their lists by source, the question's vector, diagnostics); the
+        outcome is None, and the diagnostics say why, when the memory or the question is empty."""
         if mode not in defaults.MODE_SOURCES:
             raise UnknownModeError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
-        started = time.perf_counter()
         self.build_indexes()
         submitted = list(self.mode_sources.get(mode, defaults.MODE_SOURCES[mode]))
         pool = max(self.candidate_pool, limit)
@@ -250,8 +238,7 @@ class MemoryInterface:
                            "sources_completed": [], "sources_pending": [], "sources_failed": {}, "source_ms": {},
                            "candidate_pool": pool, "total_ms": 0.0,
                            "finish_reason": "empty_store" if len(self.store) == 0 else "empty_query"}
-            return {"results": [], "diagnostics": diagnostics}
-
+            return None, {}, None, diagnostics
         if "window" in submitted:
             self.build_windows()
         if mode in defaults.RANKED_MODES and self.pieces_wanted:
@@ -275,22 +262,12 @@ class MemoryInterface:
                 lists.update(value["parts"])
             else:
                 lists[name] = value
-        if _context_only:
-            return {"context": self._ranking_context(query, query_vector, lists), "diagnostics": diagnostics}
-        if mode == "fusion" and "fusion" in outcome:
-            ranked = outcome["fusion"]["fused"]
-        elif mode in defaults.RANKED_MODES:
-            ranked, diagnostics["ranking"] = self.rank(self._ranking_context(query, query_vector, lists), limit)
-            ranked = [(i, score, {"kind": "ranking", **extra}) for i, score, extra in ranked]
-        else:
-            ranked = _round_robin(lists, submitted)
-        diagnostics["total_ms"] = _ms(started)
-        return {"results": self._materialise(ranked[:limit], lists), "diagnostics": diagnostics}
+        return outcome, lists, query_vector, diagnostics
 
     def _ranking_context(self, query: str, query_vector, lists) -> RankingContext:
         return RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids, query,
                               lexical_search=lambda terms: self.bm25.search_terms(terms, len(self.store)),
-                              best_pieces=self._best_pieces(query_vector) if self.pieces_wanted else None)
+                              best_pieces=self.pieces.best(query_vector) if self.pieces_wanted else None)
 
     def ranking_context(self, query: str, mode: str = "full", limit: int = defaults.DEFAULT_RECALL_LIMIT):
         """What the ranking of a ranked `mode` reads for `query` (the sources' candidates, the question's vector),
@@ -298,8 +275,8 @@ class MemoryInterface:
         calls `rank` under as many settings as it likes; `rank(ranking_context(q), limit)` is `recall`'s order."""
         if mode not in defaults.RANKED_MODES:
             raise UnknownModeError(f"{mode!r} is not a ranked mode; ranked modes: {', '.join(defaults.RANKED_MODES)}")
-        response = self.recall(query, mode=mode, limit=limit, _context_only=True)
-        return response.get("context")
+        outcome, lists, query_vector, _ = self._ask(query, mode, limit, None, None)
+        return None if outcome is None else self._ranking_context(query, query_vector, lists)
 
     def rank(self, context: RankingContext, limit: int, weights: dict | None = None):
         """Best-first `(id, score, diagnostics)` of a ranking context under this memory's ranking settings
@@ -352,7 +329,7 @@ class MemoryInterface:
             self.window_vectors.save(paths["window_vectors"])
             paths["windows"].write_text(json.dumps({"built": self._windows_built, "turns": self.window_turns,
                                                     "texts": self._window_texts}), encoding="utf-8")
-        if self._pieces_built is not None and self._pieces_current():
+        if self.pieces.built is not None and self.pieces.current(self.max_pieces, len(self.store)):
             paths.update(self.pieces.save(directory))
         for name, filename in {**WINDOW_FILES, **PIECE_FILES}.items():  # an earlier snapshot's, now stale
             if name not in paths:

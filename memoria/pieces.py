@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from memoria.errors import SnapshotError
-from memoria.vectors import VectorIndex
+from memoria.vectors import VectorIndex, encode_reusing
 
 #: Split after a sentence's end, and before a bracketed aside.
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+|\s+(?=\[)")
@@ -85,18 +85,11 @@ class SentenceVectors:
         keeps its vector. Returns how many texts were encoded."""
         pairs = _expected(rows, max_pieces)
         owners, texts = [owner for owner, _ in pairs], [text for _, text in pairs]
-        known = {t: k for k, t in enumerate(self.texts)} if len(self.vectors) == len(self.texts) else {}
-        fresh = [t for t in dict.fromkeys(texts) if t not in known]
-        encoded = embedder.encode(fresh, batch_size=batch_size) if fresh else np.zeros((0, self.dimension))
-        by_text = {t: encoded[k] for k, t in enumerate(fresh)}
-        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for k, text in enumerate(texts):
-            vectors[k] = by_text[text] if text in by_text else self.vectors.index.reconstruct(known[text])
-        self.vectors = VectorIndex(self.dimension)
-        self.vectors.add(list(range(len(texts))), vectors)
-        self.owners, self.texts, self.matrix = owners, texts, vectors
+        self.vectors, self.matrix, encoded = encode_reusing(texts, self.vectors, self.texts, embedder, self.dimension,
+                                                            batch_size)
+        self.owners, self.texts = owners, texts
         self.built = {"max_pieces": max_pieces, "rows": len(rows)}
-        return len(fresh)
+        return encoded
 
     def best(self, query_vector) -> dict[int, float]:
         """Each turn with pieces: its best piece's cosine with the question ({} when no turn has two pieces)."""

@@ -50,6 +50,7 @@ class RankingContext:
         self.first_id = total_ids[0] if total_ids else 0
         self.last_id = total_ids[-1] if total_ids else 0
         self._vector_cache: dict[int, np.ndarray] = {}
+        self._cosine_cache: dict[int, float] = {}
 
     def vector(self, memory_id: int):
         if memory_id not in self._vector_cache:
@@ -59,15 +60,19 @@ class RankingContext:
                 self._vector_cache[memory_id] = None
         return self._vector_cache[memory_id]
 
+    def cosine(self, memory_id: int) -> float:
+        """The memory's cosine with the question (0 without a vector); worked out once per context."""
+        if memory_id not in self._cosine_cache:
+            vector = self.vector(memory_id)
+            self._cosine_cache[memory_id] = (float(np.dot(vector, self.query_vector)) if vector is not None
+                                             else 0.0)
+        return self._cosine_cache[memory_id]
+
 
 def _semantic(ctx: RankingContext, ids):
     if ctx.query_vector is None:
         return {i: 0.0 for i in ids}
-    raw = {}
-    for i in ids:
-        vector = ctx.vector(i)
-        raw[i] = float(np.dot(vector, ctx.query_vector)) if vector is not None else 0.0
-    return _min_max(raw, ids)
+    return _min_max({i: ctx.cosine(i) for i in ids}, ids)
 
 
 def _sentence(ctx: RankingContext, ids):
@@ -75,12 +80,7 @@ def _sentence(ctx: RankingContext, ids):
     without the rest of the turn diluting it."""
     if ctx.query_vector is None or ctx.best_pieces is None:
         return {i: 0.0 for i in ids}
-    raw = {}
-    for i in ids:
-        vector = ctx.vector(i)
-        whole = float(np.dot(vector, ctx.query_vector)) if vector is not None else 0.0
-        raw[i] = max(whole, ctx.best_pieces.get(i, whole))
-    return _min_max(raw, ids)
+    return _min_max({i: max(ctx.cosine(i), ctx.best_pieces.get(i, ctx.cosine(i))) for i in ids}, ids)
 
 
 def _recency(ctx: RankingContext, ids):

@@ -73,3 +73,20 @@ class VectorIndex:
         if not np.isfinite(matrix).all():
             raise SnapshotError(f"{path}: vectors hold non-finite numbers")
         return matrix
+
+
+def encode_reusing(texts: list[str], previous: "VectorIndex", previous_texts: list[str], embedder, dimension: int,
+                   batch_size: int) -> tuple["VectorIndex", np.ndarray, int]:
+    """An index of `texts` at ids 0..n-1 (windows, sentence pieces), each text's vector taken from `previous`
+    (whose row k holds `previous_texts[k]`) where it was there, the rest encoded once each.
+    Returns the index, its rows as a matrix, and how many texts were encoded."""
+    known = {t: k for k, t in enumerate(previous_texts)} if len(previous) == len(previous_texts) else {}
+    fresh = [t for t in dict.fromkeys(texts) if t not in known]
+    encoded = embedder.encode(fresh, batch_size=batch_size) if fresh else np.zeros((0, dimension))
+    by_text = {t: encoded[k] for k, t in enumerate(fresh)}
+    matrix = np.zeros((len(texts), dimension), dtype=np.float32)
+    for k, text in enumerate(texts):
+        matrix[k] = by_text[text] if text in by_text else previous.index.reconstruct(known[text])
+    index = VectorIndex(dimension)
+    index.add(list(range(len(texts))), matrix)
+    return index, matrix, len(fresh)

@@ -58,13 +58,13 @@ def test_the_turn_that_answers_in_one_clause_wins_with_the_sentence_signal(embed
     question = "Where has Melanie camped?"
     whole = _memory(embedder, weights={"semantic": 1.0})
     assert whole.recall(question, mode="full", limit=4)["results"][0]["text"] != CAMPING
-    assert whole.piece_owner == []  # no sentence weight: nothing split, nothing encoded
+    assert whole.pieces.owners == []  # no sentence weight: nothing split, nothing encoded
     pieces = _memory(embedder, weights={"sentence": 1.0})
     results = pieces.recall(question, mode="full", limit=4)["results"]
     assert results[0]["text"] == CAMPING
     first = pieces.view().ids[0]
-    assert pieces.piece_owner == [first] * 3  # only the camping turn holds two sentences or more
-    best = pieces._best_pieces(pieces.embedder.encode([question])[0])
+    assert pieces.pieces.owners == [first] * 3  # only the camping turn holds two sentences or more
+    best = pieces.pieces.best(pieces.embedder.encode([question])[0])
     camping = embedder.encode(["Here's a pic of my family camping at the beach."])[0]
     assert best[first] == pytest.approx(float(np.dot(camping, embedder.encode([question])[0])), abs=1e-5)
 
@@ -73,7 +73,7 @@ def test_sentence_vectors_are_built_once_and_only_what_changed_is_encoded(embedd
     counting = CountingEmbedder(embedder)
     memory = _memory(counting, weights={"sentence": 1.0})
     memory.recall("Where has Melanie camped?", mode="full", limit=2)
-    assert len(memory.piece_owner) == 3
+    assert len(memory.pieces.owners) == 3
     counting.texts.clear()
     memory.recall("What did the kids do?", mode="full", limit=2)
     assert counting.texts == ["What did the kids do?"]  # the question only
@@ -83,7 +83,7 @@ def test_sentence_vectors_are_built_once_and_only_what_changed_is_encoded(embedd
     memory.recall("What pet does Nate have?", mode="full", limit=2)
     # the new turn's two sentences, then the question (without the speaker's name): nothing encoded twice
     assert counting.texts == ["I adopted a turtle.", "His name is Tilly and he loves the tank.", "What pet does have?"]
-    assert len(memory.piece_owner) == 5 and memory.piece_owner == sorted(memory.piece_owner)
+    assert len(memory.pieces.owners) == 5 and memory.pieces.owners == sorted(memory.pieces.owners)
     memory.recall("What pet does Nate have?", mode="fusion", limit=2)  # the unranked modes read no pieces
     assert memory.ranking_settings["max_pieces"] == memory.max_pieces
 
@@ -95,7 +95,7 @@ def test_sentence_vectors_travel_in_a_snapshot_and_a_damaged_one_is_refused(embe
     assert {"piece_vectors", "pieces"} <= set(files)
     restored = MemoryInterface(embedder=embedder, window_size=0, weights={"sentence": 1.0})
     restored.restore(tmp_path / "state")
-    assert restored.piece_owner == memory.piece_owner
+    assert restored.pieces.owners == memory.pieces.owners
     after = restored.recall("Where has Melanie camped?", mode="full", limit=4)["results"]
     assert [r["id"] for r in after] == [r["id"] for r in before]
     assert [r["score"] for r in after] == pytest.approx([r["score"] for r in before], abs=1e-6)
@@ -110,7 +110,7 @@ def test_sentence_vectors_travel_in_a_snapshot_and_a_damaged_one_is_refused(embe
     plain.snapshot(tmp_path / "plain")
     later = MemoryInterface(embedder=embedder, window_size=0, weights={"sentence": 1.0})
     later.restore(tmp_path / "plain")
-    assert later.piece_owner == []
+    assert later.pieces.owners == []
     assert later.recall("Where has Melanie camped?", mode="full", limit=1)["results"][0]["text"] == CAMPING
 
 
@@ -119,9 +119,9 @@ def test_a_full_system_builds_sentence_vectors_at_ingest_unless_the_part_is_off(
             for i, (text, speaker) in enumerate(TURNS)]
     on = MemoriaSystem(mode="full", embedder=embedder, parallel_extract=False)
     on.ingest(docs)
-    assert len(on.memory.piece_owner) == 3  # cached with the state
+    assert len(on.memory.pieces.owners) == 3  # cached with the state
     for system in (MemoriaSystem(mode="full", embedder=embedder, parallel_extract=False, without=("sentence",)),
                    MemoriaSystem(mode="fusion", embedder=embedder, parallel_extract=False),
                    MemoriaSystem(mode="full", embedder=embedder, parallel_extract=False, max_pieces=0)):
         system.ingest(docs)
-        assert system.memory.piece_owner == []
+        assert system.memory.pieces.owners == []

@@ -82,7 +82,7 @@ def _best_by_hand(memory) -> dict[int, float]:
 
 
 def _assert_best_pieces(memory):
-    got = memory._best_pieces(memory.embedder.encode([QUESTION])[0])
+    got = memory.pieces.best(memory.embedder.encode([QUESTION])[0])
     expected = _best_by_hand(memory)
     assert got.keys() == expected.keys()
     for memory_id, value in expected.items():
@@ -112,7 +112,7 @@ def test_a_long_turn_is_cut_into_runs_of_the_ceiling_size_in_order(count, max_pi
 def test_best_pieces_is_each_turn_s_own_best_sentence_wherever_it_stands_in_the_turn():
     memory = _memory()
     memory.build_pieces()
-    assert len(set(memory.piece_owner)) == 4 and memory.piece_owner == sorted(memory.piece_owner)
+    assert len(set(memory.pieces.owners)) == 4 and memory.pieces.owners == sorted(memory.pieces.owners)
     _assert_best_pieces(memory)
 
 
@@ -151,14 +151,14 @@ def test_after_a_restore_an_insert_encodes_only_the_new_sentences_and_matches_a_
     memory.snapshot(tmp_path / "state")
     restored = MemoryInterface(embedder=VocabularyEmbedder(), window_size=0, weights={"sentence": 1.0})
     restored.restore(tmp_path / "state")
-    assert restored.piece_owner == memory.piece_owner and restored._piece_texts == memory._piece_texts
+    assert restored.pieces.owners == memory.pieces.owners and restored.pieces.texts == memory.pieces.texts
     _insert(restored, MORE)
     restored.embedder.texts.clear()
     assert restored.build_pieces() == 2
     assert restored.embedder.texts == ["delta alpha again here.", "quiet words only."]
     fresh = _memory(TURNS + MORE)
     fresh.build_pieces()
-    assert restored.piece_owner == fresh.piece_owner and restored._piece_texts == fresh._piece_texts
+    assert restored.pieces.owners == fresh.pieces.owners and restored.pieces.texts == fresh.pieces.texts
     _assert_best_pieces(restored)
 
 
@@ -166,13 +166,13 @@ def test_after_a_reset_the_pieces_are_those_of_the_new_rows_only():
     memory = _memory()
     memory.build_pieces()
     memory.reset()
-    assert memory.piece_owner == [] and memory._pieces_built is None
+    assert memory.pieces.owners == [] and memory.pieces.built is None
     other = [(text.replace("alpha", "omega"), speaker) for text, speaker in TURNS]  # as many rows, other texts
     _insert(memory, other)
     memory.build_pieces()
     fresh = _memory(other)
     fresh.build_pieces()
-    assert memory.piece_owner == fresh.piece_owner and memory._piece_texts == fresh._piece_texts
+    assert memory.pieces.owners == fresh.pieces.owners and memory.pieces.texts == fresh.pieces.texts
     _assert_best_pieces(memory)
 
 
@@ -183,9 +183,9 @@ def test_restoring_a_snapshot_without_pieces_drops_the_pieces_of_rows_that_are_g
     memory = _memory()
     memory.build_pieces()
     memory.restore(tmp_path / "plain")
-    assert memory.piece_owner == [] and memory._pieces_built is None
+    assert memory.pieces.owners == [] and memory.pieces.built is None
     memory.ranking_context(QUESTION)  # builds them for the restored rows
-    assert memory._piece_texts == [p for t, s in other for p in split_pieces(t, s)]
+    assert memory.pieces.texts == [p for t, s in other for p in split_pieces(t, s)]
     _assert_best_pieces(memory)
 
 
@@ -212,7 +212,7 @@ def test_a_snapshot_over_an_earlier_one_leaves_none_of_its_stale_pieces_or_windo
     assert sorted(p.name for p in (tmp_path / "state").iterdir()) == sorted(p.name for p in files.values())
     restored = MemoryInterface(embedder=VocabularyEmbedder(), window_size=3, weights={"sentence": 1.0})
     restored.restore(tmp_path / "state")
-    assert len(restored) == len(TURNS) + len(MORE) and restored.piece_owner == []
+    assert len(restored) == len(TURNS) + len(MORE) and restored.pieces.owners == []
     restored.ranking_context(QUESTION)
     _assert_best_pieces(restored)
 
@@ -220,13 +220,13 @@ def test_a_snapshot_over_an_earlier_one_leaves_none_of_its_stale_pieces_or_windo
 def test_pieces_snapshotted_under_another_max_pieces_are_built_again(tmp_path):
     two = _memory(max_pieces=2)
     two.build_pieces()
-    assert "rho sigma tau. alpha delta upsilon phi." in two._piece_texts  # three sentences in two runs
+    assert "rho sigma tau. alpha delta upsilon phi." in two.pieces.texts  # three sentences in two runs
     two.snapshot(tmp_path / "state")
     eight = MemoryInterface(embedder=VocabularyEmbedder(), window_size=0, weights={"sentence": 1.0})
     eight.restore(tmp_path / "state")
-    assert eight._pieces_built == {"max_pieces": 2, "rows": len(TURNS)}
+    assert eight.pieces.built == {"max_pieces": 2, "rows": len(TURNS)}
     eight.ranking_context(QUESTION)
-    assert "alpha delta upsilon phi." in eight._piece_texts and eight._pieces_built["max_pieces"] == 8
+    assert "alpha delta upsilon phi." in eight.pieces.texts and eight.pieces.built["max_pieces"] == 8
     _assert_best_pieces(eight)
 
 
@@ -308,7 +308,7 @@ def test_damaged_pieces_are_refused_with_a_snapshot_error_naming_the_file(snapsh
 def test_the_undamaged_snapshot_restores_and_ranks_as_it_was(snapshot_dir):
     memory = MemoryInterface(embedder=VocabularyEmbedder(), window_size=0, weights={"sentence": 1.0})
     memory.restore(snapshot_dir)
-    assert memory._pieces_current() and memory.build_pieces() == 0
+    assert memory.pieces.current(memory.max_pieces, len(memory.store)) and memory.build_pieces() == 0
     _assert_best_pieces(memory)
 
 
@@ -362,7 +362,7 @@ def test_a_cache_entry_holding_files_its_manifest_does_not_list_is_a_miss(tmp_pa
     reader = MemoriaSystem(mode="full", embedder=VocabularyEmbedder(), parallel_extract=False)
     reason = cache.restore("item", reader, expected)
     assert reason == "entry holds pieces.faiss, pieces.json, not listed in its manifest"
-    assert reader.memory.piece_owner == [] and len(reader.memory) == 0
+    assert reader.memory.pieces.owners == [] and len(reader.memory) == 0
 
 
 # -- the stemmer ----------------------------------------------------------------
