@@ -81,7 +81,8 @@ def ranking_lab(locomo_files, longmemeval_files, embedder, weights_file, by_type
     datasets = []
     for path in locomo_files:
         converted = work / f"{Path(path).stem}.longmemeval.json"
-        write(path, converted)
+        if not converted.is_file() or converted.stat().st_mtime < Path(path).stat().st_mtime:
+            write(path, converted)  # once per version of the LoCoMo file
         datasets += [(Path(path).name, "locomo", path), (converted.name, "longmemeval", str(converted))]
     datasets += [(Path(path).name, "longmemeval", path) for path in longmemeval_files]
     weights = load_weights(weights_file) if weights_file else None

@@ -22,10 +22,9 @@ from pathlib import Path
 
 from adapters.defaults import DEFAULT_TOP_K, K_VALUES
 from adapters.files import content_hash
-from adapters.locomo import LoCoMo
-from adapters.longmemeval import LongMemEval
-from adapters.metrics import profile_metrics
+from adapters.metrics import average, profile_metrics
 from adapters.official import PROFILE as OFFICIAL
+from adapters.registry import benchmark, default_profile
 from adapters.systems.memoria_system import MemoriaSystem
 from workers.item import make_docs
 
@@ -54,14 +53,6 @@ class Asked:
                                depth=self.top_k).get(self.profile)
 
 
-def dataset(kind: str, path: str | Path, profile: str):
-    if kind == "locomo":
-        return LoCoMo(path, profile=profile)
-    if kind == "longmemeval":
-        return LongMemEval(path, profile=profile)
-    raise ValueError(f"unknown dataset kind {kind!r}: locomo or longmemeval")
-
-
 def _memory_for(docs: list[dict], embedder: str, cache_dir: Path | None, settings: dict):
     if cache_dir:
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -86,7 +77,7 @@ def ask(kind: str, path: str | Path, *, profile: str, embedder: str = "minilm", 
     cache = Path(cache_dir) if cache_dir else None
     systems: dict[str, MemoriaSystem] = {}
     asked = []
-    for item in dataset(kind, path, profile).iter_items(limit=items):
+    for item in benchmark(kind).open(path, profile=profile).iter_items(limit=items):
         if item.get("error"):
             raise ValueError(f"{path}: item {item['item_id']}: {item['error']}")
         docs, native_by_external = make_docs(item)
@@ -122,12 +113,10 @@ def ranked_ids(entry: Asked, weights: dict | None = None) -> list[int]:
 
 
 def summary(per_question: list[dict | None]) -> dict:
-    """Mean of each table metric over the questions that have it, and the counts."""
-    out = {}
-    for level, name in TABLE:
-        values = [m[level][name] for m in per_question if m and m.get(level)]
-        out[f"{level}:{name}"] = sum(values) / len(values) if values else float("nan")
-    out["questions"] = sum(1 for m in per_question if m)
+    """The table's metrics averaged over the questions that have them (`adapters.metrics.average`), and the count."""
+    means = average({"metrics": m} for m in per_question)
+    out = {f"{level}:{name}": means[level].get(name, float("nan")) for level, name in TABLE}
+    out["questions"] = means["evaluable"]["session"]
     return out
 
 
@@ -165,14 +154,14 @@ def lab_report(datasets: list[tuple[str, str, str]], embedder: str, weights: dic
 
     report = {"embedder": embedder, "default_weights": weights_for(embedder), "weights": weights, "datasets": {}}
     for label, kind, path in datasets:
-        profile = OFFICIAL if kind == "longmemeval" else "expected-text"
+        profile = default_profile(kind)  # a run's: LongMemEval's official profile, LoCoMo's expected text
         asked = ask(kind, path, profile=profile, embedder=embedder, cache_dir=cache_dir, progress=progress)
         rows = {"fusion": evaluate_fusion(asked)["all"]}
-        for name, chosen in (("full", None), ("full, given weights", weights)):
-            if name == "full" or weights is not None:
-                result = evaluate(asked, chosen, by_type=by_type)
-                rows[name] = result["all"]
-                rows.update({f"{name}: {kind_}": values for kind_, values in result.items() if kind_ != "all"})
+        rankings = [("full", None)] + ([("full, given weights", weights)] if weights is not None else [])
+        for name, chosen in rankings:
+            result = evaluate(asked, chosen, by_type=by_type)
+            rows[name] = result["all"]
+            rows.update({f"{name}: {kind_}": values for kind_, values in result.items() if kind_ != "all"})
         report["datasets"][label] = {"kind": kind, "path": str(path), "profile": profile, "rows": rows}
     return report
 
