@@ -122,6 +122,7 @@ def test_bm25_matches_a_word_in_another_form_and_a_saved_state_names_its_stemmer
     index.add([4], ["Melanie: I painted that lake sunrise last year!"])
     assert stem(stem("sunrise")) != stem("sunrise")
     assert [i for i, _ in index.search_terms(tokenize("sunrise"), 5)] == [4]
+    assert index.search(" ".join(tokenize("sunrise")), 5) == []  # the stems' text, stemmed again, finds nothing
     index.save(tmp_path / "bm25.json")
     state = json.loads((tmp_path / "bm25.json").read_text())
     assert state["stemmer"] == STEMMER and state["format"] == BM25Index.FORMAT

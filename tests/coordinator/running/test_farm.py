@@ -360,7 +360,7 @@ def test_an_item_over_the_time_limit_fails_for_good_and_the_run_ends(redis_serve
     slow = _inflated(data["small"], tmp_path / "slow.json", 1, 120)
     workers(redis_server.url, "w1", **limits).wait_ready()
     ledger = RunLedger(connect(redis_server.url))
-    # the store would encode the 40 identical copies once and make the item quick: it stays off here
+    # every text of the haystack encoded cold, as the limit assumes: the store stays off here
     run_id = _submit(redis_server.url, slow, "--limit", "3", "--max-attempts", "2", "--no-embedding-store")
     state = watch(ledger, make_app(redis_server.url), run_id, timeout=300)
     slow_id = ledger.order(run_id)[1]
