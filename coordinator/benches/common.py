@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -25,9 +26,25 @@ _CHILD_WRAPPER = ("import resource,subprocess,sys,time;t=time.perf_counter();"
                   "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss*1024)")
 
 
+def invoking_command(argv: list[str] | None = None) -> str:
+    """The command line that made this process, as a user would type it (`memfarm bench ...`)."""
+    argv = list(sys.argv if argv is None else argv)
+    head = argv[0].replace("\\", "/") if argv else ""
+    if head.endswith("/memfarm") or head == "memfarm" or "coordinator/cli" in head:
+        prog = "memfarm"
+    elif "devtools" in head:
+        prog = "python -m devtools"
+    else:
+        prog = Path(head).name or "python"
+    return " ".join([prog, *(shlex.quote(a) for a in argv[1:])])
+
+
 def write_bench(name: str, data: dict, output: str | Path) -> Path:
-    """`data` under the bench's name, the commit, the machine and the time, written atomically and redacted."""
-    data = {"benchmark": name, "commit": git_commit(), "machine": platform.platform(),
+    """`data` under the bench's name, with what made it: the command, the commit, the machine, its cores and
+    load average when the bench ended, and the time; written atomically and redacted."""
+    data = {"benchmark": name, "command": invoking_command(), "commit": git_commit(),
+            "machine": platform.platform(), "cores": os.cpu_count(),
+            "load": [round(x, 2) for x in os.getloadavg()],
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **data}
     return write_json(output, data)
 

@@ -13,7 +13,8 @@ def test_a_bench_file_says_what_made_it_and_holds_no_password(tmp_path):
     assert data["benchmark"] == "farm" and data["speedup"] == 1.5
     assert data["broker"] == "redis://:***@127.0.0.1:6390/0"
     assert "s3cret-pass" not in out.read_text(encoding="utf-8")
-    assert {"commit", "machine", "created"} <= set(data)
+    assert {"commit", "machine", "created", "command", "cores", "load"} <= set(data)
+    assert data["cores"] >= 1 and len(data["load"]) == 3
     assert sorted(p.name for p in out.parent.iterdir()) == ["farm.json"]  # no temporary file left beside it
 
 
@@ -44,3 +45,11 @@ def test_sharing_counts_a_session_repeated_in_one_history_twice(tmp_path):
     # an M history repeats s1 on another date: the official evaluation keeps both occurrences
     assert (stats["session_occurrences"], stats["distinct_sessions"]) == (3, 2)
     assert (stats["texts_given_to_the_model"], stats["distinct_texts"]) == (4, 3)
+
+
+def test_the_command_is_written_as_a_user_types_it():
+    from coordinator.benches.common import invoking_command
+
+    assert invoking_command(["/x/.venv/bin/memfarm", "bench", "systems", "--dataset", "a b.json"]) == \
+        "memfarm bench systems --dataset 'a b.json'"
+    assert invoking_command(["/r/coordinator/cli/__main__.py", "bench", "engine"]) == "memfarm bench engine"
