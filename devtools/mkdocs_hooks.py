@@ -1,0 +1,41 @@
+"""MkDocs hooks (`hooks:` in mkdocs.yml): the published results files go into the site, every page is checked
+for figures typed by hand, then its `fig` / `fig_table` macros are rendered (devtools/docs_figures.py).
+
+A failure stops the build with one line naming the page and the figure; nothing is left half rendered."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import File
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # MkDocs loads this file by its path, not as part of a package
+    sys.path.insert(0, str(ROOT))
+
+from devtools.docs_figures import PUBLISHED, FigureError, render_figures, untraceable_figures  # noqa: E402
+
+
+def on_files(files, config):
+    """Every file under results/published/ is served beside the pages, so a figure's link opens its source."""
+    for path in sorted((ROOT / PUBLISHED).glob("*.json")):
+        files.append(File(path.relative_to(ROOT).as_posix(), str(ROOT), config["site_dir"],
+                          config["use_directory_urls"]))
+    return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    """Refuse a page with a hand-typed figure; render its macros from the published files."""
+    name = f"docs/{page.file.src_uri}"
+    typed = untraceable_figures(markdown)
+    if typed:
+        listing = "; ".join(f"line {n}: {line.strip()[:100]!r}" for n, line in typed[:5])
+        raise PluginError(f"{name}: {len(typed)} figure(s) typed by hand, not rendered from results/published/ "
+                          f"(use fig / fig_table, or mark a non-measured paragraph <!-- not measured -->): {listing}")
+    try:
+        rendered, _ = render_figures(markdown, ROOT, name, "../" * page.file.src_uri.count("/"))
+    except FigureError as exc:
+        raise PluginError(str(exc)) from None
+    return rendered

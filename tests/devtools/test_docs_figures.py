@@ -1,0 +1,170 @@
+"""The manual's figures: rendered from results/published/ or the build fails, and a figure typed by hand
+fails it too. The end-to-end tests build the real manual with MkDocs in strict mode."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devtools.docs_figures import FigureError, render_figures, untraceable_figures
+from tests.helpers import skip_outside_ci
+
+ROOT = Path(__file__).resolve().parents[2]
+PROVENANCE = {"command": "memfarm bench locomo --dataset d.json", "commit": "0123456789abcdef0123",
+              "created": "2026-12-02T13:00:00Z", "cores": 2, "load": [1.5, 1.25, 1.0]}
+
+
+def _published(root: Path, name: str, data: dict) -> str:
+    folder = root / "results" / "published"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(data))
+    return f"results/published/{name}"
+
+
+# --- the rule for figures typed by hand -------------------------------------------------------------
+
+@pytest.mark.parametrize("line", [
+    "| fusion | 0.836 |",                                  # a results table
+    "| fusion | 1.75x |",
+    "The fused graph is 1.2x faster than torch.",          # a ratio in prose
+    "Recall rose by 12% on dev5.",                         # a percentage
+    "It took 11.0 s per question.",                        # a decimal in prose
+    "Mutants killed: 99.3 %.",
+])
+def test_a_figure_typed_by_hand_is_found(line):
+    assert untraceable_figures(f"# Page\n\n{line}\n") == [(3, line)]
+
+
+@pytest.mark.parametrize("text", [
+    "Ranking compares scores rounded to `0.000001`, the lambda of MMR is `0.9`.",   # settings in code
+    "```sh\nmemfarm synth longmemeval --scale 0.3\n```",                            # a command
+    "```json\n{\"score\": 0.83}\n```",                                              # a format
+    "Install Python 3.11 and torch 2.13.0; Redis 7.0 checks no revocation list.",  # versions
+    "| option | meaning |\n| --- | --- |\n| `--scale` | `0.1` by default |",       # a table of settings
+    "It ran on 500 questions over 10 conversations.",                               # counts, not figures
+    "The weights sum to 1.0 in this worked example. <!-- not measured -->",         # marked, in prose
+    'The value {{ fig("results/published/x.json", "a.b") }} came from a bench.',    # a macro
+    "See [the page](running.md#k-0.5-section) for more.",                          # a link target
+])
+def test_what_is_not_a_typed_figure(text):
+    assert untraceable_figures(text) == []
+
+
+def test_the_marker_does_not_excuse_a_table_nor_another_paragraph():
+    text = "<!-- not measured -->\n| mode | R@5 |\n| --- | --- |\n| fusion | 0.836 |\n\nIt gave 0.5 here.\n"
+    assert [n for n, _ in untraceable_figures(text)] == [4, 6]
+
+
+def test_program_output_in_a_fence_is_checked():
+    text = "```\nsession recall_all@5 0.909: 10/11 questions\n```\n"
+    assert [n for n, _ in untraceable_figures(text)] == [2]
+
+
+# --- rendering from published files ---------------------------------------------------------------------
+
+def test_fig_renders_the_value_with_a_link_to_its_file(tmp_path):
+    path = _published(tmp_path, "bench.json", {**PROVENANCE, "modes": [{"r": 0.83649}, {"r": 0.9}], "n": 1101})
+    text, used = render_figures(f'R@5 {{{{ fig("{path}", "modes.0.r") }}}} over {{{{ fig("{path}", "n") }}}} '
+                                f'and {{{{ fig("{path}", "modes.1.r", digits=1) }}}}.', tmp_path, "docs/p.md")
+    assert text.startswith(f'R@5 [0.836]({path} "memfarm bench locomo --dataset d.json") over [1,101](')
+    assert "and [0.9](" in text
+    assert used == {path}
+
+
+def test_fig_table_renders_rows_and_the_line_that_says_where_they_came_from(tmp_path):
+    path = _published(tmp_path, "t.json", {**PROVENANCE, "table": [{"mode": "dense", "r": 0.7381, "n": 839},
+                                                                   {"mode": "fusion", "r": 0.8361, "n": 839}]})
+    text, _ = render_figures(f'{{{{ fig_table("{path}", "table", columns={{"mode": "mode", "r": "R@5"}}) }}}}',
+                             tmp_path, "docs/p.md", link_prefix="../")
+    lines = text.splitlines()
+    assert lines[:4] == ["| mode | R@5 |", "| --- | ---: |", "| dense | 0.738 |", "| fusion | 0.836 |"]
+    assert lines[5].startswith(f"Source: [t.json](../{path}), written by `memfarm bench locomo --dataset d.json` "
+                               "at commit `0123456789ab` on 2026-12-02T13:00:00Z, 2 cores, load average "
+                               "1.50 / 1.25 / 1.00.")
+
+
+def test_a_macro_shown_as_code_is_left_alone(tmp_path):
+    text = 'Write `{{ fig("results/published/NAME.json", "a") }}` in a page.'
+    assert render_figures(text, tmp_path, "docs/p.md")[0] == text
+
+
+@pytest.mark.parametrize("macro, message", [
+    ('fig("results/published/gone.json", "a")', "no such file"),
+    ('fig("results/other/t.json", "a")', "must be a .json under results/published/"),
+    ('fig("results/published/t.json", "table.5.r")', "no value at 'table.5'"),
+    ('fig("results/published/t.json", "table.0.nope")', "no value at 'table.0.nope'"),
+    ('fig("results/published/bare.json", "r")', "records no command, commit, created, cores, load"),
+    ('fig_table("results/published/t.json", "table", columns={"mode": "m", "n": "n"})', "row 1 of 'table' has no n"),
+    ('fig_table("results/published/t.json", "r", columns={"r": "r"})', "not a non-empty list of objects"),
+    ('fig("results/published/t.json", __import__("os").getcwd())', "not literals"),
+])
+def test_a_figure_that_cannot_be_traced_fails(tmp_path, macro, message):
+    _published(tmp_path, "t.json", {**PROVENANCE, "r": 0.5, "table": [{"mode": "a", "n": 1}, {"mode": "b"}]})
+    _published(tmp_path, "bare.json", {"r": 0.5})
+    with pytest.raises(FigureError, match="docs/p.md") as caught:
+        render_figures(f"{{{{ {macro} }}}}", tmp_path, "docs/p.md")
+    assert message in str(caught.value)
+
+
+# --- the README and the real manual -------------------------------------------------------------------
+
+def test_the_readme_is_a_short_front_page_without_typed_figures():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    assert untraceable_figures(readme) == []
+
+
+def _mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess:
+    try:
+        import mkdocs  # noqa: F401
+        import mkdocs_click  # noqa: F401
+        import material  # noqa: F401
+    except ImportError:
+        skip_outside_ci("the docs extra is not installed (pip install -e '.[docs]')")
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config),
+                           "--site-dir", str(site)], capture_output=True, text=True, timeout=600,
+                          env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1", "HOME": str(site.parent)})
+
+
+def _copy_of_the_manual(tmp_path: Path) -> Path:
+    """docs/ and mkdocs.yml in a scratch folder, the hook still the repository's (it reads results/published/
+    of the repository)."""
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    config = (ROOT / "mkdocs.yml").read_text().replace("devtools/mkdocs_hooks.py", str(ROOT / "devtools/mkdocs_hooks.py"))
+    (tmp_path / "mkdocs.yml").write_text(config)
+    return tmp_path / "mkdocs.yml"
+
+
+@pytest.mark.slow
+def test_the_real_manual_builds_strict_and_a_planted_figure_fails_it(tmp_path):
+    built = _mkdocs_build(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert built.returncode == 0, built.stderr[-3000:]
+    cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
+    for command in ("memfarm run", "memfarm compare", "memfarm cluster", "memfarm bench"):
+        assert command in cli  # the reference is generated from the commands, subcommands included
+    assert (tmp_path / "site" / "results" / "published" / "locomo_modes.json").is_file()
+
+    config = _copy_of_the_manual(tmp_path / "planted")
+    page = tmp_path / "planted" / "docs" / "running.md"
+    page.write_text(page.read_text() + "\n| mode | session R@5 |\n| --- | --- |\n| fusion | 0.836 |\n")
+    planted = _mkdocs_build(config, tmp_path / "planted-site")
+    assert planted.returncode != 0
+    assert "docs/running.md: 1 figure(s) typed by hand" in planted.stdout + planted.stderr
+    assert "0.836" in planted.stdout + planted.stderr
+
+
+@pytest.mark.slow
+def test_a_page_left_out_of_the_navigation_or_a_broken_link_fails_the_build(tmp_path):
+    config = _copy_of_the_manual(tmp_path / "orphan")
+    (tmp_path / "orphan" / "docs" / "orphan.md").write_text("# Orphan\n\nIn no navigation.\n")
+    orphan = _mkdocs_build(config, tmp_path / "orphan-site")
+    assert orphan.returncode != 0 and "orphan.md" in orphan.stdout + orphan.stderr
+
+    config = _copy_of_the_manual(tmp_path / "link")
+    page = tmp_path / "link" / "docs" / "running.md"
+    page.write_text(page.read_text() + "\nSee [a page that is not there](gone.md).\n")
+    broken = _mkdocs_build(config, tmp_path / "link-site")
+    assert broken.returncode != 0 and "gone.md" in broken.stdout + broken.stderr
