@@ -8,6 +8,8 @@ commands live in their own module and register themselves on import: `run`
 """
 
 from coordinator.cli import bench, data, farm, results, run, sources  # noqa: F401  (registers the commands)
-from coordinator.cli.root import main
+from coordinator.cli.root import main, point_at_manual
+
+point_at_manual(main)  # after every command has registered, so each one's --help names its manual page
 
 __all__ = ["main"]

@@ -111,3 +111,30 @@ def broker_option(required: bool = True):
 
 
 pass_cli = click.make_pass_decorator(CliContext)
+
+
+#: The manual's page for each command (`group sub` for a subcommand); a command not named here takes its
+#: group's page, and the root's (the CLI reference) when no group names one. Pages live under docs/.
+MANUAL_PAGES = {
+    "": "index.md",
+    "run": "running.md", "doctor": "installing.md",
+    "submit": "farm.md", "status": "farm.md", "requeue": "farm.md", "resume": "farm.md", "reduce": "farm.md",
+    "runs": "farm.md", "forget": "farm.md", "worker": "farm.md", "flower": "farm.md", "cluster": "farm.md",
+    "forget-shared-embeddings": "embedders.md",
+    "analyze": "results.md", "compare": "results.md", "score": "results.md", "rankings": "results.md",
+    "optimize": "full-mode.md",
+    "synth": "datasets.md", "extract-questions": "datasets.md", "convert": "datasets.md",
+    "ingest": "sources.md", "recall": "sources.md",
+    "bench": "benchmarks.md", "bench embedders": "embedders.md", "bench encoders": "embedders.md",
+}
+#: Where every command's every option is listed, generated from these commands.
+CLI_REFERENCE = "reference/cli.md"
+
+
+def point_at_manual(command: click.Command, path: str = "", page: str = CLI_REFERENCE) -> None:
+    """Give `command` and each of its subcommands an epilog naming its manual page, so `--help` leads there."""
+    page = MANUAL_PAGES.get(path, page)
+    reference = f" Every option: docs/{CLI_REFERENCE}." if page != CLI_REFERENCE else ""
+    command.epilog = f"Manual: docs/{page}.{reference}"
+    for name, sub in getattr(command, "commands", {}).items():
+        point_at_manual(sub, f"{path} {name}".strip(), page)
