@@ -39,14 +39,18 @@ def invoking_command(argv: list[str] | None = None) -> str:
     return " ".join([prog, *(shlex.quote(a) for a in argv[1:])])
 
 
+def provenance() -> dict:
+    """What made a measurement, as a file records it: the command, the commit, the machine, its cores and load
+    average now, and the time (a figure in the manual is traced through these fields)."""
+    return {"command": invoking_command(), "commit": git_commit(), "machine": platform.platform(),
+            "cores": os.cpu_count(), "load": [round(x, 2) for x in os.getloadavg()],
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
 def write_bench(name: str, data: dict, output: str | Path) -> Path:
-    """`data` under the bench's name, with what made it: the command, the commit, the machine, its cores and
-    load average when the bench ended, and the time; written atomically and redacted."""
-    data = {"benchmark": name, "command": invoking_command(), "commit": git_commit(),
-            "machine": platform.platform(), "cores": os.cpu_count(),
-            "load": [round(x, 2) for x in os.getloadavg()],
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **data}
-    return write_json(output, data)
+    """`data` under the bench's name, with what made it (`provenance`, taken when the bench ended); written
+    atomically and redacted."""
+    return write_json(output, {"benchmark": name, **provenance(), **data})
 
 
 def child_command(args: list[str]) -> list[str]:

@@ -105,7 +105,9 @@ def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss,
                                      permutations=permutations, count_failed_as_miss=count_failed_as_miss)
     click.echo(comparison.render_comparison(table))
     if json_output:
-        write_json(json_output, table)
+        from coordinator.benches.common import provenance
+
+        write_json(json_output, {**provenance(), **table})  # what made it, so a figure quoted from it is traced
         click.echo(f"comparison: {json_output}")
 
 

@@ -162,7 +162,8 @@ def compare(*args):
     return CliRunner().invoke(main, ["compare", *map(str, args)])
 
 
-def test_compare_prints_the_table_and_writes_the_json(tmp_path):
+def test_compare_prints_the_table_and_writes_the_json(tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["/venv/bin/memfarm", "compare", "a.json", "b.json"])  # as a user types it
     a = results_file(tmp_path / "a.json", HITS_A)
     b = results_file(tmp_path / "b.json", HITS_B, mode="full")
     out = tmp_path / "cmp.json"
@@ -179,6 +180,9 @@ def test_compare_prints_the_table_and_writes_the_json(tmp_path):
     assert first["wins"]["question_ids"] == ["c1:q1"] and first["losses"]["question_ids"] == ["c2:q1"]
     assert first["delta"] == 0 and first["p_value"] == 1.0 and len(first["ci95"]) == 2
     assert table["resamples"] == 500 and table["seed"] == 4 and table["permutations"] == 10_000
+    # what made it, so that a figure in the manual quoted from this file can be traced and made again
+    assert table["command"] == "memfarm compare a.json b.json" and table["commit"] and table["created"].endswith("Z")
+    assert table["cores"] >= 1 and len(table["load"]) == 3
 
 
 def test_metric_option_chooses_the_rows(tmp_path):
