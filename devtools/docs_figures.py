@@ -8,7 +8,7 @@ checkout, so it lives in `devtools/`, outside the installed package.
 - `{{ fig("results/published/NAME.json", "dotted.path") }}`: one value (an all-digit segment indexes a
   list; `digits=3` by default for a float), linked to the file.
 - `{{ fig_table("results/published/NAME.json", "dotted.path", columns={"key": "Header"}) }}`: a table whose
-  rows are the dicts of that list, and under it one line naming the file's command, commit, date, cores
+  rows are the dicts of that list (a column may be a dotted path inside a row), and under it one line naming the file's command, commit, date, cores
   and load.
 
 The rule for hand-typed figures (`untraceable_figures`), in the words a writer follows: outside a macro,
@@ -171,6 +171,8 @@ def format_value(value, digits: int, path: str, dotted: str, page: str) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
+        if value and abs(value) < 0.5 * 10 ** -digits:
+            return f"{value:.0e}"  # a p-value of 2e-17 is not 0.000
         return f"{value:.{digits}f}"
     if isinstance(value, str):
         return value
@@ -185,13 +187,16 @@ def render_table(rows, columns: dict, digits: int, data: dict, path: str, dotted
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
         raise FigureError(f"{page}: {path}: {dotted!r} is not a non-empty list of objects")
     keys = list(columns)
-    cells = []
+    values = []
     for number, row in enumerate(rows):
-        absent = [k for k in keys if k not in row]
+        absent = [k for k in keys if _find(row, k) is _ABSENT]
         if absent:
             raise FigureError(f"{page}: {path}: row {number} of {dotted!r} has no {', '.join(absent)}")
-        cells.append([format_value(row[k], digits, path, f"{dotted}.{number}.{k}", page) for k in keys])
-    numeric = [all(isinstance(r[k], (int, float)) and not isinstance(r[k], bool) for r in rows) for k in keys]
+        values.append([_find(row, k) for k in keys])
+    cells = [[format_value(v, digits, path, f"{dotted}.{n}.{k}", page) for k, v in zip(keys, row)]
+             for n, row in enumerate(values)]
+    numeric = [all(isinstance(row[i], (int, float)) and not isinstance(row[i], bool) for row in values)
+               for i in range(len(keys))]
     lines = ["| " + " | ".join(str(columns[k]) for k in keys) + " |",
              "| " + " | ".join("---:" if n else "---" for n in numeric) + " |"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
@@ -201,6 +206,21 @@ def render_table(rows, columns: dict, digits: int, data: dict, path: str, dotted
                   f"{_code(str(data['commit'])[:12])} on {data['created']}, {data['cores']} cores, "
                   f"load average {load}. {{ .figure-source }}"]
     return "\n".join(lines)
+
+
+_ABSENT = object()
+
+
+def _find(row: dict, key: str):
+    """A column's value in a row: the key itself, else a dotted path into the row (`wins.count`)."""
+    if key in row:
+        return row[key]
+    value = row
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _ABSENT
+        value = value[part]
+    return value
 
 
 def _arguments(text: str, page: str) -> tuple[list, dict]:

@@ -86,6 +86,13 @@ def test_fig_table_renders_rows_and_the_line_that_says_where_they_came_from(tmp_
                                "1.50 / 1.25 / 1.00.")
 
 
+def test_a_column_may_reach_into_a_row_and_a_tiny_value_keeps_its_magnitude(tmp_path):
+    path = _published(tmp_path, "c.json", {**PROVENANCE, "rows": [{"wins": {"count": 108}, "p": 2e-17, "ci": [-0.0021, 0.5]}]})
+    text, _ = render_figures(f'{{{{ fig_table("{path}", "rows", columns={{"wins.count": "W", "p": "p", "ci": "CI"}}) }}}}',
+                             tmp_path, "docs/p.md")
+    assert text.splitlines()[2] == "| 108 | 2e-17 | [-0.002, 0.500] |"
+
+
 def test_a_macro_shown_as_code_is_left_alone(tmp_path):
     text = 'Write `{{ fig("results/published/NAME.json", "a") }}` in a page.'
     assert render_figures(text, tmp_path, "docs/p.md")[0] == text
