@@ -39,3 +39,9 @@ def on_page_markdown(markdown, page, config, files):
     except FigureError as exc:
         raise PluginError(str(exc)) from None
     return rendered
+
+
+def on_page_content(html, page, config, files):
+    """mkdocs-click prints click 8.3's "no default" sentinel as a default; the reference shows None, as it does
+    for every other option without one."""
+    return html.replace("<code>Sentinel.UNSET</code>", "None")
