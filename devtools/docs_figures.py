@@ -204,7 +204,7 @@ def render_table(rows, columns: dict, digits: int, data: dict, path: str, dotted
     name = path.rsplit("/", 1)[-1]
     lines += ["", f"Source: [{name}]({link}), written by {_code(data['command'])} at commit "
                   f"{_code(str(data['commit'])[:12])} on {data['created']}, {data['cores']} cores, "
-                  f"load average {load}. {{ .figure-source }}"]
+                  f"load average {load}.", "{: .figure-source }"]
     return "\n".join(lines)
 
 
