@@ -152,7 +152,7 @@ def test_the_real_manual_builds_strict_and_a_planted_figure_fails_it(tmp_path):
     cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
     for command in ("memfarm run", "memfarm compare", "memfarm cluster", "memfarm bench"):
         assert command in cli  # the reference is generated from the commands, subcommands included
-    assert (tmp_path / "site" / "results" / "published" / "locomo_modes.json").is_file()
+    assert (tmp_path / "site" / "results" / "published" / "compare_locomo_modes.json").is_file()
 
     config = _copy_of_the_manual(tmp_path / "planted")
     page = tmp_path / "planted" / "docs" / "running.md"
