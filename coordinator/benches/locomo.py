@@ -32,9 +32,7 @@ def run_locomo_bench(dataset: str | Path, workdir: str | Path, output, embedder:
             "by_category_turn_recall_any@10": {k: round(v["turn"]["recall_any@10"], 4)
                                                for k, v in results["metrics"]["by_question_type"].items()},
         }
-    # `table`: the same rows as a list of flat dicts, the shape a table in the manual is rendered from.
-    table = [{"mode": mode, **{k: v for k, v in r.items() if not isinstance(v, dict)}} for mode, r in rows.items()]
-    path = write_bench("locomo", {"dataset": str(dataset), "embedder": embedder, "modes": rows, "table": table,
+    path = write_bench("locomo", {"dataset": str(dataset), "embedder": embedder, "modes": rows,
                                   "quality_bar": {"fusion_session_recall_any@5": 0.80, "fusion_turn_recall_any@10": 0.58}},
                        output)
     lines = [f"{'mode':<8}{'n':>5}{'sess R@5':>10}{'sess R@10':>10}{'turn R@5':>10}{'turn R@10':>10}{'sess nDCG@10':>13}"]
