@@ -18,6 +18,7 @@ queue, in Redis (`DROPPED_KEY`, a hash of counts by field, which `memfarm doctor
 from __future__ import annotations
 
 import binascii
+import json
 import logging
 from collections import Counter
 from queue import Empty
@@ -86,8 +87,45 @@ def payload_problem(payload, queue: str) -> tuple[str, str] | None:
     return None
 
 
+def unacked_problem(raw: bytes, queues) -> str | None:
+    """Why `raw`, an entry of kombu's hash of unacknowledged messages, is not one a consumer of `queues` wrote
+    (`[message, exchange, routing key]`, the message one it was handed from one of them), or None."""
+    try:
+        entry = json.loads(raw)
+    except UNDECODABLE as exc:
+        return f"is not JSON ({type(exc).__name__})"
+    if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[1], str) and isinstance(entry[2], str)):
+        return "is not [message, exchange, routing key]"
+    payload, exchange, routing_key = entry
+    if exchange != "" or routing_key not in queues:  # put back there, it would be pushed into any key it names
+        return "puts its message back somewhere else than a queue this worker reads"
+    problem = payload_problem(payload, routing_key)
+    return f"holds a message whose {problem[0]} {problem[1]}" if problem else None
+
+
+class QoS(redis.QoS):
+    """kombu's acknowledgement emulation, dropping an unacknowledged entry it could not put back.
+
+    A worker's password may write kombu's hash of unacknowledged messages. kombu puts back what has been
+    unacknowledged too long by reading each entry, and an entry that is not what it writes raises there,
+    before the entry is removed: every later look at the hash stops at it again, and the genuine entries
+    behind it are never put back. Here such an entry is removed, counted and warned of instead."""
+
+    def restore_by_tag(self, tag, client=None, leftmost=False):
+        with self.channel.conn_or_acquire(client) as connection:
+            raw = connection.hget(self.unacked_key, tag)
+        problem = unacked_problem(raw, self.channel._active_queues) if raw is not None else None
+        if problem:
+            self._remove_from_indices(tag).execute()
+            self.channel.dropped(self.unacked_key, "unacked", problem)
+            return None
+        return super().restore_by_tag(tag, client, leftmost)
+
+
 class Channel(redis.Channel):
     """kombu's Redis channel, dropping a payload that is not JSON instead of raising out of the read."""
+
+    QoS = QoS
 
     def _brpop_read(self, **options):
         # the worker pops the task queue alone, so what it cannot decode is a task message
@@ -107,7 +145,7 @@ class Channel(redis.Channel):
 
     def dropped(self, queue: str, field: str, detail: str) -> None:
         """Count a payload dropped from `queue` (in Redis too for the task queue) and warn of it."""
-        kind = "task" if queue == QUEUE else "other"
+        kind = "task" if queue in (QUEUE, self.unacked_key) else "other"
         DROPPED[f"{kind} {field}"] += 1
         count = sum(DROPPED.values())
         if count <= WARN_FIRST or count % WARN_EVERY == 0:
