@@ -130,7 +130,29 @@ class Channel(redis.Channel):
     def _brpop_read(self, **options):
         # the worker pops the task queue alone, so what it cannot decode is a task message
         where = QUEUE if QUEUE in self._active_queues else "a queue"
-        return self._dropping_undecodable(where, super()._brpop_read, **options)
+        try:
+            return self._dropping_undecodable(where, super()._brpop_read, **options)
+        except redis_client.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            self._drop_queue_keys_of_another_type()
+            raise Empty() from None
+
+    def _drop_queue_keys_of_another_type(self) -> None:
+        """A key kombu reads as it takes a message, holding another type (a worker's password may SET any farm
+        key), makes every BRPOP on it, or every bookkeeping of a taken message, fail: the message is lost and,
+        where the error reached the worker's loop, the worker stopped, at each restart again. Such a key holds
+        nothing kombu wrote, so it is deleted: the queue's keys (lists), the unacknowledged hash and its index."""
+        wanted = {self._q_for_pri(queue, pri): "list" for pri in self.priority_steps for queue in self._active_queues}
+        wanted.update({self.unacked_key: "hash", self.unacked_index_key: "zset"})
+        with self.conn_or_acquire() as client:
+            for key, kind in wanted.items():
+                found = client.type(key)
+                found = found.decode() if isinstance(found, bytes) else found
+                if found not in (kind, "none"):
+                    client.delete(key)
+                    self.dropped(QUEUE if key in (self.unacked_key, self.unacked_index_key) else key.split(self.sep)[0],
+                                 "key of another type", f"{key!r} held a {found}, not a {kind}: deleted")
 
     def _receive_one(self, c):
         return self._dropping_undecodable("a control channel", super()._receive_one, c)

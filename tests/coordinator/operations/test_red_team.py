@@ -34,7 +34,9 @@ def test_a_malformed_control_message_from_the_monitor_user_stops_no_worker(tmp_p
     try:
         wait_for(lambda: "ready." in log.read_text(errors="replace"), 120, what="worker1")
         monitor_url = state["brokers"]["monitor"]
-        assert connect(monitor_url).publish("/0.celery.pidbox", poison) == 1, "worker1 listens on the channel"
+        # worker1 subscribes to the channel in its event loop, just after it says it is ready
+        wait_for(lambda: connect(monitor_url).publish("/0.celery.pidbox", poison) == 1, 30,
+                 what="worker1 to listen on the control channel")
         control = make_monitor_app(monitor_url).control
         # a ping sent after the poison is read after it: an answer means the worker read both and lives
         wait_for(lambda: any(name.startswith("worker1@") for name in control.inspect(timeout=2).ping() or {}),
@@ -97,7 +99,7 @@ def test_a_queued_message_poisoned_in_any_field_is_dropped_counted_and_the_worke
     """With a worker's password: copy a queued task message, change one field, give it a new delivery tag and
     push it where it is read next. The worker lives through all of them, each is gone for good (not in the
     queue, not among the unacknowledged), counted by its field, and the run queued behind them completes."""
-    from coordinator.running.farm import watch
+    from coordinator.running.farm import enqueue, watch
     from coordinator.running.ledger import RunLedger
     from tests.helpers import write_dataset
     from workers.app import make_app
@@ -122,7 +124,9 @@ def test_a_queued_message_poisoned_in_any_field_is_dropped_counted_and_the_worke
         assert worker.proc.poll() is None, worker.proc.output()[-3000:]
         log = worker.proc.output()
         assert "Unrecoverable error" not in log and "Traceback" not in log, log[-3000:]
-        assert attacker.llen("memfarm") == 0 and attacker.hlen("unacked") == 0
+        # a task is acknowledged once it returned, a moment after its outcome reached the ledger
+        wait_for(lambda: attacker.llen("memfarm") == 0 and attacker.hlen("unacked") == 0, 30,
+                 what="no message left in the queue or unacknowledged")
         counts = {k.decode(): int(v) for k, v in coordinator.r.hgetall(DROPPED_KEY).items()}
         expected = {}
         for field in POISONED:
@@ -132,6 +136,19 @@ def test_a_queued_message_poisoned_in_any_field_is_dropped_counted_and_the_worke
         stats = make_app(state["broker"]).control.inspect(timeout=5).stats() or {}
         answer = next(a for name, a in stats.items() if name.startswith("w1@"))
         assert sum(answer["memfarm_dropped_messages"].values()) == len(POISONED), answer
+
+        # the queue's key made a string: every BRPOP on it failed, and the worker with it; now the key is dropped
+        attacker.set("memfarm", "not a list")
+        wait_for(lambda: attacker.type("memfarm") == b"none", 60, what=f"the worker to drop the planted key ({log})")
+        # kombu's unacknowledged hash made a string: taking a message failed, and the worker with it
+        attacker.set("unacked", "not a hash")
+        enqueue(coordinator, make_app(state["broker"]), run_id, coordinator.order(run_id)[:1])
+        wait_for(lambda: attacker.type("unacked") in (b"none", b"hash"), 60, what=f"the worker to drop 'unacked' ({log})")
+        enqueue(coordinator, make_app(state["broker"]), run_id, coordinator.order(run_id)[:1])
+        wait_for(lambda: attacker.llen("memfarm") == 0 and attacker.hlen("unacked") == 0, 60,
+                 what="the worker to take a message after the planted keys")
+        assert worker.proc.poll() is None, worker.proc.output()[-3000:]
+        assert int(coordinator.r.hget(DROPPED_KEY, "key of another type")) == 2
     finally:
         CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(tmp_path / "state")])
 
