@@ -19,14 +19,13 @@ from celery.signals import after_setup_logger, after_setup_task_logger, worker_i
 
 from adapters.errors import MemfarmError
 from workers import transport  # noqa: F401  (registered on import: kombu's Redis transport, checking payloads)
+from workers.task_message import QUEUE, TASK_NAME  # noqa: F401  (the farm's queue and task, named where checked)
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 DEFAULT_TASK_TIME_LIMIT = 3600
 DEFAULT_MAX_MEMORY_PER_CHILD_KIB = 3_000_000
-QUEUE = "memfarm"
-TASK_NAME = "memfarm.evaluate_item"
 #: The remote-control commands a worker answers: Flower's inspections, ping, and the request for a heartbeat
 #: event Flower sends when it starts listening. Every other one (shutdown, revoke, pool restart, rate and time
 #: limits, consumers, events on or off) is ignored: any Redis user that may publish on the control channel,
@@ -110,8 +109,20 @@ def _answer_only_what_flower_asks(sender=None, **_):
 
     for name in [n for n in Panel.data if n not in ANSWERED_COMMANDS]:
         del Panel.data[name]
+    if not getattr(Panel.data["stats"], "counts_drops", False):
+        Panel.data["stats"] = _stats_with_drops(Panel.data["stats"])
     if sender is not None:
         _answer_into_reply_queues_only(sender.app.control.mailbox)
+
+
+def _stats_with_drops(stats):
+    """Celery's `stats` answer, with the messages this worker dropped unread (`transport.DROPPED`) by field."""
+
+    def stats_and_drops(state, **kwargs):
+        return {**stats(state, **kwargs), "memfarm_dropped_messages": dict(transport.DROPPED)}
+
+    stats_and_drops.counts_drops = True
+    return stats_and_drops
 
 
 def _answer_into_reply_queues_only(mailbox) -> None:

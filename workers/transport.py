@@ -5,18 +5,29 @@ pub/sub channel) into a message object before any consumer sees it, and a payloa
 JSON of another shape, raises there: out of the worker's event loop, which stops the worker, or out of the
 connection, which drops it. Any worker's password may push onto the task queue and Flower's may publish on
 the control channel, so one such password would stop every worker. Here each payload is checked first; one
-that is not a message is dropped with one warning and the worker reads on.
+that is not a message is dropped with one warning and the worker reads on. A payload read off the task
+queue must moreover be the farm's one task message, every field of it (`workers.task_message`), before
+Celery sees it: Celery stops its worker on many a field it does not expect.
+
+A payload dropped here is off the queue already (BRPOP took it) and was never handed to kombu's
+bookkeeping of unacknowledged messages, so nothing puts it back: it is gone for good, as an acknowledged
+one is. Each is counted in this process (`DROPPED`, part of the worker's `stats` answer) and, for the task
+queue, in Redis (`DROPPED_KEY`, a hash of counts by field, which `memfarm doctor` reports).
 """
 
 from __future__ import annotations
 
 import binascii
+import json
 import logging
+from collections import Counter
 from queue import Empty
 
+import redis as redis_client
 from kombu.transport import TRANSPORT_ALIASES, get_transport_cls, redis
 
 from adapters.errors import MemfarmError
+from workers.task_message import QUEUE, task_message_problem
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +35,15 @@ logger = logging.getLogger(__name__)
 UNDECODABLE = (ValueError, TypeError, RecursionError)
 #: The body encodings kombu's Redis channel knows; a message names one or none.
 BODY_ENCODINGS = (None, "base64")
+#: The Redis hash of task messages dropped by every worker of the farm: a count per refused field (`total`:
+#: all of them). The worker's user may write it (a farm key), the coordinator's read it.
+DROPPED_KEY = "memfarm:dropped-messages"
+#: Payloads this process dropped, by where (`task` or `other`) and field.
+DROPPED: Counter = Counter()
+#: Each of the first this many drops of a process gets a warning of its own; after that one in every
+#: WARN_EVERY, with the count so far, so that a flood of bad messages cannot fill the log.
+WARN_FIRST = 100
+WARN_EVERY = 1000
 
 
 def message_problem(payload) -> str | None:
@@ -57,22 +77,110 @@ def message_problem(payload) -> str | None:
     return None
 
 
+def payload_problem(payload, queue: str) -> tuple[str, str] | None:
+    """(field, what is wrong) when `payload`, read off `queue`, may not reach a consumer; None when it may."""
+    problem = message_problem(payload)
+    if problem:
+        return "envelope", problem
+    if queue == QUEUE:
+        return task_message_problem(payload)
+    return None
+
+
+def unacked_problem(raw: bytes, queues) -> str | None:
+    """Why `raw`, an entry of kombu's hash of unacknowledged messages, is not one a consumer of `queues` wrote
+    (`[message, exchange, routing key]`, the message one it was handed from one of them), or None."""
+    try:
+        entry = json.loads(raw)
+    except UNDECODABLE as exc:
+        return f"is not JSON ({type(exc).__name__})"
+    if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[1], str) and isinstance(entry[2], str)):
+        return "is not [message, exchange, routing key]"
+    payload, exchange, routing_key = entry
+    if exchange != "" or routing_key not in queues:  # put back there, it would be pushed into any key it names
+        return "puts its message back somewhere else than a queue this worker reads"
+    problem = payload_problem(payload, routing_key)
+    return f"holds a message whose {problem[0]} {problem[1]}" if problem else None
+
+
+class QoS(redis.QoS):
+    """kombu's acknowledgement emulation, dropping an unacknowledged entry it could not put back.
+
+    A worker's password may write kombu's hash of unacknowledged messages. kombu puts back what has been
+    unacknowledged too long by reading each entry, and an entry that is not what it writes raises there,
+    before the entry is removed: every later look at the hash stops at it again, and the genuine entries
+    behind it are never put back. Here such an entry is removed, counted and warned of instead."""
+
+    def restore_by_tag(self, tag, client=None, leftmost=False):
+        with self.channel.conn_or_acquire(client) as connection:
+            raw = connection.hget(self.unacked_key, tag)
+        problem = unacked_problem(raw, self.channel._active_queues) if raw is not None else None
+        if problem:
+            self._remove_from_indices(tag).execute()
+            self.channel.dropped(self.unacked_key, "unacked", problem)
+            return None
+        return super().restore_by_tag(tag, client, leftmost)
+
+
 class Channel(redis.Channel):
     """kombu's Redis channel, dropping a payload that is not JSON instead of raising out of the read."""
 
+    QoS = QoS
+
     def _brpop_read(self, **options):
-        return self._dropping_undecodable("a queue", super()._brpop_read, **options)
+        # the worker pops the task queue alone, so what it cannot decode is a task message
+        where = QUEUE if QUEUE in self._active_queues else "a queue"
+        try:
+            return self._dropping_undecodable(where, super()._brpop_read, **options)
+        except redis_client.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            self._drop_queue_keys_of_another_type()
+            raise Empty() from None
+
+    def _drop_queue_keys_of_another_type(self) -> None:
+        """A key kombu reads as it takes a message, holding another type (a worker's password may SET any farm
+        key), makes every BRPOP on it, or every bookkeeping of a taken message, fail: the message is lost and,
+        where the error reached the worker's loop, the worker stopped, at each restart again. Such a key holds
+        nothing kombu wrote, so it is deleted: the queue's keys (lists), the unacknowledged hash and its index."""
+        wanted = {self._q_for_pri(queue, pri): "list" for pri in self.priority_steps for queue in self._active_queues}
+        wanted.update({self.unacked_key: "hash", self.unacked_index_key: "zset"})
+        with self.conn_or_acquire() as client:
+            for key, kind in wanted.items():
+                found = client.type(key)
+                found = found.decode() if isinstance(found, bytes) else found
+                if found not in (kind, "none"):
+                    client.delete(key)
+                    self.dropped(QUEUE if key in (self.unacked_key, self.unacked_index_key) else key.split(self.sep)[0],
+                                 "key of another type", f"{key!r} held a {found}, not a {kind}: deleted")
 
     def _receive_one(self, c):
         return self._dropping_undecodable("a control channel", super()._receive_one, c)
 
     def _get(self, queue):
-        payload = self._dropping_undecodable(f"queue {queue}", super()._get, queue)
-        problem = message_problem(payload)
+        payload = self._dropping_undecodable(queue, super()._get, queue)
+        problem = payload_problem(payload, queue)
         if problem:
-            logger.warning("a message on queue %s is no message (%s); dropped", queue, problem)
+            self.dropped(queue, *problem)
             raise Empty()
         return payload
+
+    def dropped(self, queue: str, field: str, detail: str) -> None:
+        """Count a payload dropped from `queue` (in Redis too for the task queue) and warn of it."""
+        kind = "task" if queue in (QUEUE, self.unacked_key) else "other"
+        DROPPED[f"{kind} {field}"] += 1
+        count = sum(DROPPED.values())
+        if count <= WARN_FIRST or count % WARN_EVERY == 0:
+            logger.warning("a message on %s is no %s message: %s %s; dropped, not to be delivered again (%d dropped "
+                           "by this worker so far)", queue, "farm task" if kind == "task" else "kombu", field, detail,
+                           count)
+        if kind != "task":
+            return
+        try:
+            with self.conn_or_acquire() as client:
+                client.pipeline().hincrby(DROPPED_KEY, field, 1).hincrby(DROPPED_KEY, "total", 1).execute()
+        except (redis_client.RedisError, OSError) as exc:
+            logger.warning("could not count a dropped message in %s: %s", DROPPED_KEY, exc)
 
     def _dropping_undecodable(self, where: str, read, *args, **options):
         """`read`, with a decoding error raised before the payload was delivered turned into a warning: the
@@ -84,8 +192,7 @@ class Channel(redis.Channel):
         except UNDECODABLE as exc:
             if self.connection.delivered != delivered:
                 raise
-            logger.warning("a message read from %s is not JSON (%s: %s); dropped", where, type(exc).__name__,
-                           str(exc)[:100])
+            self.dropped(where, "json", f"is not JSON ({type(exc).__name__}: {str(exc)[:100]})")
             raise Empty() from None
 
 
@@ -100,9 +207,10 @@ class Transport(redis.Transport):
         self.delivered = 0
 
     def _deliver(self, message, queue):
-        problem = message_problem(message)
+        problem = payload_problem(message, queue)
         if problem:
-            logger.warning("a message for queue %s is no message (%s); dropped", queue, problem)
+            channel = next((c for c in self.channels if queue in c._active_queues), None) or self.channels[0]
+            channel.dropped(queue, *problem)
             return
         self.delivered += 1
         super()._deliver(message, queue)

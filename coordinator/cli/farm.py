@@ -236,7 +236,7 @@ def _refuse_on_failed_checks(broker: str, cache_dir: str, max_seq_length: int | 
     from coordinator.operations.doctor import OK, failed, run_checks
 
     checks = run_checks(broker=broker, cache_dir=cache_dir, load_model=False, max_seq_length=max_seq_length,
-                        browser=False, embedder=embedder)
+                        browser=False, embedder=embedder, worker=True)
     for check in checks:
         if check.status != OK:
             click.echo(check.line(), err=True)

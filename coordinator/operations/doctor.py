@@ -115,13 +115,15 @@ def model_check(load: bool, max_seq_length: int | None = None, embedder: str | N
                               f"{files}; files sha256 {signature['model_files'][:12]} in {model.root}")
 
 
-def redis_checks(broker: str) -> list[Check]:
-    """Reachable with these credentials (TLS where the URL says so), persistence, the queue's length."""
+def redis_checks(broker: str, worker: bool = False) -> list[Check]:
+    """Reachable with these credentials (TLS where the URL says so), persistence, the queue's length, and
+    the task messages workers dropped unread. `worker`: the checks a worker makes of its own user at start."""
     import redis
 
     from adapters.errors import MemfarmError
     from workers.app import QUEUE
     from workers.ledger import connect, redact
+    from workers.transport import DROPPED_KEY
 
     where = redact(broker)
     try:
@@ -130,26 +132,55 @@ def redis_checks(broker: str) -> list[Check]:
         fix = ("check the password in the broker URL" if "password" in str(exc) or "credentials" in str(exc)
                else "start redis-server there, or fix the host and port in the broker URL")
         return [Check("redis", FAIL, str(exc), fix)]
-    checks = [Check("redis", OK, f"{where} reachable{' over TLS' if broker.startswith('rediss://') else ''}")]
-    try:
-        aof = client.config_get("appendonly").get("appendonly")
-        save = client.config_get("save").get("save")
-        if aof == "yes":
-            checks.append(Check("persistence", OK, "appendonly yes"))
-        elif save:
-            checks.append(Check("persistence", WARN, f"snapshots only (save {save}): a restart loses recent writes",
-                                "redis-server --appendonly yes (memfarm cluster up does this)"))
-        else:
-            checks.append(Check("persistence", WARN, "off: a restarted redis forgets every run in it",
-                                "redis-server --appendonly yes"))
-    except redis.exceptions.ResponseError as exc:
-        checks.append(Check("persistence", WARN, f"cannot read the config with these credentials ({exc})",
-                            "ask the redis admin that appendonly is on (the coordinator user may read it)"))
+    checks = [Check("redis", OK, f"{where} reachable{' over TLS' if broker.startswith('rediss://') else ''}"),
+              persistence_check(client, worker)]
     try:
         checks.append(Check("queue", OK, f"{client.llen(QUEUE)} messages waiting in '{QUEUE}'"))
     except redis.exceptions.ResponseError as exc:
         checks.append(Check("queue", WARN, f"cannot read the queue length ({exc})"))
+    if worker:  # what other workers dropped is the hub's to hear about, not each worker's at its start
+        return checks
+    try:
+        dropped = int(client.hget(DROPPED_KEY, "total") or 0)
+    except (redis.exceptions.ResponseError, ValueError):
+        dropped = 0  # not this user's to read, or not a count: the workers' own logs say more
+    if dropped:
+        checks.append(Check("messages", WARN, f"workers dropped {dropped} task messages that were not the farm's "
+                                              f"(counts by field in {DROPPED_KEY})",
+                            "someone with a Redis password pushes onto the queue, or a machine runs other code: "
+                            "see the workers' logs, revoke a machine's password (memfarm cluster revoke-machine)"))
     return checks
+
+
+def persistence_check(client, worker: bool = False) -> Check:
+    """Whether the server keeps the ledger across a restart: INFO (which the coordinator's user may read)
+    says whether the append-only file is on; CONFIG (which no farm user may read) adds the snapshot schedule
+    where it is readable. A worker's user may read neither, and needs not: the hub's doctor checks it."""
+    import redis
+
+    try:
+        aof = str(client.info("persistence").get("aof_enabled"))
+    except redis.exceptions.ResponseError as exc:
+        try:
+            aof = "1" if client.config_get("appendonly").get("appendonly") == "yes" else "0"
+        except redis.exceptions.ResponseError:
+            if worker:
+                return Check("persistence", OK, "not this worker's to read (its user may read no server settings); "
+                                                "`memfarm doctor` with the coordinator's URL checks it")
+            return Check("persistence", WARN, f"cannot read it with these credentials ({exc})",
+                         "run `memfarm doctor` with the coordinator's broker URL (its user may read INFO; a "
+                         "worker's may not, by design), or ask the redis admin that appendonly is on")
+    if aof == "1":
+        return Check("persistence", OK, "appendonly yes")
+    try:
+        save = client.config_get("save").get("save")
+    except redis.exceptions.ResponseError:
+        save = None
+    if save:
+        return Check("persistence", WARN, f"snapshots only (save {save}): a restart loses recent writes",
+                     "redis-server --appendonly yes (memfarm cluster up does this)")
+    return Check("persistence", WARN, "append-only file off: a restarted redis forgets what it wrote since its last "
+                                      "snapshot, if it takes any", "redis-server --appendonly yes")
 
 
 def disk_check(cache_dir: str | Path) -> Check:
@@ -210,10 +241,11 @@ def chromium_check() -> Check:
 
 def run_checks(*, broker: str | None, cache_dir: str | Path, load_model: bool = True,
                max_seq_length: int | None = None, browser: bool = True, dataset: str | None = None,
-               embedder: str | None = None) -> list[Check]:
+               embedder: str | None = None, worker: bool = False) -> list[Check]:
+    """The checks in order; `worker`: those a worker makes at start, with its own Redis user."""
     checks = [python_check(), packages_check(), torch_check(load_model),
               model_check(load_model, max_seq_length, embedder)]
-    checks += redis_checks(broker) if broker else [Check("redis", WARN, "no --broker given: not checked",
+    checks += redis_checks(broker, worker) if broker else [Check("redis", WARN, "no --broker given: not checked",
                                                          "memfarm doctor --broker redis://...")]
     checks.append(disk_check(cache_dir))
     if dataset:

@@ -72,3 +72,37 @@ def test_an_error_raised_by_the_consumer_itself_is_not_swallowed(redis_server):
         connect(redis_server.url).lpush("q", _published(redis_server.url, {"n": 3}))
         with pytest.raises(ValueError, match="the consumer's own"):
             conn.drain_events(timeout=10)
+
+
+@pytest.mark.server
+def test_an_unacknowledged_entry_kombu_cannot_put_back_is_dropped_and_the_genuine_one_goes_back(redis_server):
+    """A worker's password may write kombu's hash of unacknowledged messages. An entry there that is not what
+    kombu writes (not JSON, a message the farm never sends, one routed into another key) is removed and counted
+    when its time to be put back comes, and no longer stops the genuine entries behind it from going back."""
+    from workers.app import QUEUE, TASK_NAME, make_app
+    from workers.transport import DROPPED_KEY
+
+    make_app(redis_server.url).send_task(TASK_NAME, args=["20261202-000000-abcdef", "q-1"], queue=QUEUE)
+    raw = connect(redis_server.url)
+    genuine = json.loads(raw.lrange(QUEUE, 0, 0)[0])
+    poisoned = json.loads(json.dumps(genuine))
+    poisoned["headers"]["timelimit"] = [-1, -1]
+    planted = {"zz-not-json": "not json", "zz-not-a-triple": json.dumps({"a": 1}),
+               "zz-poisoned": json.dumps([poisoned, "", QUEUE]), "zz-elsewhere": json.dumps([genuine, "", "memfarm:r:order"])}
+    with Connection(redis_server.url, transport_options={"visibility_timeout": 0}) as conn:
+        received = []
+        consumer = Consumer(conn, [Queue(QUEUE, Exchange(QUEUE), routing_key=QUEUE)],
+                            callbacks=[lambda body, message: received.append(message)])
+        consumer.consume()
+        while not received:
+            conn.drain_events(timeout=10)
+        tag = received[0].delivery_tag
+        score = raw.zscore("unacked_index", tag)
+        for name, entry in planted.items():  # the same age as the genuine entry, and looked at before it
+            raw.hset("unacked", name, entry)
+            raw.zadd("unacked_index", {name: score})
+        consumer.channel.qos.restore_visible(num=10, interval=1)
+    assert raw.hlen("unacked") == 0 and raw.zcard("unacked_index") == 0
+    assert [json.loads(m)["headers"]["id"] for m in raw.lrange(QUEUE, 0, -1)] == [genuine["headers"]["id"]]
+    assert not raw.exists("memfarm:r:order")
+    assert int(raw.hget(DROPPED_KEY, "unacked")) == len(planted)

@@ -1,9 +1,11 @@
 """Attacks on a `cluster up` farm that still break it, each as its holder of one Redis password would make it."""
 
+import base64
 import json
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 from click.testing import CliRunner
@@ -32,7 +34,9 @@ def test_a_malformed_control_message_from_the_monitor_user_stops_no_worker(tmp_p
     try:
         wait_for(lambda: "ready." in log.read_text(errors="replace"), 120, what="worker1")
         monitor_url = state["brokers"]["monitor"]
-        assert connect(monitor_url).publish("/0.celery.pidbox", poison) == 1, "worker1 listens on the channel"
+        # worker1 subscribes to the channel in its event loop, just after it says it is ready
+        wait_for(lambda: connect(monitor_url).publish("/0.celery.pidbox", poison) == 1, 30,
+                 what="worker1 to listen on the control channel")
         control = make_monitor_app(monitor_url).control
         # a ping sent after the poison is read after it: an answer means the worker read both and lives
         wait_for(lambda: any(name.startswith("worker1@") for name in control.inspect(timeout=2).ping() or {}),
@@ -59,6 +63,92 @@ def test_a_malformed_task_message_from_a_worker_password_stops_no_worker(tmp_pat
         wait_for(lambda: any(name.startswith("worker1@") for name in control.inspect(timeout=2).ping() or {}),
                  30, what=f"worker1 to answer a ping after taking {poison!r} ({log})")
         assert alive(state["pids"]["worker1"]), log.read_text(errors="replace")[-3000:]
+    finally:
+        CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(tmp_path / "state")])
+
+
+def _nested(depth: int):
+    value = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _body(value) -> str:
+    return base64.b64encode(json.dumps(value).encode()).decode()
+
+
+#: One field of a queued message changed, as a worker's password may push it back: each stopped every worker
+#: that read it, and every restart of it, until the message was checked field by field.
+POISONED = {
+    "headers.task": lambda m: m["headers"].update(task=["memfarm.evaluate_item"]),
+    "headers.id": lambda m: m["headers"].update(id={"a": 1}),
+    "headers.timelimit": lambda m: m["headers"].update(timelimit="abc"),
+    "headers.timelimit ": lambda m: m["headers"].update(timelimit=[1, 2, 3]),
+    "headers.timelimit  ": lambda m: m["headers"].update(timelimit=[-1, -1]),
+    "headers.stamped_headers": lambda m: m["headers"].update(stamped_headers=5, stamps="str"),
+    "body": lambda m: m.update(body=_body({"a": 1})),
+    "headers.origin": lambda m: m["headers"].update(origin=_nested(500)),
+    "properties.delivery_info.routing_key": lambda m: m["properties"]["delivery_info"].update(routing_key="memfarm:x"),
+}
+
+
+@pytest.mark.slow
+def test_a_queued_message_poisoned_in_any_field_is_dropped_counted_and_the_worker_serves_on(tmp_path, workers,
+                                                                                            monkeypatch):
+    """With a worker's password: copy a queued task message, change one field, give it a new delivery tag and
+    push it where it is read next. The worker lives through all of them, each is gone for good (not in the
+    queue, not among the unacknowledged), counted by its field, and the run queued behind them completes."""
+    from coordinator.running.farm import enqueue, watch
+    from coordinator.running.ledger import RunLedger
+    from tests.helpers import write_dataset
+    from workers.app import make_app
+    from workers.transport import DROPPED_KEY
+
+    for key, value in {"MEMFARM_TASK_TIME_LIMIT": "60", "MEMFARM_VISIBILITY_TIMEOUT": "65"}.items():
+        monkeypatch.setenv(key, value)
+    state = _cluster_up(tmp_path, "--workers", "0", "--no-flower")
+    run_id = _submit(monkeypatch, state["broker"], write_dataset(tmp_path / "d.json", questions=2, seed=3, scale=0.04))
+    attacker = connect(state["brokers"]["worker"])
+    queued = attacker.lrange("memfarm", 0, 0)[0]
+    for field, damage in POISONED.items():
+        message = json.loads(queued)
+        damage(message)
+        message["properties"]["delivery_tag"] = str(uuid.uuid4())
+        attacker.rpush("memfarm", json.dumps(message))  # the end kombu pops from: read before the run's own
+    try:
+        worker = workers(state["brokers"]["worker"], "w1", **state.get("tls", {})).wait_ready(180)
+        coordinator = RunLedger(connect(state["broker"]))
+        done = watch(coordinator, make_app(state["broker"]), run_id, timeout=240)
+        assert done["done"] == 2, done
+        assert worker.proc.poll() is None, worker.proc.output()[-3000:]
+        log = worker.proc.output()
+        assert "Unrecoverable error" not in log and "Traceback" not in log, log[-3000:]
+        # a task is acknowledged once it returned, a moment after its outcome reached the ledger
+        wait_for(lambda: attacker.llen("memfarm") == 0 and attacker.hlen("unacked") == 0, 30,
+                 what="no message left in the queue or unacknowledged")
+        counts = {k.decode(): int(v) for k, v in coordinator.r.hgetall(DROPPED_KEY).items()}
+        expected = {}
+        for field in POISONED:
+            expected[field.strip()] = expected.get(field.strip(), 0) + 1
+        assert counts == {**expected, "total": len(POISONED)}, counts
+        assert log.count("no farm task message") == len(POISONED), log[-3000:]
+        stats = make_app(state["broker"]).control.inspect(timeout=5).stats() or {}
+        answer = next(a for name, a in stats.items() if name.startswith("w1@"))
+        assert sum(answer["memfarm_dropped_messages"].values()) == len(POISONED), answer
+
+        # the queue's key made a string: every BRPOP on it failed, and the worker with it; now the key is dropped
+        attacker.set("memfarm", "not a list")
+        wait_for(lambda: attacker.type("memfarm") == b"none", 60, what=f"the worker to drop the planted key ({log})")
+        # kombu's unacknowledged hash made a string: taking a message failed, and the worker with it
+        attacker.set("unacked", "not a hash")
+        enqueue(coordinator, make_app(state["broker"]), run_id, coordinator.order(run_id)[:1])
+        wait_for(lambda: attacker.type("unacked") in (b"none", b"hash"), 60, what=f"the worker to drop 'unacked' ({log})")
+        enqueue(coordinator, make_app(state["broker"]), run_id, coordinator.order(run_id)[:1])
+        wait_for(lambda: attacker.llen("memfarm") == 0 and attacker.hlen("unacked") == 0, 60,
+                 what="the worker to take a message after the planted keys")
+        assert worker.proc.poll() is None, worker.proc.output()[-3000:]
+        assert int(coordinator.r.hget(DROPPED_KEY, "key of another type")) == 2
     finally:
         CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(tmp_path / "state")])
 
