@@ -15,6 +15,8 @@ from workers.cache import ItemCache
 from workers.item import evaluate_item
 from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
+from adapters.systems.http_system import is_http_system, origin
+from adapters.terminal import printable
 from workers.ledger import Ledger, connect, stale_after
 from workers.ledger_values import shown
 from workers.run_settings import checked_settings
@@ -107,6 +109,8 @@ def refusal_before_import(meta: dict) -> str | None:
     """Why this worker refuses the run's items without importing anything the run names, or None."""
     if meta.get("code_version") != CODE_VERSION:
         return f"code version {CODE_VERSION} of this worker differs from the run's {meta.get('code_version')}"
+    if is_http_system(meta.get("system")):
+        return _server_refusal(meta["system"])
     if meta.get("system") not in allowed_systems():
         return (f"system {meta.get('system')!r} is not allowed on this worker (built in: memoria, adamem, mem0; "
                 "start the worker with --allow-system to allow another)")
@@ -115,6 +119,21 @@ def refusal_before_import(meta: dict) -> str | None:
     except MemfarmError as exc:
         return str(exc)
     return None
+
+
+def _server_refusal(url: str) -> str | None:
+    """Why this worker may not call the server a run names, or None: its scheme, host and port must be those of
+    a URL given at the worker's start (--allow-system), so whoever writes to Redis cannot aim it elsewhere."""
+    try:
+        wanted = origin(url)
+    except MemfarmError as exc:
+        return str(exc)
+    allowed = {origin(name) for name in allowed_systems() if is_http_system(name)}
+    if wanted in allowed:
+        return None
+    scheme, host, port = wanted
+    return (f"system {printable(url)!r}: this worker may not call {scheme}://{host}:{port} (start it with "
+            f"--allow-system {scheme}://{host}:{port} to allow that server)")
 
 
 def incompatibility(meta: dict, system) -> str | None:

@@ -126,7 +126,7 @@ export function createServer(options: ServerOptions = {}): http.Server {
         name: NAME,
         version: VERSION,
         config: { wire_version: WIRE_VERSION, ranking: "bm25", k1: K1, b: B, tokenizer: "lowercase letters and digits",
-                  reset: options.leaky ? "ignored (leaky variant)" : "forgets the label", held: memory.size() },
+                  reset: options.leaky ? "ignored (leaky variant)" : "forgets the label" },
       });
       return;
     }
