@@ -195,7 +195,7 @@ class HttpClient:
     def pause(self, attempt: int, call: str, exc: Exception) -> None:
         """Wait before try `attempt + 2`: exponential backoff with jitter, so that workers do not retry in step."""
         delay = min(HTTP_BACKOFF_CAP_SECONDS, self.backoff * 2 ** attempt) * random.uniform(0.5, 1.0)
-        logger.warning("%s (try %d of %d); again in %.2f s", exc, attempt + 1, self.retries + 1, delay)
+        logger.info("%s (try %d of %d); again in %.2f s", exc, attempt + 1, self.retries + 1, delay)
         time.sleep(delay)  # the backoff itself
 
     def _headers(self, body: bytes | None) -> dict:

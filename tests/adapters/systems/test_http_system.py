@@ -1,0 +1,170 @@
+"""A system behind HTTP against real server processes: the four calls, the errors, the retries, the token."""
+
+import json
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from adapters.errors import MemfarmError
+from adapters.systems import make_system
+from adapters.systems.http_system import HttpClient, HttpSystem, HttpSystemError, canonical_url, origin, parse_url
+from coordinator.cli import main
+from coordinator.operations.processes import free_port
+from tests.http_support import TOKEN, reference_server, wire_server
+
+pytestmark = pytest.mark.server
+
+
+def _docs(label, n, start=0):
+    return [{"external_id": f"{label}-{i:06d}", "label": label, "text": f"shared words and word{i}",
+             "props": {"turn_index": i}} for i in range(start, start + n)]
+
+
+@pytest.fixture()
+def server(request, tmp_path):
+    started = []
+
+    def start(mode, *args, **kwargs):
+        one = wire_server(tmp_path, mode, *args, **kwargs)
+        started.append(one)
+        return one
+
+    yield start
+    for one in started:
+        one.stop()
+
+
+def test_a_system_url_has_one_spelling_and_carries_no_secret():
+    assert canonical_url("HTTP://LocalHost/v1/") == "http://localhost:80/v1"
+    assert canonical_url("https://h.example:8443") == "https://h.example:8443"
+    assert origin("https://h.example/a/b") == ("https", "h.example", 443)
+    assert make_system("http://127.0.0.1:9/x").url == "http://127.0.0.1:9/x"  # built without a call
+    for bad, said in (("http://user:pw@h:1", "no user or password"), ("http://h:1/?key=s", "no query"),
+                      ("ftp://h", "expected http://"), ("http://h:99999", "not a URL")):
+        with pytest.raises(MemfarmError, match=said) as caught:
+            parse_url(bad)
+        assert "pw" not in str(caught.value)
+
+
+def test_the_four_calls_against_the_reference_server(tmp_path):
+    reference = reference_server(tmp_path, "--prefix", "/v1")
+    try:
+        client = HttpClient(reference.url)
+        info = client.info()
+        assert info["name"] == "memfarm-reference-lexical" and info["config"]["wire_version"] == 1
+        system = HttpSystem(reference.url)
+        system.reset()
+        system.ingest([{**d, "text": t} for d, t in zip(_docs("L", 2), ("a violin recital", "a pottery class"))])
+        assert [h["external_id"] for h in system.retrieve("L", "the violin", 5)] == ["L-000000"]
+        assert system.config["info"] == info and system.config["url"] == reference.url
+        assert set(client.latencies) == {"info"} and {"reset", "ingest", "retrieve"} <= set(system.client.latencies)
+        with pytest.raises(HttpSystemError, match=r"retrieve: HTTP 400: field top_k: expected a whole number"):
+            client.retrieve("L", "x", 0)  # the server's own error text, and no retry for a 4xx
+    finally:
+        reference.stop()
+
+
+def test_each_item_has_a_label_of_its_own_and_the_previous_one_is_freed(server):
+    good = server("good")
+    first, second = HttpSystem(good.url), HttpSystem(good.url)
+    for system in (first, second):  # two workers on one item of one run
+        system.reset()
+        system.ingest(_docs("item-1", 3))
+        assert len(system.retrieve("item-1", "shared", 10)) == 3
+    first.reset()
+    first.ingest(_docs("item-2", 2))
+    calls = good.requests()
+    ingested = [c["label"] for c in calls if c["call"] == "ingest"]
+    assert len(set(ingested)) == 3 and all(label.startswith("item-") for label in ingested)
+    assert ingested[0] != ingested[1], "two systems on the same item never share a label"
+    freed = [c["label"] for c in calls if c["call"] == "reset"]
+    assert freed == [ingested[0], ingested[1], ingested[0], ingested[2]]  # reset before ingest; the old one freed
+
+
+def test_a_slow_server_times_out_naming_the_call(server):
+    slow = server("slow", "--delay", "4")
+    client = HttpClient(slow.url, timeout=0.5, retries=1, backoff=0.05)
+    started = time.monotonic()
+    with pytest.raises(HttpSystemError, match=r"retrieve: no answer within 0.5 s \(after 2 tries\)"):
+        client.retrieve("L", "q", 3)
+    assert time.monotonic() - started < 3
+    assert [c["call"] for c in slow.requests()] == ["retrieve", "retrieve"]
+
+
+def test_a_5xx_once_is_retried_and_an_ingest_failing_midway_starts_the_item_again(server):
+    flaky = server("flaky")
+    system = HttpSystem(flaky.url, retries=2, ingest_batch=2)
+    system.reset()
+    system.ingest(_docs("L", 5))
+    hits = system.retrieve("L", "shared words", 10)
+    assert sorted(h["external_id"] for h in hits) == [f"L-{i:06d}" for i in range(5)]
+    calls = [(c["call"], c["docs"]) for c in flaky.requests()]
+    assert calls == [("reset", 0), ("reset", 0),  # 503, then again
+                     ("ingest", 2), ("ingest", 2),  # the second batch answered 503: the item again
+                     ("reset", 0), ("ingest", 2), ("ingest", 2), ("ingest", 1),
+                     ("retrieve", 0), ("retrieve", 0)]
+
+
+@pytest.mark.parametrize("mode, said", [
+    ("wrong-shape", r"retrieve: field hits\[0\]\.score: expected a finite number, got 'high'"),
+    ("oversized", r"retrieve: the answer is over 8388608 bytes"),
+])
+def test_a_wrong_answer_fails_naming_the_call_and_is_not_retried(server, mode, said):
+    bad = server(mode)
+    system = HttpSystem(bad.url)
+    system.reset()
+    system.ingest(_docs("L", 2))
+    with pytest.raises(HttpSystemError, match=said):
+        system.retrieve("L", "shared", 3)
+    assert [c["call"] for c in bad.requests()].count("retrieve") == 1
+
+
+def test_a_server_that_dies_fails_the_call_after_its_retries(server):
+    dying = server("dies", "--die-after", "1")
+    client = HttpClient(dying.url, retries=2, backoff=0.05)
+    client.retrieve("L", "q", 3)
+    with pytest.raises(HttpSystemError, match=r"retrieve: no answer \(.*\) \(after 3 tries\)") as caught:
+        client.retrieve("L", "q", 3)
+    assert caught.value.retryable and not dying.alive()
+
+
+def test_the_token_is_sent_from_the_environment_and_shown_nowhere(server, monkeypatch):
+    guarded = server("good", token=TOKEN)
+    monkeypatch.setenv("MEMFARM_SYSTEM_TOKEN", TOKEN)
+    system = HttpSystem(guarded.url)
+    system.reset()
+    system.ingest(_docs("L", 2))
+    system.retrieve("L", "shared", 2)
+    assert system.config["token"] is True and TOKEN not in json.dumps(system.config)
+    calls = guarded.requests()
+    assert len(calls) == 4 and all(c["token_ok"] for c in calls)
+
+
+def test_a_server_down_before_the_run_stops_it_with_one_line(tmp_path, monkeypatch, locomo_path):
+    monkeypatch.setenv("MEMFARM_SYSTEM_RETRIES", "1")
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(main, ["run", "locomo", "--dataset", str(locomo_path), "--system", url,
+                                       "--output", str(tmp_path / "never.json")])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: system {url} info: no answer (ConnectionRefusedError")
+    assert not (tmp_path / "never.json").exists()
+
+
+def test_a_url_with_a_password_is_refused_without_echoing_it(tmp_path, locomo_path):
+    result = CliRunner().invoke(main, ["run", "locomo", "--dataset", str(locomo_path), "--system",
+                                       "http://me:hunter2@127.0.0.1:9"])
+    assert result.exit_code == 2 and "MEMFARM_SYSTEM_TOKEN" in result.output and "hunter2" not in result.output
+
+
+def test_a_worker_calls_only_the_servers_it_was_allowed(monkeypatch):
+    from workers.tasks import refusal_before_import
+    from workers.version import CODE_VERSION
+
+    meta = {"code_version": CODE_VERSION, "system": "http://127.0.0.1:8077/v1", "system_settings": {}}
+    monkeypatch.setenv("MEMFARM_ALLOWED_SYSTEMS", json.dumps(["http://127.0.0.1:8077"]))
+    assert refusal_before_import(meta) is None
+    for allowed in ([], ["http://127.0.0.1:8078"], ["https://127.0.0.1:8077"], ["http://localhost:8077"]):
+        monkeypatch.setenv("MEMFARM_ALLOWED_SYSTEMS", json.dumps(allowed))
+        assert "may not call http://127.0.0.1:8077 (start it with --allow-system" in refusal_before_import(meta)
