@@ -298,7 +298,8 @@ def _foreign(answers, owner: dict) -> list[tuple[str, str]]:
 
 
 def _ranking(hits) -> list:
-    return [(hit.get("external_id"), hit.get("score")) if isinstance(hit, dict) else hit for hit in hits or []]
+    """Ids and scores in order; a score by its repr, so that a NaN equals itself (the finite check judges it)."""
+    return [(hit.get("external_id"), repr(hit.get("score"))) if isinstance(hit, dict) else hit for hit in hits or []]
 
 
 def _report(results: dict, info, driver) -> dict:
