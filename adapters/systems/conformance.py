@@ -142,7 +142,8 @@ def _ids(hits) -> list:
 
 
 def run_checks(driver) -> dict:
-    """Run every check against `driver`; {"passed", "info", "checks": [{check, passed, detail}], "latency_ms"}."""
+    """Run every check against `driver`; {"passed", "info", "checks": [{check, passed, detail}],
+    "latency_ms": [{call, calls, p50_ms, p95_ms}]}."""
     scope = f"memfarm-check-{secrets.token_hex(4)}"
     first, second = f"{scope}-a", f"{scope}-b"
     docs = {first: _docs(first, _FIRST), second: _docs(second, _SECOND)}
@@ -304,9 +305,9 @@ def _ranking(hits) -> list:
 
 def _report(results: dict, info, driver) -> dict:
     checks = [{"check": name, "passed": passed, "detail": detail} for name, (passed, detail) in results.items()]
-    latency = {call: {"calls": len(values), "p50": round(percentile(values, 0.5), 3),
-                      "p95": round(percentile(values, 0.95), 3)}
-               for call, values in sorted(driver.latencies.items()) if values}
+    latency = [{"call": call, "calls": len(values), "p50_ms": round(percentile(values, 0.5), 3),
+                "p95_ms": round(percentile(values, 0.95), 3)}
+               for call, values in sorted(driver.latencies.items()) if values]
     return {"passed": all(c["passed"] is not False for c in checks) and results["calls answered"][0] is True,
             "info": info, "checks": checks, "latency_ms": latency}
 
@@ -332,9 +333,9 @@ def report_table(report: dict) -> str:
     for check in report["checks"]:
         result = {True: "pass", False: "FAIL", None: "-"}[check["passed"]]
         lines.append(f"{check['check']:<28}{result:<8}{check['detail']}")
-    for call, numbers in report["latency_ms"].items():
-        lines.append(f"{'latency ' + call:<28}{'':<8}p50 {numbers['p50']:.2f} ms  p95 {numbers['p95']:.2f} ms  "
-                     f"({numbers['calls']} calls)")
+    for numbers in report["latency_ms"]:
+        lines.append(f"{'latency ' + numbers['call']:<28}{'':<8}p50 {numbers['p50_ms']:.2f} ms  "
+                     f"p95 {numbers['p95_ms']:.2f} ms  ({numbers['calls']} calls)")
     failed = sum(1 for c in report["checks"] if c["passed"] is False)
     lines.append("conforms" if report["passed"] else f"does not conform: {failed} check(s) failed")
     return "\n".join(lines)

@@ -15,9 +15,11 @@ from coordinator.cli.root import main
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a table.")
 @click.option("--timeout", type=click.FloatRange(0, min_open=True), default=None,
               help="Seconds one call to a server may take (default: MEMFARM_SYSTEM_TIMEOUT, else 30).")
+@click.option("--output", type=click.Path(dir_okay=False), default=None,
+              help="Also write the report as JSON here, with the command, commit, machine and load that made it.")
 @click.option("--print-contract", is_flag=True,
               help="Print the wire format a server implements (OpenAPI 3, YAML) and check nothing.")
-def check_system_command(system, as_json, timeout, print_contract):
+def check_system_command(system, as_json, timeout, output, print_contract):
     """Check that SYSTEM keeps the contract, on a small built-in set.
 
     SYSTEM is a server (http://HOST:PORT[/PREFIX], https://...; a token in MEMFARM_SYSTEM_TOKEN), a built-in
@@ -37,5 +39,9 @@ def check_system_command(system, as_json, timeout, print_contract):
 
     report = check_system(resolved_system(system), timeout=timeout)
     click.echo(json.dumps(report, indent=2) if as_json else report_table(report))
+    if output:
+        from coordinator.benches.common import write_bench
+
+        click.echo(f"wrote {write_bench('check-system', report, output)}", err=True)
     if not report["passed"]:
         sys.exit(1)

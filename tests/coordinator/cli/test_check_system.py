@@ -36,7 +36,7 @@ class Sloppy:
 
 def _check(*args):
     result = CliRunner().invoke(main, ["check-system", *args])
-    return result.exit_code, result.output
+    return result.exit_code, result.stdout
 
 
 def _verdicts(report):
@@ -47,8 +47,11 @@ def _verdicts(report):
 def test_the_reference_server_conforms_and_its_leaky_variant_does_not(tmp_path):
     servers = [reference_server(tmp_path), reference_server(tmp_path, "--leaky")]
     try:
-        code, output = _check(servers[0].url)
+        code, output = _check(servers[0].url, "--output", str(tmp_path / "check.json"))
         assert code == 0, output
+        written = json.loads((tmp_path / "check.json").read_text())
+        assert written["command"] and written["commit"] and written["passed"] is True and written["load"]
+        assert [c["check"] for c in written["checks"]] == CHECKS
         rows = [line for line in output.splitlines() if line.split("  ")[0].strip() in CHECKS]
         assert len(rows) == len(CHECKS) and all("pass" in row.split()[2:4] or " pass " in row for row in rows)
         assert output.rstrip().endswith("conforms")
@@ -63,8 +66,8 @@ def test_the_reference_server_conforms_and_its_leaky_variant_does_not(tmp_path):
         reason = next(c["detail"] for c in report["checks"] if c["check"] == "reset isolates")
         assert "hits of ids ingested before the reset" in reason
         assert report["passed"] is False and report["info"]["config"]["reset"] == "ignored (leaky variant)"
-        assert set(report["latency_ms"]) == {"info", "reset", "ingest", "retrieve"}
-        assert all(n["p50"] <= n["p95"] for n in report["latency_ms"].values())
+        assert {n["call"] for n in report["latency_ms"]} == {"info", "reset", "ingest", "retrieve"}
+        assert all(0 < n["p50_ms"] <= n["p95_ms"] and n["calls"] >= 1 for n in report["latency_ms"])
     finally:
         for server in servers:
             server.stop()
