@@ -303,8 +303,12 @@ def _ranking(hits) -> list:
     return [(hit.get("external_id"), repr(hit.get("score"))) if isinstance(hit, dict) else hit for hit in hits or []]
 
 
+_RESULT = {True: "pass", False: "FAIL", None: "-"}
+
+
 def _report(results: dict, info, driver) -> dict:
-    checks = [{"check": name, "passed": passed, "detail": detail} for name, (passed, detail) in results.items()]
+    checks = [{"check": name, "passed": passed, "result": _RESULT[passed], "detail": detail}
+              for name, (passed, detail) in results.items()]
     latency = [{"call": call, "calls": len(values), "p50_ms": round(percentile(values, 0.5), 3),
                 "p95_ms": round(percentile(values, 0.95), 3)}
                for call, values in sorted(driver.latencies.items()) if values]
@@ -331,8 +335,7 @@ def report_table(report: dict) -> str:
     """The report as a table: each check, pass / FAIL / n/a, and why; then each call's latency."""
     lines = [f"system {report['system']}", f"{'check':<28}{'result':<8}detail"]
     for check in report["checks"]:
-        result = {True: "pass", False: "FAIL", None: "-"}[check["passed"]]
-        lines.append(f"{check['check']:<28}{result:<8}{check['detail']}")
+        lines.append(f"{check['check']:<28}{check['result']:<8}{check['detail']}")
     for numbers in report["latency_ms"]:
         lines.append(f"{'latency ' + numbers['call']:<28}{'':<8}p50 {numbers['p50_ms']:.2f} ms  "
                      f"p95 {numbers['p95_ms']:.2f} ms  ({numbers['calls']} calls)")
