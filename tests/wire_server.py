@@ -3,7 +3,8 @@
     python tests/wire_server.py --mode MODE [--port 0] [--log FILE] [--die-after N] [--delay S]
 
 Modes: `good` (word-overlap ranking), `slow` (retrieve takes --delay seconds), `flaky` (the first reset,
-the first retrieve and the second ingest answer 503 once), `wrong-shape` (a hit's score is a string),
+the first retrieve and the second ingest answer 503 once), `wrong-shape` (a hit's score is a string), `nan-score` (a
+NaN, which is not JSON), `bad-info` (an empty name),
 `oversized` (retrieve answers 9 MiB, with no Content-Length), `dies` (the process exits in the middle of
 retrieve number --die-after + 1, answering nothing). Each request is one JSON line in --log: the call,
 the label, how many docs, and whether its bearer token was WIRE_TOKEN (the token itself is never logged).
@@ -56,6 +57,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path.rstrip("/").endswith("/info"):
             self._log("info", {})
+            if self.options.mode == "bad-info":
+                return self._answer(200, {"name": "", "version": "0.1", "config": {}})
             self._answer(200, {"name": f"wire-{self.options.mode}", "version": "0.1", "config": {"mode": self.options.mode}})
         else:
             self._answer(404, {"error": "no route"})
@@ -81,6 +84,8 @@ class Handler(BaseHTTPRequestHandler):
             os._exit(3)
         if mode == "wrong-shape":
             return self._answer(200, {"hits": [{"external_id": "x", "score": "high"}]})
+        if mode == "nan-score":
+            return self._answer(200, b'{"hits": [{"external_id": "x", "score": NaN}]}')
         if mode == "oversized":
             return self._answer(200, b'{"hits": [], "padding": "' + b"x" * (9 * 1024 * 1024) + b'"}', length=False)
         query = words(body["query"])
@@ -93,7 +98,7 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="good",
-                        choices=["good", "slow", "flaky", "wrong-shape", "oversized", "dies"])
+                        choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "oversized", "dies", "bad-info"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", default=None)
     parser.add_argument("--die-after", type=int, default=2)

@@ -204,6 +204,9 @@ class HttpClient:
             headers["Content-Type"] = "application/json"
         token = os.environ.get(TOKEN_ENV)
         if token:
+            if not all("!" <= ch <= "~" for ch in token):  # http.client would echo a bad header value in its error
+                raise MemfarmError(f"{TOKEN_ENV} holds a character a header cannot carry (a space, a line break or "
+                                   "non-ASCII); the token is not shown")
             headers["Authorization"] = f"Bearer {token}"
         return headers
 
@@ -218,9 +221,10 @@ class HttpClient:
         payload = json.dumps(body, ensure_ascii=False).encode() if body is not None else None
         started = time.perf_counter()
         deadline = started + self.timeout
+        headers = self._headers(payload)
         connection = self._connection()
         try:
-            connection.request(method, f"{self.prefix}/{call}", body=payload, headers=self._headers(payload))
+            connection.request(method, f"{self.prefix}/{call}", body=payload, headers=headers)
             response = connection.getresponse()
             raw = self._read(response, call, limit, deadline, connection)
         except HttpSystemError:

@@ -59,8 +59,9 @@ def test_the_four_calls_against_the_reference_server(tmp_path):
         assert [h["external_id"] for h in system.retrieve("L", "the violin", 5)] == ["L-000000"]
         assert system.config["info"] == info and system.config["url"] == reference.url
         assert set(client.latencies) == {"info"} and {"reset", "ingest", "retrieve"} <= set(system.client.latencies)
-        with pytest.raises(HttpSystemError, match=r"retrieve: HTTP 400: field top_k: expected a whole number"):
+        with pytest.raises(HttpSystemError, match=r"retrieve: HTTP 400: field top_k: expected a whole number") as caught:
             client.retrieve("L", "x", 0)  # the server's own error text, and no retry for a 4xx
+        assert "tries" not in str(caught.value) and len(client.latencies["retrieve"]) == 1
     finally:
         reference.stop()
 
@@ -109,6 +110,7 @@ def test_a_5xx_once_is_retried_and_an_ingest_failing_midway_starts_the_item_agai
 @pytest.mark.parametrize("mode, said", [
     ("wrong-shape", r"retrieve: field hits\[0\]\.score: expected a finite number, got 'high'"),
     ("oversized", r"retrieve: the answer is over 8388608 bytes"),
+    ("nan-score", r"retrieve: the answer is not JSON \(NaN is not JSON\)"),
 ])
 def test_a_wrong_answer_fails_naming_the_call_and_is_not_retried(server, mode, said):
     bad = server(mode)
@@ -168,3 +170,16 @@ def test_a_worker_calls_only_the_servers_it_was_allowed(monkeypatch):
     for allowed in ([], ["http://127.0.0.1:8078"], ["https://127.0.0.1:8077"], ["http://localhost:8077"]):
         monkeypatch.setenv("MEMFARM_ALLOWED_SYSTEMS", json.dumps(allowed))
         assert "may not call http://127.0.0.1:8077 (start it with --allow-system" in refusal_before_import(meta)
+
+
+def test_an_info_of_the_wrong_shape_names_its_field(server):
+    with pytest.raises(HttpSystemError, match=r"info: field name: expected a non-empty string"):
+        HttpClient(server("bad-info").url).info()
+
+
+def test_a_token_a_header_cannot_carry_is_refused_without_showing_it(server, monkeypatch):
+    good = server("good")
+    monkeypatch.setenv("MEMFARM_SYSTEM_TOKEN", "line\nbreak-s3cr3t")
+    with pytest.raises(MemfarmError, match="a character a header cannot carry") as caught:
+        HttpClient(good.url).info()
+    assert "s3cr3t" not in str(caught.value) and good.requests() == []
