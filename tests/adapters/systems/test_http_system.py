@@ -183,3 +183,27 @@ def test_a_token_a_header_cannot_carry_is_refused_without_showing_it(server, mon
     with pytest.raises(MemfarmError, match="a character a header cannot carry") as caught:
         HttpClient(good.url).info()
     assert "s3cr3t" not in str(caught.value) and good.requests() == []
+
+
+def test_a_server_dying_mid_run_fails_the_items_it_would_answer_and_the_run_still_reports(server, tmp_path,
+                                                                                         monkeypatch):
+    from tests.helpers import write_dataset
+
+    monkeypatch.setenv("MEMFARM_SYSTEM_RETRIES", "0")
+    dying = server("dies", "--die-after", "1")
+    data = write_dataset(tmp_path / "d.json", questions=3, seed=5, scale=0.03)
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", dying.url,
+                                       "--output", str(tmp_path / "out.json")])
+    assert result.exit_code == 0, result.output
+    records = json.loads((tmp_path / "out.json").read_text())["records"]
+    assert [r["status"] for r in records] == ["ok", "failed", "failed"]
+    assert "retrieve: no answer (RemoteDisconnected" in records[1]["error"]
+    assert "reset: no answer (ConnectionRefusedError" in records[2]["error"]  # the next item, before its ingest
+
+
+@pytest.mark.parametrize("name, value", [("MEMFARM_SYSTEM_TIMEOUT", "soon"), ("MEMFARM_SYSTEM_TIMEOUT", "0"),
+                                         ("MEMFARM_SYSTEM_TIMEOUT", "nan"), ("MEMFARM_SYSTEM_RETRIES", "-1")])
+def test_a_wrong_timeout_or_retry_count_is_named(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(MemfarmError, match=f"{name}='{value}': expected a number of at least"):
+        HttpSystem("http://127.0.0.1:9")
