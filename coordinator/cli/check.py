@@ -25,6 +25,7 @@ def check_system_command(system, as_json, timeout, output, print_contract):
     SYSTEM is a server (http://HOST:PORT[/PREFIX], https://...; a token in MEMFARM_SYSTEM_TOKEN), a built-in
     system or a Python class (path/to/file.py:Class, package.module:Class). Every check passes or fails with
     its reason; latency p50 / p95 per call is shown beside them. The exit status is 1 when a check fails.
+    What a server implements: `--print-contract` (OpenAPI 3).
     """
     from adapters.systems.conformance import check_system, report_table
     from coordinator.running.spec import resolved_system
