@@ -4,7 +4,7 @@
 
 Modes: `good` (word-overlap ranking), `slow` (retrieve takes --delay seconds), `flaky` (the first reset,
 the first retrieve and the second ingest answer 503 once), `wrong-shape` (a hit's score is a string), `nan-score` (a
-NaN, which is not JSON), `bad-info` (an empty name),
+NaN, which is not JSON), `deep` (lists nested 200,000 deep), `bad-info` (an empty name),
 `oversized` (retrieve answers 9 MiB, with no Content-Length), `dies` (the process exits in the middle of
 retrieve number --die-after + 1, answering nothing). Each request is one JSON line in --log: the call,
 the label, how many docs, and whether its bearer token was WIRE_TOKEN (the token itself is never logged).
@@ -86,6 +86,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._answer(200, {"hits": [{"external_id": "x", "score": "high"}]})
         if mode == "nan-score":
             return self._answer(200, b'{"hits": [{"external_id": "x", "score": NaN}]}')
+        if mode == "deep":
+            return self._answer(200, b'{"hits": ' + b"[" * 200_000 + b"]" * 200_000 + b"}")
         if mode == "oversized":
             return self._answer(200, b'{"hits": [], "padding": "' + b"x" * (9 * 1024 * 1024) + b'"}', length=False)
         query = words(body["query"])
@@ -98,7 +100,7 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="good",
-                        choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "oversized", "dies", "bad-info"])
+                        choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "deep", "oversized", "dies", "bad-info"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", default=None)
     parser.add_argument("--die-after", type=int, default=2)

@@ -13,7 +13,6 @@ texts under new ids, so that a system whose reset forgets nothing returns the ol
 
 from __future__ import annotations
 
-import math
 import secrets
 import threading
 import time
@@ -21,6 +20,7 @@ from collections.abc import Callable
 
 from adapters.errors import MemfarmError
 from adapters.percentile import percentile
+from adapters.systems.http_system import finite_number
 from adapters.terminal import printable
 
 _FIRST = (
@@ -286,8 +286,7 @@ def _judge(calls, docs, known, repeat, reset, concurrent) -> dict:
                                       f"{len(changed)} of {len(repeat)} questions ranked otherwise the second time")
 
     bad = [hit.get("score") if isinstance(hit, dict) else hit for *_, hits in calls.answers for hit in hits or []
-           if not (isinstance(hit, dict) and isinstance(hit.get("score"), (int, float))
-                   and not isinstance(hit.get("score"), bool) and math.isfinite(hit["score"]))]
+           if not (isinstance(hit, dict) and finite_number(hit.get("score")))]
     verdicts["finite scores"] = (not bad, "every score a finite number" if not bad else
                                  f"{len(bad)} scores are not finite numbers, e.g. {printable(repr(bad[0]))[:40]}")
     return verdicts

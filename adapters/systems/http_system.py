@@ -120,8 +120,14 @@ def _env_number(name: str, default, kind, least):
     return number
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def finite_number(value) -> bool:
+    """Whether `value` is a JSON number that is a finite float (not a bool, not an int past float's range)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _reject_constant(name: str):
@@ -175,7 +181,7 @@ class HttpClient:
             if not isinstance(hit.get("external_id"), str):
                 raise self._error("retrieve", f"expected a string, got {type(hit.get('external_id')).__name__}",
                                   field=f"{where}.external_id")
-            if not _finite(hit.get("score")):
+            if not finite_number(hit.get("score")):
                 raise self._error("retrieve", f"expected a finite number, got {printable(repr(hit.get('score')))[:40]}",
                                   field=f"{where}.score")
             checked.append({"external_id": hit["external_id"], "score": float(hit["score"])})
@@ -242,7 +248,7 @@ class HttpClient:
                                   retryable=response.status >= 500 or response.status == 429)
         try:
             answer = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError) as exc:
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested past Python's limit
             raise self._error(call, f"the answer is not JSON ({printable(exc)[:120]})") from None
         if not isinstance(answer, dict):
             raise self._error(call, f"the answer is {type(answer).__name__}, expected an object")
@@ -271,7 +277,7 @@ class HttpClient:
     def _server_error(raw: bytes) -> str:
         try:
             error = json.loads(raw.decode("utf-8")).get("error")
-        except (UnicodeDecodeError, ValueError, AttributeError):
+        except (UnicodeDecodeError, ValueError, AttributeError, RecursionError):
             return ""
         return f": {printable(error)[:_MAX_ERROR_CHARS]}" if isinstance(error, str) else ""
 

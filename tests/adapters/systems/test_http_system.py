@@ -111,6 +111,7 @@ def test_a_5xx_once_is_retried_and_an_ingest_failing_midway_starts_the_item_agai
     ("wrong-shape", r"retrieve: field hits\[0\]\.score: expected a finite number, got 'high'"),
     ("oversized", r"retrieve: the answer is over 8388608 bytes"),
     ("nan-score", r"retrieve: the answer is not JSON \(NaN is not JSON\)"),
+    ("deep", r"retrieve: the answer is not JSON \(maximum recursion depth"),
 ])
 def test_a_wrong_answer_fails_naming_the_call_and_is_not_retried(server, mode, said):
     bad = server(mode)
@@ -207,3 +208,10 @@ def test_a_wrong_timeout_or_retry_count_is_named(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     with pytest.raises(MemfarmError, match=f"{name}='{value}': expected a number of at least"):
         HttpSystem("http://127.0.0.1:9")
+
+
+def test_a_score_past_float_range_is_not_a_finite_number():
+    from adapters.systems.http_system import finite_number
+
+    assert finite_number(1) and finite_number(-2.5) and not finite_number(10 ** 400)
+    assert not finite_number(True) and not finite_number("1") and not finite_number(float("inf"))
