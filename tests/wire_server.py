@@ -7,7 +7,8 @@ the first retrieve and the second ingest answer 503 once), `wrong-shape` (a hit'
 NaN, which is not JSON), `deep` (lists nested 200,000 deep), `bad-info` (an empty name),
 `oversized` (retrieve answers 9 MiB, with no Content-Length), `dies` (the process exits in the middle of
 retrieve number --die-after + 1, answering nothing). Each request is one JSON line in --log: the call,
-the label, how many docs, and whether its bearer token was WIRE_TOKEN (the token itself is never logged).
+the label, how many docs, whether its bearer token was WIRE_TOKEN (the token itself is never logged) and,
+with --bodies, the request's body.
 Prints `listening on http://127.0.0.1:PORT` once it takes connections.
 """
 
@@ -46,6 +47,8 @@ class Handler(BaseHTTPRequestHandler):
         token = os.environ.get("WIRE_TOKEN")
         entry = {"call": call, "label": body.get("label"), "docs": len(body.get("docs") or []),
                  "token_ok": bool(token) and self.headers.get("Authorization") == f"Bearer {token}"}
+        if self.options.bodies:
+            entry["body"] = body
         with STATE["lock"]:
             STATE["counts"][call] = STATE["counts"].get(call, 0) + 1
             entry["n"] = STATE["counts"][call]
@@ -105,6 +108,7 @@ def main():
     parser.add_argument("--log", default=None)
     parser.add_argument("--die-after", type=int, default=2)
     parser.add_argument("--delay", type=float, default=5.0)
+    parser.add_argument("--bodies", action="store_true", help="Also log each request's body.")
     Handler.options = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", Handler.options.port), Handler)
     server.daemon_threads = True

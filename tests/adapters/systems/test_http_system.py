@@ -215,3 +215,30 @@ def test_a_score_past_float_range_is_not_a_finite_number():
 
     assert finite_number(1) and finite_number(-2.5) and not finite_number(10 ** 400)
     assert not finite_number(True) and not finite_number("1") and not finite_number(float("inf"))
+
+
+def test_a_server_is_given_exactly_what_an_in_process_system_is_given(server, tmp_path, monkeypatch, locomo_path):
+    from pathlib import Path
+
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(json.loads(locomo_path.read_text())[:1]))
+    spy = Path(__file__).with_name("spy_system.py")
+    monkeypatch.setenv("SPY_LOG", str(tmp_path / "spy.jsonl"))
+    wire = server("good", "--bodies")
+    for system, out in ((f"{spy}:SpySystem", "spy.json"), (wire.url, "wire.json")):
+        result = CliRunner().invoke(main, ["run", "locomo", "--dataset", str(one), "--system", system,
+                                           "--output", str(tmp_path / out)])
+        assert result.exit_code == 0, result.output
+    seen = [json.loads(line) for line in (tmp_path / "spy.jsonl").read_text().splitlines()]
+    spy_docs = [{k: d[k] for k in ("external_id", "text", "props")} for e in seen if e["kind"] == "ingest"
+                for d in e["payload"]]
+    spy_asks = [(e["payload"]["query"], e["payload"]["top_k"]) for e in seen if e["kind"] == "retrieve"]
+    calls = wire.requests()
+    wire_docs = [d for c in calls if c["call"] == "ingest" for d in c["body"]["docs"]]
+    wire_asks = [(c["body"]["query"], c["body"]["top_k"]) for c in calls if c["call"] == "retrieve"]
+    assert wire_docs == spy_docs and len(wire_docs) > 400
+    assert wire_asks == spy_asks and len(wire_asks) == 199
+    labels = {e["payload"][0]["label"] for e in seen if e["kind"] == "ingest"}
+    wire_labels = {c["body"]["label"] for c in calls if c["call"] != "info"}
+    assert len(wire_labels) == 1 and next(iter(wire_labels)).startswith(next(iter(labels)) + ".")
+    assert all(set(c["body"]) == {"label", "query", "top_k"} for c in calls if c["call"] == "retrieve")
