@@ -110,8 +110,10 @@ def refusal_before_import(meta: dict) -> str | None:
     if meta.get("code_version") != CODE_VERSION:
         return f"code version {CODE_VERSION} of this worker differs from the run's {meta.get('code_version')}"
     if is_http_system(meta.get("system")):
-        return _server_refusal(meta["system"])
-    if meta.get("system") not in allowed_systems():
+        refusal = _server_refusal(meta["system"])
+        if refusal:
+            return refusal
+    elif meta.get("system") not in allowed_systems():
         return (f"system {meta.get('system')!r} is not allowed on this worker (built in: memoria, adamem, mem0; "
                 "start the worker with --allow-system to allow another)")
     try:
