@@ -171,6 +171,8 @@ def test_a_worker_calls_only_the_servers_it_was_allowed(monkeypatch):
     for allowed in ([], ["http://127.0.0.1:8078"], ["https://127.0.0.1:8077"], ["http://localhost:8077"]):
         monkeypatch.setenv("MEMFARM_ALLOWED_SYSTEMS", json.dumps(allowed))
         assert "may not call http://127.0.0.1:8077 (start it with --allow-system" in refusal_before_import(meta)
+    monkeypatch.setenv("MEMFARM_ALLOWED_SYSTEMS", json.dumps(["http://127.0.0.1:8077"]))
+    assert "system_settings: expected an object" in refusal_before_import({**meta, "system_settings": "x"})
 
 
 def test_an_info_of_the_wrong_shape_names_its_field(server):
