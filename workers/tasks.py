@@ -148,6 +148,11 @@ def incompatibility(meta: dict, system) -> str | None:
                 f"{wanted.get('model_id')} ({wanted.get('dimension')}-d): start a worker with the run's --embedder")
     if mine != wanted:
         return f"embedding signature of this worker {mine} differs from the run's {meta['embedding_signature']}"
+    changed_since = getattr(system, "changed_since", None)  # a server: still the one the run was staged against?
+    if callable(changed_since):
+        reason = changed_since(((meta.get("context") or {}).get("system_config") or {}).get("info"))
+        if reason:
+            return reason
     files = (getattr(system, "build_identity", None) or {}).get("model_files")
     if meta.get("model_files") and files and files != meta["model_files"]:  # same name, other weights
         return (f"model files of this worker (sha256 {files[:12]}) differ from the run's ({meta['model_files'][:12]}): "

@@ -312,6 +312,21 @@ class HttpSystem:
             self.name = self._info["name"]
         return self._info
 
+    def changed_since(self, staged: dict | None) -> str | None:
+        """Why the server no longer is the one a run was staged against (its info, asked again now), or None.
+
+        A run's manifest discloses the info the coordinator was given; an item served by a server that has
+        since changed its name, version or config would make that disclosure untrue."""
+        if not isinstance(staged, dict):
+            return None
+        now = self.client.info()
+        if now == staged:
+            return None
+        changed = [key for key in ("name", "version", "config") if now.get(key) != staged.get(key)]
+        return (f"server {self.url} now answers info {printable(now['name'])} {printable(now['version'])}, the run was "
+                f"staged against {printable(staged.get('name'))} {printable(staged.get('version'))} "
+                f"({', '.join(changed)} changed): stage a new run")
+
     @property
     def config(self) -> dict:
         """What the manifest discloses: the server's info as it gave it, and how it was called."""

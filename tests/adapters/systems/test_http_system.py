@@ -244,3 +244,21 @@ def test_a_server_is_given_exactly_what_an_in_process_system_is_given(server, tm
     wire_labels = {c["body"]["label"] for c in calls if c["call"] != "info"}
     assert len(wire_labels) == 1 and next(iter(wire_labels)).startswith(next(iter(labels)) + ".")
     assert all(set(c["body"]) == {"label", "query", "top_k"} for c in calls if c["call"] == "retrieve")
+
+
+def test_a_worker_refuses_a_server_that_changed_since_the_run_was_staged(server):
+    from types import SimpleNamespace
+
+    from workers.tasks import incompatibility
+
+    good = server("good")
+    staged = HttpSystem(good.url).info
+    system = HttpSystem(good.url)
+    meta = {"embedding_signature": None, "context": {"system_config": {"info": staged}}}
+    assert incompatibility(meta, system) is None
+    for changed, said in (({**staged, "version": "0.2"}, "version changed"),
+                          ({**staged, "config": {"mode": "other"}}, "config changed")):
+        reason = incompatibility({**meta, "context": {"system_config": {"info": changed}}}, system)
+        assert reason.startswith(f"server {good.url} now answers info wire-good 0.1, the run was staged against "
+                                 f"wire-good {changed['version']} ({said})")
+    assert incompatibility({"embedding_signature": None}, SimpleNamespace()) is None  # not a server: not asked
