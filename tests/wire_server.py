@@ -2,8 +2,8 @@
 
     python tests/wire_server.py --mode MODE [--port 0] [--log FILE] [--die-after N] [--delay S]
 
-Modes: `good` (word-overlap ranking), `slow` (retrieve takes --delay seconds), `flaky` (the first reset,
-the first retrieve and the second ingest answer 503 once), `wrong-shape` (a hit's score is a string), `nan-score` (a
+Modes: `good` (word-overlap ranking), `slow` (retrieve takes --delay seconds), `flaky` (the first reset and
+the second ingest answer 503 once, the first retrieve 429), `wrong-shape` (a hit's score is a string), `nan-score` (a
 NaN, which is not JSON), `deep` (lists nested 200,000 deep), `bad-info` (an empty name),
 `oversized` (retrieve answers 9 MiB, with no Content-Length), `dies` (the process exits in the middle of
 retrieve number --die-after + 1, answering nothing). Each request is one JSON line in --log: the call,
@@ -71,8 +71,10 @@ class Handler(BaseHTTPRequestHandler):
         call = self.path.rstrip("/").rsplit("/", 1)[-1]
         n = self._log(call, body)
         mode, label = self.options.mode, body.get("label")
-        if mode == "flaky" and ((call in ("reset", "retrieve") and n == 1) or (call == "ingest" and n == 2)):
+        if mode == "flaky" and ((call == "reset" and n == 1) or (call == "ingest" and n == 2)):
             return self._answer(503, {"error": "busy, try again"})
+        if mode == "flaky" and call == "retrieve" and n == 1:
+            return self._answer(429, {"error": "too many requests"})
         if call == "reset":
             STATE["labels"].pop(label, None)
             return self._answer(200, {})

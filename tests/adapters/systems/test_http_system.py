@@ -93,7 +93,7 @@ def test_a_slow_server_times_out_naming_the_call(server):
     assert [c["call"] for c in slow.requests()] == ["retrieve", "retrieve"]
 
 
-def test_a_5xx_once_is_retried_and_an_ingest_failing_midway_starts_the_item_again(server):
+def test_a_5xx_or_429_once_is_retried_and_an_ingest_failing_midway_starts_the_item_again(server):
     flaky = server("flaky")
     system = HttpSystem(flaky.url, retries=2, ingest_batch=2)
     system.reset()
@@ -104,7 +104,7 @@ def test_a_5xx_once_is_retried_and_an_ingest_failing_midway_starts_the_item_agai
     assert calls == [("reset", 0), ("reset", 0),  # 503, then again
                      ("ingest", 2), ("ingest", 2),  # the second batch answered 503: the item again
                      ("reset", 0), ("ingest", 2), ("ingest", 2), ("ingest", 1),
-                     ("retrieve", 0), ("retrieve", 0)]
+                     ("retrieve", 0), ("retrieve", 0)]  # 429, then again
 
 
 @pytest.mark.parametrize("mode, said", [
