@@ -111,10 +111,20 @@ def main():
     parser.add_argument("--die-after", type=int, default=2)
     parser.add_argument("--delay", type=float, default=5.0)
     parser.add_argument("--bodies", action="store_true", help="Also log each request's body.")
+    parser.add_argument("--tls-cert", default=None, help="Serve https with this certificate (and --tls-key).")
+    parser.add_argument("--tls-key", default=None)
     Handler.options = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", Handler.options.port), Handler)
     server.daemon_threads = True
-    print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
+    scheme = "http"
+    if Handler.options.tls_cert:
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(Handler.options.tls_cert, Handler.options.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    print(f"listening on {scheme}://127.0.0.1:{server.server_address[1]}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -239,7 +239,9 @@ class HttpClient:
             timed_out = isinstance(exc, TimeoutError) or "timed out" in str(exc)
             problem = f"no answer within {self.timeout:g} s" if timed_out else \
                 f"no answer ({type(exc).__name__}: {printable(exc)[:_MAX_ERROR_CHARS]})"
-            raise HttpSystemError(self.url, call, problem, retryable=True) from None
+            # a certificate that does not verify will not verify on another try
+            raise HttpSystemError(self.url, call, problem,
+                                  retryable=not isinstance(exc, ssl.SSLCertVerificationError)) from None
         finally:
             connection.close()
         self.latencies.setdefault(call, []).append((time.perf_counter() - started) * 1000)

@@ -262,3 +262,19 @@ def test_a_worker_refuses_a_server_that_changed_since_the_run_was_staged(server)
         assert reason.startswith(f"server {good.url} now answers info wire-good 0.1, the run was staged against "
                                  f"wire-good {changed['version']} ({said})")
     assert incompatibility({"embedding_signature": None}, SimpleNamespace()) is None  # not a server: not asked
+
+
+def test_https_is_verified_against_the_trusted_authorities(server, tmp_path, monkeypatch):
+    from coordinator.operations.cluster import make_certificates
+
+    tls = make_certificates(tmp_path / "tls")
+    secure = server("good", "--tls-cert", tls["server.crt"], "--tls-key", tls["server.key"])
+    assert secure.url.startswith("https://127.0.0.1:")
+    with pytest.raises(HttpSystemError, match=r"info: no answer \(SSLCertVerificationError") as caught:
+        HttpClient(secure.url).info()
+    assert not caught.value.retryable and "tries" not in str(caught.value)
+    monkeypatch.setenv("SSL_CERT_FILE", tls["ca.crt"])  # the private CA trusted, as OpenSSL reads it
+    system = HttpSystem(secure.url)
+    system.reset()
+    system.ingest(_docs("L", 3))
+    assert len(system.retrieve("L", "shared", 2)) == 2 and system.config["url"] == secure.url
