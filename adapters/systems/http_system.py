@@ -376,4 +376,6 @@ class HttpSystem:
                 client.pause(attempt, "ingest (the item again: reset, then every doc)", exc)
 
     def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
-        return self.client.retrieve(self.wire_label(label), query, top_k)
+        wire = self.wire_label(label)
+        self.last_diagnostics = {"wire_label": wire}  # in each record: what to look for in the server's own logs
+        return self.client.retrieve(wire, query, top_k)

@@ -243,6 +243,8 @@ def test_a_server_is_given_exactly_what_an_in_process_system_is_given(server, tm
     labels = {e["payload"][0]["label"] for e in seen if e["kind"] == "ingest"}
     wire_labels = {c["body"]["label"] for c in calls if c["call"] != "info"}
     assert len(wire_labels) == 1 and next(iter(wire_labels)).startswith(next(iter(labels)) + ".")
+    records = json.loads((tmp_path / "wire.json").read_text())["records"]
+    assert {r["diagnostics"]["system"]["wire_label"] for r in records} == wire_labels
     assert all(set(c["body"]) == {"label", "query", "top_k"} for c in calls if c["call"] == "retrieve")
 
 
