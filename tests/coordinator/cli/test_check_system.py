@@ -107,3 +107,16 @@ def test_a_python_class_is_checked_through_the_same_contract(tmp_path, monkeypat
 
     crashing = _check(f"{SPY}:Misbehaving")  # its retrieve fails once nothing is ingested
     assert crashing[0] == 1 and "calls answered              FAIL    IndexError" in crashing[1]
+
+
+@pytest.mark.server
+def test_the_timeout_of_a_call_is_an_option(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMFARM_SYSTEM_RETRIES", "0")
+    server = wire_server(tmp_path, "slow", "--delay", "3")
+    try:
+        code, output = _check(server.url, "--timeout", "0.3", "--json")
+    finally:
+        server.stop()
+    assert code == 1
+    calls = next(c for c in json.loads(output)["checks"] if c["check"] == "calls answered")
+    assert calls["detail"].endswith("retrieve: no answer within 0.3 s")
