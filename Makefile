@@ -8,7 +8,7 @@ SCALE ?= 0.1
 MODE ?= fusion
 DATA := data/generated
 
-.PHONY: setup run test docs bench bench-mutation bench-fleet clean system-packages compose-check
+.PHONY: setup run test docs bench bench-mutation bench-fleet clean system-packages compose-check node-example
 
 $(BIN)/memfarm: pyproject.toml
 	PYTHON=$(PYTHON) bash tools/system-packages venv
@@ -39,8 +39,19 @@ $(VENV)/.extras-installed: $(BIN)/memfarm
 	$(BIN)/pip install --quiet -e ".[dev,mem0,mpnet,docs]"
 	touch $@
 
+# The reference HTTP system (TypeScript, examples/http-system): its pinned compiler installed once from the lock
+# file (nothing is fetched again after that), compiled, and its own tests run under Node's test runner; the
+# Python tests then start it as a real server.
+NODE_EXAMPLE := examples/http-system
+$(NODE_EXAMPLE)/node_modules/.installed: $(NODE_EXAMPLE)/package-lock.json
+	cd $(NODE_EXAMPLE) && npm ci --no-audit --no-fund
+	touch $@
+
+node-example: $(NODE_EXAMPLE)/node_modules/.installed
+	cd $(NODE_EXAMPLE) && npm run --silent build && npm test --silent
+
 # -rs: every skip's reason reaches the log (in CI, CI=true turns an environment skip into a failure).
-test: system-packages setup $(VENV)/.extras-installed
+test: system-packages setup $(VENV)/.extras-installed node-example
 	$(BIN)/python -m pytest -q -rs
 
 # The manual, into site/: strict, so a broken link, a page missing from mkdocs.yml's nav or a figure that is not
@@ -68,4 +79,4 @@ compose-check:
 	bash tools/compose-check
 
 clean:
-	rm -rf $(VENV) cache $(DATA) *.egg-info site
+	rm -rf $(VENV) cache $(DATA) *.egg-info site $(NODE_EXAMPLE)/node_modules $(NODE_EXAMPLE)/dist

@@ -70,6 +70,18 @@ CONTEXT_ENTRIES = 10
 #: Farm: attempts per item before it is a final failure.
 DEFAULT_MAX_ATTEMPTS = 3
 
+#: Systems behind HTTP (`adapters.systems.http_system`): seconds one call may take (MEMFARM_SYSTEM_TIMEOUT
+#: overrides it), retries of info / reset / retrieve and of a whole item's ingest (MEMFARM_SYSTEM_RETRIES),
+#: the first pause between tries (doubled each time, at most HTTP_BACKOFF_CAP_SECONDS), the largest answer
+#: read (info's is recorded in the manifest, so it is kept small) and the docs sent in one ingest call.
+HTTP_TIMEOUT_SECONDS = 30.0
+HTTP_RETRIES = 3
+HTTP_BACKOFF_SECONDS = 0.25
+HTTP_BACKOFF_CAP_SECONDS = 8.0
+HTTP_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+HTTP_MAX_INFO_BYTES = 64 * 1024
+HTTP_INGEST_BATCH = 256
+
 #: How MiniLM is run: `torch` (sentence-transformers), `onnx` (ONNX Runtime, the same vectors, faster) or
 #: `onnx-int8` (dynamically quantised: faster still, at a small quality cost). Part of the signature.
 EMBEDDER_BACKENDS = ("torch", "onnx", "onnx-int8")

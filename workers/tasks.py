@@ -15,6 +15,8 @@ from workers.cache import ItemCache
 from workers.item import evaluate_item
 from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
+from adapters.systems.http_system import is_http_system, origin
+from adapters.terminal import printable
 from workers.ledger import Ledger, connect, stale_after
 from workers.ledger_values import shown
 from workers.run_settings import checked_settings
@@ -107,7 +109,11 @@ def refusal_before_import(meta: dict) -> str | None:
     """Why this worker refuses the run's items without importing anything the run names, or None."""
     if meta.get("code_version") != CODE_VERSION:
         return f"code version {CODE_VERSION} of this worker differs from the run's {meta.get('code_version')}"
-    if meta.get("system") not in allowed_systems():
+    if is_http_system(meta.get("system")):
+        refusal = _server_refusal(meta["system"])
+        if refusal:
+            return refusal
+    elif meta.get("system") not in allowed_systems():
         return (f"system {meta.get('system')!r} is not allowed on this worker (built in: memoria, adamem, mem0; "
                 "start the worker with --allow-system to allow another)")
     try:
@@ -115,6 +121,21 @@ def refusal_before_import(meta: dict) -> str | None:
     except MemfarmError as exc:
         return str(exc)
     return None
+
+
+def _server_refusal(url: str) -> str | None:
+    """Why this worker may not call the server a run names, or None: its scheme, host and port must be those of
+    a URL given at the worker's start (--allow-system), so whoever writes to Redis cannot aim it elsewhere."""
+    try:
+        wanted = origin(url)
+    except MemfarmError as exc:
+        return str(exc)
+    allowed = {origin(name) for name in allowed_systems() if is_http_system(name)}
+    if wanted in allowed:
+        return None
+    scheme, host, port = wanted
+    return (f"system {printable(url)!r}: this worker may not call {scheme}://{host}:{port} (start it with "
+            f"--allow-system {scheme}://{host}:{port} to allow that server)")
 
 
 def incompatibility(meta: dict, system) -> str | None:
@@ -127,6 +148,11 @@ def incompatibility(meta: dict, system) -> str | None:
                 f"{wanted.get('model_id')} ({wanted.get('dimension')}-d): start a worker with the run's --embedder")
     if mine != wanted:
         return f"embedding signature of this worker {mine} differs from the run's {meta['embedding_signature']}"
+    changed_since = getattr(system, "changed_since", None)  # a server: still the one the run was staged against?
+    if callable(changed_since):
+        reason = changed_since(((meta.get("context") or {}).get("system_config") or {}).get("info"))
+        if reason:
+            return reason
     files = (getattr(system, "build_identity", None) or {}).get("model_files")
     if meta.get("model_files") and files and files != meta["model_files"]:  # same name, other weights
         return (f"model files of this worker (sha256 {files[:12]}) differ from the run's ({meta['model_files'][:12]}): "

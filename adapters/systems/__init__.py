@@ -4,8 +4,9 @@ The runner owns everything else: isolation, opaque ids, tasks built from a
 whitelist, the shared top_k, rejecting bad hits, scoring. Built in: `memoria`
 (any mode) and `adamem` (any ablation); optional: `mem0`. A user's own system
 is `path/to/file.py:ClassName` or `package.module:ClassName`, built with no
-arguments. `SYSTEMS` says which settings each built-in system takes, so the
-command line can refuse a setting a system would not use.
+arguments, or a server in any language, `http://HOST:PORT[/PREFIX]` (`http_system`).
+`SYSTEMS` says which settings each built-in system takes, so the command line
+can refuse a setting a system would not use.
 """
 
 from __future__ import annotations
@@ -81,9 +82,14 @@ def make_system(name: str, **settings):
     """Build a system by name (settings it does not take are dropped) or `file.py:Class` / `module:Class`."""
     info = SYSTEMS.get(name)
     if info is None:
+        from adapters.systems.http_system import HttpSystem, is_http_system
+
+        if is_http_system(name):  # a server: nothing is asked of it until the run needs its info
+            return HttpSystem(name)
         if ":" in name:
             return check_contract(_user_class(name)(), name)
-        raise MemfarmError(f"unknown system {name!r}; built in: {', '.join(SYSTEMS)}, or path/to/file.py:ClassName")
+        raise MemfarmError(f"unknown system {name!r}; built in: {', '.join(SYSTEMS)}, or path/to/file.py:ClassName, "
+                           "or http://HOST:PORT")
     module_name, _, class_name = info.factory.partition(":")
     try:
         factory = getattr(importlib.import_module(module_name), class_name)

@@ -10,8 +10,9 @@ from pathlib import Path
 from coordinator.benches.common import metric, quality_row, write_bench
 
 
-def run_systems_bench(locomo: str | Path, output, workdir: str | Path = "cache/bench_systems") -> str:
-    """Systems side by side on one LoCoMo file: same docs, same top_k, same scorer."""
+def run_systems_bench(locomo: str | Path, output, workdir: str | Path = "cache/bench_systems", extra=()) -> str:
+    """Systems side by side on one LoCoMo file: same docs, same top_k, same scorer; `extra` names more
+    systems (a server's URL, a Python class), each a row under its own name."""
     from adapters.errors import SystemUnavailable
     from coordinator.running.spec import RunSpec
 
@@ -20,7 +21,7 @@ def run_systems_bench(locomo: str | Path, output, workdir: str | Path = "cache/b
                ("memoria full", {"system": "memoria", "retrieval_mode": "full"}),
                ("adamem full", {"system": "adamem", "ablation": "full"}),
                ("adamem semantic_only", {"system": "adamem", "ablation": "semantic_only"}),
-               ("mem0", {"system": "mem0"})]
+               ("mem0", {"system": "mem0"})] + [(spec, {"system": spec}) for spec in extra]
     rows, skipped = {}, {}
     for label, options in configs:
         try:

@@ -4,10 +4,10 @@
 commands live in their own module and register themselves on import: `run`
 (run, submit), `farm` (the farm's lifecycle and processes), `results`
 (analyze, compare, score, rankings), `data` (synth, extract-questions, convert),
-`sources` (ingest, recall), `bench`.
+`sources` (ingest, recall), `bench`, `check` (check-system).
 """
 
-from coordinator.cli import bench, data, farm, results, run, sources  # noqa: F401  (registers the commands)
+from coordinator.cli import bench, check, data, farm, results, run, sources  # noqa: F401  (registers the commands)
 from coordinator.cli.root import main, point_at_manual
 
 point_at_manual(main)  # after every command has registered, so each one's --help names its manual page

@@ -81,11 +81,14 @@ def bench_ablation(locomo, questions, scale, workdir, output):
 @bench.command("systems")
 @click.option("--locomo", type=click.Path(exists=True, dir_okay=False), required=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/systems.json", show_default=True)
-def bench_systems(locomo, output):
-    """memoria (fusion, full), adamem (full, semantic-only) and mem0 on one LoCoMo file."""
+@click.option("--system", "extra", multiple=True, metavar="SYSTEM",
+              help="Also this system: a server (http://HOST:PORT[/PREFIX]) or a Python class; repeatable.")
+def bench_systems(locomo, output, extra):
+    """memoria (fusion, full), adamem (full, semantic-only) and mem0 on one LoCoMo file, and any --system."""
     from coordinator.benches.systems import run_systems_bench
+    from coordinator.running.spec import resolved_system
 
-    click.echo(run_systems_bench(locomo, output))
+    click.echo(run_systems_bench(locomo, output, extra=[resolved_system(spec) for spec in extra]))
 
 
 @bench.command("coldrun")

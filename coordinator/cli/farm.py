@@ -191,8 +191,9 @@ def forget_shared_embeddings_command(cli, broker):
               help="This worker's embedding model whatever a run says (default: the run's); a run staged with "
                    "another model is refused, naming both.")
 @click.option("--allow-system", "allowed", multiple=True,
-              help="A system besides the built-in ones that this worker may run (file.py:Class or module:Class); "
-                   "repeatable. Runs naming any other are refused before anything is imported.")
+              help="A system besides the built-in ones that this worker may run (file.py:Class or module:Class), "
+                   "or a server it may call (http[s]://HOST:PORT: any prefix on that scheme, host and port); "
+                   "repeatable. Runs naming any other are refused before anything is imported or called.")
 @click.option("--name", default=None, help="Worker name (default: memfarm-<pid>@host).")
 @click.option("--loglevel", default="INFO", show_default=True)
 def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedder_backend, embedder, allowed, name,

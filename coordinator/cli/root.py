@@ -126,6 +126,7 @@ MANUAL_PAGES = {
     "synth": "datasets.md", "extract-questions": "datasets.md", "convert": "datasets.md",
     "ingest": "sources.md", "recall": "sources.md",
     "bench": "benchmarks.md", "bench embedders": "embedders.md", "bench encoders": "embedders.md",
+    "check-system": "http-systems.md",
 }
 #: Where every command's every option is listed, generated from these commands.
 CLI_REFERENCE = "reference/cli.md"

@@ -51,7 +51,8 @@ def run_options(command):
         click.option("--retrieval-mode", type=click.Choice(sorted(engine.MODE_SOURCES)),
                      default=engine.DEFAULT_MODE, show_default=True, help="Memoria's sources (system memoria only)."),
         click.option("--system", default=None,
-                     help="memoria (default), adamem (default for adamem-*), mem0, or path/to/file.py:ClassName."),
+                     help="memoria (default), adamem (default for adamem-*), mem0, path/to/file.py:ClassName, "
+                          "or a server: http://HOST:PORT[/PREFIX] (token in MEMFARM_SYSTEM_TOKEN)."),
         click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N items."),
         click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default=None,
                      help="Per-item cache (local runs; farm workers use their own --cache-dir)."),

@@ -1,0 +1,135 @@
+"""A small server of the HTTP system contract that misbehaves on purpose, run as a real process by the tests.
+
+    python tests/wire_server.py --mode MODE [--port 0] [--log FILE] [--die-after N] [--delay S]
+
+Modes: `good` (word-overlap ranking), `slow` (retrieve takes --delay seconds), `flaky` (the first reset and
+the second ingest answer 503 once, the first retrieve 429), `wrong-shape` (a hit's score is a string), `nan-score` (a
+NaN, which is not JSON), `deep` (lists nested 200,000 deep), `bad-info` (an empty name),
+`oversized` (retrieve answers 9 MiB, with no Content-Length), `dies` (the process exits in the middle of
+retrieve number --die-after + 1, answering nothing). Each request is one JSON line in --log: the call,
+the label, how many docs, whether its bearer token was WIRE_TOKEN (the token itself is never logged) and,
+with --bodies, the request's body.
+Prints `listening on http://127.0.0.1:PORT` once it takes connections.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+STATE = {"labels": {}, "counts": {}, "lock": threading.Lock()}
+
+
+def words(text):
+    return set(re.findall(r"\w+", text.lower()))
+
+
+class Handler(BaseHTTPRequestHandler):
+    options = None
+
+    def log_message(self, *args):  # the request log below replaces the default stderr lines
+        pass
+
+    def _answer(self, status, body, length=True):
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        if length:
+            self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _log(self, call, body):
+        token = os.environ.get("WIRE_TOKEN")
+        entry = {"call": call, "label": body.get("label"), "docs": len(body.get("docs") or []),
+                 "token_ok": bool(token) and self.headers.get("Authorization") == f"Bearer {token}"}
+        if self.options.bodies:
+            entry["body"] = body
+        with STATE["lock"]:
+            STATE["counts"][call] = STATE["counts"].get(call, 0) + 1
+            entry["n"] = STATE["counts"][call]
+            if self.options.log:
+                with open(self.options.log, "a", encoding="utf-8") as log:
+                    log.write(json.dumps(entry) + "\n")
+        return entry["n"]
+
+    def do_GET(self):
+        if self.path.rstrip("/").endswith("/info"):
+            self._log("info", {})
+            if self.options.mode == "bad-info":
+                return self._answer(200, {"name": "", "version": "0.1", "config": {}})
+            self._answer(200, {"name": f"wire-{self.options.mode}", "version": "0.1", "config": {"mode": self.options.mode}})
+        else:
+            self._answer(404, {"error": "no route"})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        call = self.path.rstrip("/").rsplit("/", 1)[-1]
+        n = self._log(call, body)
+        mode, label = self.options.mode, body.get("label")
+        if mode == "flaky" and ((call == "reset" and n == 1) or (call == "ingest" and n == 2)):
+            return self._answer(503, {"error": "busy, try again"})
+        if mode == "flaky" and call == "retrieve" and n == 1:
+            return self._answer(429, {"error": "too many requests"})
+        if call == "reset":
+            STATE["labels"].pop(label, None)
+            return self._answer(200, {})
+        if call == "ingest":
+            STATE["labels"].setdefault(label, {}).update({d["external_id"]: d["text"] for d in body["docs"]})
+            return self._answer(200, {})
+        if call != "retrieve":
+            return self._answer(404, {"error": f"no route {self.path}"})
+        if mode == "slow":
+            time.sleep(self.options.delay)
+        if mode == "dies" and n > self.options.die_after:
+            os._exit(3)
+        if mode == "wrong-shape":
+            return self._answer(200, {"hits": [{"external_id": "x", "score": "high"}]})
+        if mode == "nan-score":
+            return self._answer(200, b'{"hits": [{"external_id": "x", "score": NaN}]}')
+        if mode == "deep":
+            return self._answer(200, b'{"hits": ' + b"[" * 200_000 + b"]" * 200_000 + b"}")
+        if mode == "oversized":
+            return self._answer(200, b'{"hits": [], "padding": "' + b"x" * (9 * 1024 * 1024) + b'"}', length=False)
+        query = words(body["query"])
+        scored = [(len(query & words(text)), eid) for eid, text in STATE["labels"].get(label, {}).items()]
+        hits = sorted((s, eid) for s, eid in scored if s > 0)
+        hits.sort(key=lambda pair: (-pair[0], pair[1]))
+        self._answer(200, {"hits": [{"external_id": eid, "score": float(s)} for s, eid in hits[:body["top_k"]]]})
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", default="good",
+                        choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "deep", "oversized", "dies", "bad-info"])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--log", default=None)
+    parser.add_argument("--die-after", type=int, default=2)
+    parser.add_argument("--delay", type=float, default=5.0)
+    parser.add_argument("--bodies", action="store_true", help="Also log each request's body.")
+    parser.add_argument("--tls-cert", default=None, help="Serve https with this certificate (and --tls-key).")
+    parser.add_argument("--tls-key", default=None)
+    Handler.options = parser.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", Handler.options.port), Handler)
+    server.daemon_threads = True
+    scheme = "http"
+    if Handler.options.tls_cert:
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(Handler.options.tls_cert, Handler.options.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    print(f"listening on {scheme}://127.0.0.1:{server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
