@@ -100,7 +100,8 @@ def _draws_per_session(distinct_share: float) -> float:
     about that share of the draws distinct."""
     if not 0 < distinct_share < 1:
         raise ValueError("distinct_share must be in (0, 1)")
-    low, high = 1e-9, 50.0
+    # (1 - e^-x) / x < 1 / x: at x = 1 / distinct_share the share is already below the one asked for
+    low, high = 1e-9, 1.0 / distinct_share
     for _ in range(100):
         middle = (low + high) / 2
         if (1 - math.exp(-middle)) / middle > distinct_share:

@@ -2,6 +2,7 @@
 truncating an earlier output on failure, and a size beyond the bound refused before anything is touched."""
 
 import json
+import math
 import os
 import resource
 import subprocess
@@ -136,3 +137,11 @@ def test_a_file_with_nothing_to_convert_is_an_error_and_writes_nothing(tmp_path,
     with pytest.raises(DatasetError):
         from adapters.locomo_longmemeval import write
         write(source, tmp_path / "c.json")
+
+
+@pytest.mark.parametrize("share", [0.01, 0.015, 0.02, 0.3, 0.804, 0.99])
+def test_the_distinct_share_asked_for_is_the_one_solved_for_even_below_0_02(share):
+    from adapters.longmemeval_synth import _draws_per_session
+
+    x = _draws_per_session(share)
+    assert (1 - math.exp(-x)) / x == pytest.approx(share, rel=1e-6)
