@@ -264,11 +264,21 @@ def _p(value: float) -> str:
     return f"{value:.4f}" if value >= 1e-3 else f"{value:.0e}"
 
 
+def paired_count(table: dict) -> str:
+    """How many of the file's questions the rows pair: each row's n is over the questions scored in both files."""
+    counts = sorted({c["n"] for c in table["comparisons"]})
+    if not counts:
+        return f"{table['questions']} questions"
+    paired_n = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    return (f"{paired_n} of its {table['questions']} questions paired (n; the rest have no value in a file: "
+            "abstentions, exclusions, failures, no gold at a level)")
+
+
 def render_comparison(table: dict) -> str:
     """The table as text: one row per metric and system, the settings that made its numbers above it."""
     lines = [f"baseline {table['baseline']} ({table['files'][table['baseline']]})",
              f"dataset {str(table['dataset_checksum'])[:12]}, profile {table['scoring_profile']}, "
-             f"{table['questions']} questions; paired bootstrap {table['resamples']} resamples, seed {table['seed']}, "
+             f"{paired_count(table)}; paired bootstrap {table['resamples']} resamples, seed {table['seed']}, "
              f"{int(table['confidence'] * 100)}% percentile interval; Holm over {len(table['comparisons'])} comparisons"]
     for label, failed in table["failed_scored_as_miss"].items():
         lines.append(f"--count-failed-as-miss: {label} scores its {failed['questions']} failed questions (items "

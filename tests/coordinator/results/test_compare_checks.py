@@ -221,3 +221,16 @@ def test_an_official_file_passes_and_a_changed_recall_or_ndcg_is_refused(officia
         path.write_text(json.dumps(changed))
         with pytest.raises(ResultsError, match=f"question {record['question_id']}: field metrics.turn.{key}"):
             compare_files([load_results(official_file), load_results(path)], resamples=200)
+
+
+def test_the_headers_count_the_questions_paired_not_only_the_files_questions(tmp_path):
+    # HITS_A / HITS_B: 5 questions, one an abstention in both: every row pairs 4
+    a = results_file(tmp_path / "a.json", HITS_A)
+    b = results_file(tmp_path / "b.json", HITS_B, mode="full")
+    result = compare(a, b)
+    assert result.exit_code == 0, result.output
+    assert "4 of its 5 questions paired" in result.output
+    page = tmp_path / "report.html"
+    assert CliRunner().invoke(main, ["analyze", a, b, "--html", str(page)]).exit_code == 0
+    paired_part = page.read_text().split("id='paired'")[1]
+    assert "4 of its 5 questions paired" in paired_part and "; 5 questions;" not in paired_part
