@@ -31,7 +31,7 @@ import re
 
 from adapters import metrics as m
 from adapters import official
-from adapters.defaults import EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE, SCORING_PROFILES
+from adapters.defaults import EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE, SCORING_PROFILES, profile_name
 from adapters.errors import ResultsError
 from coordinator.running.reducer import failure_summary
 
@@ -63,7 +63,7 @@ def check_results(results: dict) -> None:
             raise ResultsError(f"{path}: question {qid}: field status is {record.get('status')!r}, "
                                f"not one of {', '.join(STATUSES)}")
     _check_header(results, path, records)
-    profile = results.get("scoring_profile")
+    profile = profile_name(results.get("scoring_profile"))
     if profile not in SCORING_PROFILES:
         raise ResultsError(f"{path}: field scoring_profile is {profile!r}, not one of {', '.join(SCORING_PROFILES)}")
     for record in records:
@@ -122,8 +122,7 @@ def _check_record(record: dict, path: str, profile: str | None) -> None:
                f"{where}: field {field}", partial=not ranking)
     if blocks.get(OFFICIAL_PROFILE) is not None and level == "turn" and profile == OFFICIAL_PROFILE:
         field = "metrics"
-        _agree(blocks[OFFICIAL_PROFILE], _official_recalls(ranking, gold, ks), f"{where}: field {field}",
-               partial=True)
+        _agree(blocks[OFFICIAL_PROFILE], _official_recalls(ranking, gold, ks), f"{where}: field {field}")
         _check_official_ndcg(blocks[OFFICIAL_PROFILE], ranking, gold, f"{where}: field {field}")
 
 

@@ -246,6 +246,11 @@ def _check_same(baseline: dict, other: dict) -> None:
     _check_identity(baseline, other)
     mine = {r["question_id"] for r in other["records"]}
     theirs = {r["question_id"] for r in baseline["records"]}
+    gold = {r["question_id"]: r.get("gold") for r in baseline["records"] if r.get("gold") is not None}
+    for record in other["records"]:  # one dataset, one profile: every question has the same gold in both
+        if record.get("gold") is not None and record["question_id"] in gold and record["gold"] != gold[record["question_id"]]:
+            raise ResultsError(f"{here}: question {record['question_id']}: field gold differs from the baseline "
+                               f"{there}'s; files of one dataset and profile cannot disagree on it")
     if mine != theirs:
         only_here, only_there = sorted(mine - theirs), sorted(theirs - mine)
         raise ResultsError(f"{here}: question set differs from the baseline {there}'s ({len(only_here)} questions only "

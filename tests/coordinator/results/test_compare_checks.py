@@ -234,3 +234,21 @@ def test_the_headers_count_the_questions_paired_not_only_the_files_questions(tmp
     assert CliRunner().invoke(main, ["analyze", a, b, "--html", str(page)]).exit_code == 0
     paired_part = page.read_text().split("id='paired'")[1]
     assert "4 of its 5 questions paired" in paired_part and "; 5 questions;" not in paired_part
+
+
+def test_a_file_whose_gold_was_changed_to_fit_its_metrics_is_refused_against_the_baseline(tmp_path):
+    a = results_file(tmp_path / "a.json", HITS_A)
+
+    def regold(data):  # c2:q1 missed D1:1; claim its gold was what it ranked, and a hit
+        record = _by_id(data, "c2:q1")
+        from adapters.metrics import level_metrics
+
+        record["gold"] = {"sessions": ["D9"], "turns": ["D9:1"]}
+        record["metrics"] = {"session": level_metrics(["D9", "D8"], ["D9"], (5, 10)),
+                             "turn": level_metrics(["D9:1", "D8:2"], ["D9:1"], (5, 10))}
+        record["metrics_by_profile"]["expected-text"] = record["metrics"]
+    b = _edit(results_file(tmp_path / "b.json", HITS_B, mode="full"), regold)
+    check_results(load_results(b))  # consistent in itself ...
+    result = compare(a, b)
+    assert result.exit_code == 2  # ... but not with the baseline's gold
+    assert "b.json: question c2:q1: field gold differs from the baseline" in result.output
