@@ -21,9 +21,9 @@ from adapters.adamem_measures import entry_recall, query_measures, timed_context
 from adapters.dataset import BadField, check_list, check_text
 from adapters.defaults import K_VALUES
 from adapters.errors import DatasetError
-from adapters.files import read_json
+from adapters.files import read_json, replacing
 from adapters.jsonstream import iter_json_lines
-from adapters.locomo import CATEGORIES, normalise_evidence, render
+from adapters.locomo import CATEGORIES, id_number, normalise_evidence, render
 from adapters.records import judged_record, outcome
 from adapters.registry import BENCHMARKS
 
@@ -45,7 +45,10 @@ def read_episodes(path: str | Path) -> Iterator[dict]:
 
 
 def write_episodes(episodes: list[dict], path: str | Path) -> int:
-    Path(path).write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in episodes), encoding="utf-8")
+    """Write JSON lines through `replacing` (no link written through, no earlier file truncated)."""
+    text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in episodes)
+    with replacing(path, "episodes file", DatasetError) as out:
+        out.write(text)
     return len(episodes)
 
 
@@ -201,7 +204,14 @@ def convert_locomo(source: str | Path, expected: str = "evidence", top_k: int = 
     episodes = []
     for conversation in data:
         talk = conversation["conversation"]
-        numbers = sorted(int(k.split("_")[1]) for k in talk if k.startswith("session_") and k.count("_") == 1)
+        numbers = []
+        for key in talk:
+            if key.startswith("session_") and key.count("_") == 1 and key[8:].isdigit():
+                if id_number(key[8:]) is None or key != f"session_{id_number(key[8:])}":
+                    raise DatasetError(f"{source}: conversation {conversation.get('sample_id')}: field {key[:40]}: "
+                                       "not a session number this converter reads (session_<n>, n under 10 digits)")
+                numbers.append(id_number(key[8:]))
+        numbers.sort()
         observations, known = [], set()
         for n in numbers:
             date = talk.get(f"session_{n}_date_time", "")

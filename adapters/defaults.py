@@ -49,6 +49,11 @@ MAX_TEXT_CHARS = 100_000
 #: sessions took 3 GB in `submit` and in a worker).
 MAX_SESSIONS_PER_ITEM = 5_000
 
+#: Most session occurrences a generated LongMemEval-shaped file may hold (questions x sessions a question):
+#: twice LongMemEval-M's 238,000. Checked before anything is made or written: a pool for 50 million sessions
+#: a question ran out of memory after the output had been opened.
+MAX_SYNTH_SESSION_OCCURRENCES = 500_000
+
 #: Most turns one item may hold, over all its sessions (LongMemEval-M: about 5,000; LoCoMo: about 700).
 MAX_TURNS_PER_ITEM = 100_000
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from adapters.defaults import MAX_JSON_DEPTH
@@ -17,7 +20,7 @@ from adapters.jsonstream import nesting_depth
 from adapters.redaction import redact
 from memoria.checksums import file_sha256
 
-__all__ = ["content_hash", "file_sha256", "read_json", "write_json"]
+__all__ = ["content_hash", "file_sha256", "read_json", "replacing", "write_json"]
 
 
 def content_hash(value) -> str:
@@ -58,17 +61,64 @@ def _json_type(kind: type) -> str:
 
 
 def write_json(path: str | Path, data, indent: int | None = 1) -> Path:
-    """Write JSON next to `path` under a name of this process, then rename: readers never see half a file.
+    """Write JSON through `replacing`: readers never see half a file, and a link is never written through.
 
     Every password inside a URL is redacted on the way: no file this program writes holds one."""
+    text = redact(json.dumps(data, ensure_ascii=False, indent=indent))
+    # A lone surrogate that slipped past validation is written escaped rather than losing the file.
+    with replacing(path, binary=True) as out:
+        out.write(text.encode("utf-8", errors="backslashreplace"))
+    return Path(path)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: The process's file-creation mask, read once (reading it means setting it, so never from a thread).
+_UMASK = _umask()
+
+
+@contextmanager
+def replacing(path: str | Path, what: str = "output file", error: type[MemfarmError] = MemfarmError,
+              binary: bool = False):
+    """A file to write `path` through: a new file of its own in `path`'s folder, renamed over `path` on success.
+
+    A link at `path` (or anything but a regular file) is refused before anything is written: writing through
+    it would change whatever it points at. The new file is created exclusively under an unpredictable
+    name, so no link planted beside the target is followed either. On any failure the new file is removed
+    and an existing `path` is left as it was: a failed write never truncates an earlier output. The file
+    gets the mode of the file it replaces, or a new file's usual mode."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    mode = _check_target(path, what, error)
     try:
-        text = redact(json.dumps(data, ensure_ascii=False, indent=indent))
-        # A lone surrogate that slipped past validation is written escaped rather than losing the file.
-        tmp.write_bytes(text.encode("utf-8", errors="backslashreplace"))
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise error(f"{path}: cannot write the {what}: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(handle, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as out:
+            yield out
+        os.chmod(tmp, mode)
+        _check_target(path, what, error)  # a link put there meanwhile is refused too (the rename would not follow it)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _check_target(path: Path, what: str, error: type[MemfarmError]) -> int:
+    """The mode the written file gets; refuses a link or a special file at `path`."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return 0o666 & ~_UMASK
+    except OSError as exc:
+        raise error(f"{path}: cannot write the {what}: {exc.strerror or exc}") from exc
+    if stat.S_ISLNK(info.st_mode):
+        raise error(f"{path}: is a symbolic link; refusing to write the {what} through it (name the file itself)")
+    if not stat.S_ISREG(info.st_mode):
+        raise error(f"{path}: is not a regular file; refusing to write the {what} over it")
+    return stat.S_IMODE(info.st_mode)

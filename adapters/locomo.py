@@ -22,6 +22,17 @@ _EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 
 
+#: Most digits a session or turn number may have once its leading zeros are gone (LoCoMo's are below 100).
+#: Python refuses to read an integer of more than 4,300 digits; far fewer already name no session.
+MAX_NUMBER_DIGITS = 9
+
+
+def id_number(digits: str) -> int | None:
+    """The number written by `digits` (leading zeros allowed, `D30:05`), None where it has too many digits."""
+    significant = digits.lstrip("0") or "0"
+    return int(significant) if len(significant) <= MAX_NUMBER_DIGITS and significant.isdigit() else None
+
+
 def normalise_evidence(entries) -> tuple[list[str], list[str]]:
     """(normalised ids in order, raw fragments that hold no id)."""
     if isinstance(entries, str):
@@ -32,7 +43,10 @@ def normalise_evidence(entries) -> tuple[list[str], list[str]]:
         if not found:
             unparseable.append(str(entry))
         for session, turn in found:
-            ident = f"D{int(session)}:{int(turn)}"
+            if id_number(session) is None or id_number(turn) is None:
+                unparseable.append(str(entry))
+                continue
+            ident = f"D{id_number(session)}:{id_number(turn)}"
             if ident not in ids:
                 ids.append(ident)
     return ids, unparseable
@@ -92,7 +106,14 @@ class LoCoMo(StreamedDataset):
         return {"item_id": cid, "benchmark": "locomo", "turns": turns, "questions": questions, "stats": stats}
 
     def _turns(self, cid: str, conversation: dict) -> tuple[list[Turn], dict]:
-        numbers = sorted(int(m.group(1)) for key in conversation if (m := _SESSION_KEY.match(key)))
+        numbers = []
+        for key in conversation:
+            if match := _SESSION_KEY.match(key):
+                if id_number(match.group(1)) is None:
+                    raise BadField(f"conversation {cid}: field {key[:40]}...: a session number of "
+                                   f"{len(match.group(1))} digits", "conversation")
+                numbers.append(id_number(match.group(1)))
+        numbers.sort()
         date_keys = [k for k in conversation if k.endswith("_date_time")]
         orphans = sum(1 for k in date_keys if f"{k[: -len('_date_time')]}" not in conversation)
         turns: list[Turn] = []

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from adapters.dataset import DatasetError
 from adapters.files import read_json
-from adapters.locomo import CATEGORIES, conversation_id, normalise_evidence
+from adapters.locomo import CATEGORIES, conversation_id, id_number, normalise_evidence
 from adapters.longmemeval_synth import DATE_FORMAT, write_array
 
 #: How LoCoMo writes a session's date and time ("1:56 pm on 8 May, 2023").
@@ -90,7 +90,10 @@ def _sessions(conversation: dict, where: str) -> list[tuple[int, str, str, list[
         match = _SESSION_KEY.fullmatch(key)
         if not match:
             continue
-        number = int(match.group(1))
+        number = id_number(match.group(1))
+        if number is None:
+            raise DatasetError(f"{where}: field {key[:40]}...: a session number of {len(match.group(1))} digits "
+                               "names no session")
         if number in keys:
             raise DatasetError(f"{where}: fields {keys[number]!r} and {key!r} are both session {number}")
         keys[number] = key
@@ -199,6 +202,9 @@ def write(source: str | Path, target: str | Path) -> int:
     """Convert `source` into `target` (a JSON array); returns the number of questions. Nothing is written when
     the source cannot be converted."""
     questions = convert(source)
+    if not questions:
+        raise DatasetError(f"{source}: no question to convert (no conversation with a question that has "
+                           f"evidence); {target} is not written")
     try:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         return write_array(target, questions)

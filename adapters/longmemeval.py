@@ -80,6 +80,22 @@ def abstention_reason(raw: dict, qid: str, expected: str) -> str | None:
     return None
 
 
+def damaged(ids: list[str], sessions: list[list], answer_ids: list[str]) -> tuple[str, str] | None:
+    """(why, field) where a question cannot be evaluated under any profile, else None.
+
+    An empty haystack (no turn with text) or answer_session_ids that name no session of the haystack
+    leave nothing the gold can be found in: the question is failed with the reason, whatever the profile
+    (the official rules would score it, recall_all 1 without gold, as if it had been answered)."""
+    if not any(isinstance(t, dict) and isinstance(t.get("content"), str) and t["content"].strip()
+               for session in sessions for t in session):
+        return "empty haystack (no turn with text)", "haystack_sessions"
+    if not set(answer_ids) & set(ids):
+        named = ", ".join(answer_ids[:5]) + (" ..." if len(answer_ids) > 5 else "")
+        return (f"answer_session_ids name no session of the haystack ({named or 'the list is empty'})",
+                "answer_session_ids")
+    return None
+
+
 class LongMemEval(StreamedDataset):
     """Turns a LongMemEval-S file into items, one per question."""
 
@@ -122,6 +138,9 @@ class LongMemEval(StreamedDataset):
             raise BadField(f"{where}: haystack_dates has {got} for {len(ids)} sessions", "haystack_dates")
         answer_ids = [check_text(s, where, "answer_session_ids")
                       for s in check_list(raw["answer_session_ids"], where, "answer_session_ids", str)]
+        damage = None if qid.endswith("_abs") else damaged(ids, sessions, answer_ids)  # an abstention under both
+        if damage:
+            raise BadField(f"{where}: {damage[0]}", damage[1])
         with reading(where, "haystack_sessions"):
             turns, stats = self._turns(qid, ids, sessions, dates)
         with reading(where, "question"):
@@ -196,14 +215,10 @@ class LongMemEval(StreamedDataset):
         }
         if reason:
             question["abstention_reason"] = reason
-        elif not any(t["text"] for t in turns):
-            question["excluded"] = "empty haystack (no turn with text)"
-        else:
+        else:  # an empty haystack or one without an answer session failed earlier (`damaged`)
             haystack_ids = {t["session_id"] for t in turns if t["text"]}
             missing = [s for s in answer_ids if s not in haystack_ids]
-            if not answer_ids:
-                question["excluded"] = "no answer session listed"
-            elif missing:
+            if missing:
                 question["excluded"] = f"gold session(s) not in the haystack: {', '.join(missing[:5])}"
         official = official_gold(qid, haystack)
         question["gold_by_profile"] = {

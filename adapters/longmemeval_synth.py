@@ -15,6 +15,9 @@ import random
 from pathlib import Path
 
 from adapters import synth_text as T
+from adapters.defaults import MAX_SYNTH_SESSION_OCCURRENCES
+from adapters.errors import DatasetError
+from adapters.files import replacing
 
 #: Question-type mix of the real file (500 questions) and its abstentions (30).
 TYPE_COUNTS = {
@@ -42,13 +45,16 @@ def generate(questions: int, seed: int = 0, scale: float = 1.0) -> list[dict]:
 def write(path: str | Path, questions: int, seed: int = 0, scale: float = 1.0,
           distinct_share: float | None = None) -> int:
     """Write a JSON array one question at a time; returns the question count."""
+    check_size(questions, max(3, round(SESSIONS_PER_QUESTION * scale)))
     return write_array(path, iter_questions(questions, seed, scale, distinct_share))
 
 
 def write_array(path: str | Path, values) -> int:
-    """Write the values as one JSON array, one at a time (a file of any size in little memory); their count."""
+    """Write the values as one JSON array, one at a time (a file of any size in little memory); their count.
+
+    Through `replacing`: a link at `path` is refused, and a failure part-way leaves an earlier file whole."""
     count = 0
-    with open(path, "w", encoding="utf-8") as out:
+    with replacing(path, "generated file", DatasetError) as out:
         out.write("[")
         for value in values:
             out.write(",\n" if count else "\n")
@@ -56,6 +62,15 @@ def write_array(path: str | Path, values) -> int:
             count += 1
         out.write("\n]\n")
     return count
+
+
+def check_size(questions: int, sessions_per_question: int) -> None:
+    """Refuse a file larger than `MAX_SYNTH_SESSION_OCCURRENCES` sessions in all, before anything is made or written."""
+    occurrences = questions * sessions_per_question
+    if occurrences > MAX_SYNTH_SESSION_OCCURRENCES:
+        raise DatasetError(f"{questions} questions of {sessions_per_question} sessions make {occurrences:,} sessions; "
+                           f"a generated file holds at most {MAX_SYNTH_SESSION_OCCURRENCES:,} "
+                           "(fewer --questions or --sessions)")
 
 
 def iter_questions(questions: int, seed: int = 0, scale: float = 1.0, distinct_share: float | None = None):
@@ -69,6 +84,7 @@ def iter_questions(questions: int, seed: int = 0, scale: float = 1.0, distinct_s
     rng = random.Random(seed)
     plan = _plan_types(questions, rng)
     sessions_per_q = max(3, round(SESSIONS_PER_QUESTION * scale))
+    check_size(questions, sessions_per_q)
     occurrences = questions * sessions_per_q
     size = occurrences * DISTINCT_SESSION_SHARE if distinct_share is None else occurrences / _draws_per_session(
         distinct_share)
@@ -84,7 +100,8 @@ def _draws_per_session(distinct_share: float) -> float:
     about that share of the draws distinct."""
     if not 0 < distinct_share < 1:
         raise ValueError("distinct_share must be in (0, 1)")
-    low, high = 1e-9, 50.0
+    # (1 - e^-x) / x < 1 / x: at x = 1 / distinct_share the share is already below the one asked for
+    low, high = 1e-9, 1.0 / distinct_share
     for _ in range(100):
         middle = (low + high) / 2
         if (1 - math.exp(-middle)) / middle > distinct_share:

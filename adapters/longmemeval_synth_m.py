@@ -37,6 +37,7 @@ QUIRK_RATES = {"late_session": S.QUIRK_RATES["late_session"], "empty_turn": S.QU
 def write(path: str | Path, questions: int, seed: int = 0, sessions: int = SESSIONS_PER_QUESTION,
           distinct_share: float = S.DISTINCT_SESSION_SHARE) -> int:
     """Write a JSON array one question at a time; returns the question count."""
+    S.check_size(questions, sessions)
     return S.write_array(path, iter_questions(questions, seed, sessions, distinct_share))
 
 
@@ -58,6 +59,7 @@ def iter_questions(questions: int, seed: int = 0, sessions: int = SESSIONS_PER_Q
         raise ValueError("questions must be at least 1")
     if sessions < 8:
         raise ValueError("sessions must be at least 8 a question")
+    S.check_size(questions, sessions)
     rng = random.Random(seed)
     plan = S._plan_types(questions, rng)
     pool = S._filler_pool(rng, pool_size(questions, sessions, distinct_share))

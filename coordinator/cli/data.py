@@ -70,8 +70,12 @@ def convert():
 def convert_locomo_command(source, target, expected, top_k):
     """LoCoMo (locomo10.json) to AdaMem JSONL episodes."""
     from adapters.adamem_jsonl import convert_locomo, write_episodes
+    from adapters.errors import DatasetError
 
     episodes = convert_locomo(source, expected=expected, top_k=top_k)
+    if not any(e["queries"] for e in episodes):
+        raise DatasetError(f"{source}: no query to convert (no question with evidence that names a turn); "
+                           f"{target} is not written")
     count = write_episodes(episodes, target)
     click.echo(f"wrote {count} episodes ({sum(len(e['queries']) for e in episodes)} queries) to {target}")
 

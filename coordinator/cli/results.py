@@ -105,6 +105,11 @@ def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss,
                                      permutations=permutations, count_failed_as_miss=count_failed_as_miss)
     click.echo(comparison.render_comparison(table))
     if json_output:
+        try:
+            json.dumps(table, allow_nan=False)
+        except ValueError as exc:
+            raise MemfarmError(f"{json_output}: the table holds a value JSON cannot write ({exc}); nothing written") \
+                from None
         from coordinator.benches.common import provenance
 
         write_json(json_output, {**provenance(), **table})  # what made it, so a figure quoted from it is traced

@@ -103,9 +103,10 @@ def spawn(command: Sequence[str], log: Path, *, name: str | None = None, env: di
     `prefix` runs the command somewhere else, and must end by exec-ing it so that the group's leader is
     the process that runs (e.g. `ip netns exec NS`, or a shell that joins a cgroup and then execs)."""
     log = Path(log)
-    log.parent.mkdir(parents=True, exist_ok=True)
+    # logs name hosts, ports and paths of a farm: a folder made for them, and each log, are the owner's only
+    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     offset = log.stat().st_size if log.exists() else 0
-    with open(log, "ab") as output:
+    with open(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as output:
         child = Child([*prefix, *command], stdout=output, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                       start_new_session=True, umask=umask)
     child.name = name or Path(command[0]).name

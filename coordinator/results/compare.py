@@ -9,6 +9,10 @@ metrics, a paired sign-flip randomisation test for graded ones such as nDCG),
 Holm's adjustment over every comparison in the table, and the questions the
 system wins, loses and ties.
 
+Every file is checked first (`checks.check_results`): a file whose header,
+records or stored metrics contradict themselves or their own rankings and gold
+is refused, naming the file, the question and the field.
+
 A question whose metric is null in either file (an abstention, a question
 without gold at that level) is left out of that metric's pairs; `n` counts
 the pairs that remain. A failed question is refused, or with
@@ -20,6 +24,7 @@ defaults at start-up, and scipy.stats takes seconds to load.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -27,6 +32,7 @@ import numpy as np
 
 from adapters.errors import ResultsError
 from adapters.metrics import METRIC_NAMES
+from coordinator.results.checks import check_results
 from coordinator.running.reducer import failure_summary
 
 #: The strict metric first: on LongMemEval-S session recall_any@5 is saturated, recall_all@5 separates systems.
@@ -56,6 +62,10 @@ def compare_files(files: list[dict], metrics=DEFAULT_METRICS, *, resamples: int 
         raise ResultsError("compare needs a baseline and at least one other results file")
     parsed = [parse_metric(m) for m in metrics]
     baseline = files[0]
+    for other in files[1:]:
+        _check_identity(baseline, other)
+    for results in files:
+        check_results(results)
     failures = [_check_complete(f, count_failed_as_miss) for f in files]
     for other in files[1:]:
         _check_same(baseline, other)
@@ -107,6 +117,9 @@ def paired(baseline: dict[str, float | None], system: dict[str, float | None], *
     ids = sorted(q for q in baseline if baseline[q] is not None and system.get(q) is not None)
     a = np.array([baseline[q] for q in ids], dtype=float)
     b = np.array([system[q] for q in ids], dtype=float)
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        bad = next(q for q, x, y in zip(ids, a, b) if not (math.isfinite(x) and math.isfinite(y)))
+        raise ResultsError(f"question {bad}: a value that is not a finite number; no verdict can be drawn from it")
     wins = [q for q, x, y in zip(ids, a, b) if y > x]
     losses = [q for q, x, y in zip(ids, a, b) if y < x]
     ties = [q for q, x, y in zip(ids, a, b) if y == x]
@@ -151,7 +164,7 @@ def sign_flip_p(diffs: np.ndarray, *, permutations: int = DEFAULT_PERMUTATIONS, 
     """Two-sided p-value of the mean paired difference under random sign flips (Fisher's randomisation test)."""
     from scipy import stats
 
-    if not np.any(diffs):
+    if not np.any(diffs) or len(diffs) < 2:  # one question: both of its sign patterns are as extreme, p = 1
         return 1.0
     result = stats.permutation_test((diffs,), np.mean, permutation_type="samples", n_resamples=permutations,
                                     vectorized=True, rng=np.random.default_rng(seed))
@@ -197,9 +210,8 @@ def _values(results: dict, level: str, name: str, k: int, failed_as_miss: bool) 
 
 def _check_complete(results: dict, failed_as_miss: bool) -> dict:
     """The file's failures; refuses an incomplete file unless its failures are to be scored as misses."""
-    failures = results.get("failures") or failure_summary(results["records"], results.get("benchmark_key"))
-    complete = results.get("complete", not failures["item_ids"] and not results.get("failed"))
-    if complete:
+    failures = failure_summary(results["records"], results.get("benchmark_key"))  # the header agrees (checked)
+    if not failures["item_ids"]:
         return failures
     path = results.get("_path")
     named = ", ".join(failures["item_ids"][:5]) + (" ..." if len(failures["item_ids"]) > 5 else "")
@@ -214,8 +226,8 @@ def _check_complete(results: dict, failed_as_miss: bool) -> dict:
     return failures
 
 
-def _check_same(baseline: dict, other: dict) -> None:
-    """Refuse a file that does not pair with the baseline, saying what differs."""
+def _check_identity(baseline: dict, other: dict) -> None:
+    """Refuse a file of another dataset, profile or corpus than the baseline's, saying which."""
     here, there = other.get("_path"), baseline.get("_path")
 
     def identity(f: dict) -> dict:
@@ -226,8 +238,19 @@ def _check_same(baseline: dict, other: dict) -> None:
         if mine != theirs:
             raise ResultsError(f"{here}: {name} {mine} differs from the baseline {there}'s {theirs}; "
                                "their questions do not pair")
+
+
+def _check_same(baseline: dict, other: dict) -> None:
+    """Refuse a file that does not pair with the baseline, saying what differs."""
+    here, there = other.get("_path"), baseline.get("_path")
+    _check_identity(baseline, other)
     mine = {r["question_id"] for r in other["records"]}
     theirs = {r["question_id"] for r in baseline["records"]}
+    gold = {r["question_id"]: r.get("gold") for r in baseline["records"] if r.get("gold") is not None}
+    for record in other["records"]:  # one dataset, one profile: every question has the same gold in both
+        if record.get("gold") is not None and record["question_id"] in gold and record["gold"] != gold[record["question_id"]]:
+            raise ResultsError(f"{here}: question {record['question_id']}: field gold differs from the baseline "
+                               f"{there}'s; files of one dataset and profile cannot disagree on it")
     if mine != theirs:
         only_here, only_there = sorted(mine - theirs), sorted(theirs - mine)
         raise ResultsError(f"{here}: question set differs from the baseline {there}'s ({len(only_here)} questions only "
@@ -246,11 +269,21 @@ def _p(value: float) -> str:
     return f"{value:.4f}" if value >= 1e-3 else f"{value:.0e}"
 
 
+def paired_count(table: dict) -> str:
+    """How many of the file's questions the rows pair: each row's n is over the questions scored in both files."""
+    counts = sorted({c["n"] for c in table["comparisons"]})
+    if not counts:
+        return f"{table['questions']} questions"
+    paired_n = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    return (f"{paired_n} of its {table['questions']} questions paired (n; the rest have no value in a file: "
+            "abstentions, exclusions, failures, no gold at a level)")
+
+
 def render_comparison(table: dict) -> str:
     """The table as text: one row per metric and system, the settings that made its numbers above it."""
     lines = [f"baseline {table['baseline']} ({table['files'][table['baseline']]})",
              f"dataset {str(table['dataset_checksum'])[:12]}, profile {table['scoring_profile']}, "
-             f"{table['questions']} questions; paired bootstrap {table['resamples']} resamples, seed {table['seed']}, "
+             f"{paired_count(table)}; paired bootstrap {table['resamples']} resamples, seed {table['seed']}, "
              f"{int(table['confidence'] * 100)}% percentile interval; Holm over {len(table['comparisons'])} comparisons"]
     for label, failed in table["failed_scored_as_miss"].items():
         lines.append(f"--count-failed-as-miss: {label} scores its {failed['questions']} failed questions (items "

@@ -226,7 +226,7 @@ def paired_section(files: list[dict]) -> str:
     """`memfarm compare`'s table (the strict metric first) and a chart of each difference with its interval; or
     why the files cannot be paired."""
     from adapters.errors import ResultsError
-    from coordinator.results.compare import compare_files
+    from coordinator.results.compare import compare_files, paired_count
 
     if len(files) < 2:
         return ""
@@ -244,7 +244,7 @@ def paired_section(files: list[dict]) -> str:
     tuned = "".join(f"<p class='note'>{html.escape(label)}: tuned on this data (its weights were tuned on this "
                     "dataset; its numbers are not held out).</p>" for label in table.get("tuned_on_this_data", {}))
     return "".join([
-        head, f"<p class='note'>Baseline {html.escape(table['baseline'])}; {table['questions']} questions; paired "
+        head, f"<p class='note'>Baseline {html.escape(table['baseline'])}; {html.escape(paired_count(table))}; paired "
         f"bootstrap {table['resamples']} resamples, seed {table['seed']}; p: exact McNemar (hit or miss) or sign-flip "
         "test (nDCG); p_holm: adjusted by Holm's method over every row. An interval holding 0 does not tell the "
         "systems apart.</p>", tuned,

@@ -65,6 +65,9 @@ def metrics_table(results: dict) -> str:
         f"questions {results['question_count']}: evaluable {results['retrieval_evaluable']}, "
         f"abstentions {results['abstentions_excluded']}, excluded {results['excluded']}, failed {results['failed']}"
     )
+    if results.get("scored_without_gold"):
+        lines.append(f"  of the evaluable, {results['scored_without_gold']} have no has_answer user turn: the official "
+                     "rules score them anyway (recall_any 0, recall_all 1, nDCG 0)")
     lines.append("(retrieval metrics, not answer accuracy)")
     lines += incomplete_lines(results)
     return "\n".join(lines)

@@ -149,6 +149,14 @@ def failure_summary(records: list[dict], benchmark_key: str | None) -> dict:
             "items_without_question_ids": unknown}
 
 
+def scored_without_gold(records: list[dict], profile: str) -> int:
+    """Scored questions with no gold turn: under the official profile, a question none of whose user turns has
+    `has_answer` still counts in every mean (LongMemEval's rules: recall_any 0, recall_all 1), so say how many."""
+    if profile != harness.OFFICIAL_PROFILE:
+        return 0
+    return sum(1 for r in records if r.get("metrics") and not (r.get("gold") or {}).get("turns"))
+
+
 def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
     """(results, manifest) from item outcomes in dataset order and the run's context."""
     context = {**context, "scoring_profile": profile_name(context["scoring_profile"])}
@@ -161,6 +169,7 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
     excluded = sum(1 for r in ok if r.get("excluded") and not r.get("abstention"))
     failed = [r for r in records if r.get("status") != "ok"]
     evaluable = sum(1 for r in ok if r.get("metrics"))
+    without_gold = scored_without_gold(ok, context["scoring_profile"])
     summary = summarize(records, context.get("group_key"))
     short = sum(1 for r in ok if _short(r))
     phases = phase_totals(outcomes)
@@ -183,6 +192,8 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         "system": context["system_config"].get("name"),
         "question_count": len(records),
         "retrieval_evaluable": evaluable,
+        # official profile: questions without a has_answer user turn, scored anyway (recall_all 1, recall_any 0)
+        "scored_without_gold": without_gold,
         "abstentions_excluded": abstentions,
         "excluded": excluded,
         "failed": len(failed),
@@ -240,6 +251,7 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
             "levels": ["session", "turn"],
             "question_count": len(records),
             "evaluable": evaluable,
+            "scored_without_gold": without_gold,
             "turn_evaluable": summary["all"]["evaluable"]["turn"],
             "abstentions": abstentions,
             "excluded": excluded,

@@ -55,7 +55,7 @@ def _dataset(tmp_path):
     q2 = {"question_id": "q2", "question": "Anything?", "answer": "no", "question_type": "multi-session",
           "haystack_session_ids": ["s_b"], "haystack_dates": ["2023/01/01 (Sun) 10:00"],
           "haystack_sessions": [[{"role": "user", "content": "xray"}, {"role": "assistant", "content": "yes"}]],
-          "answer_session_ids": []}
+          "answer_session_ids": ["s_b"]}
     q3 = {"question_id": "q3_abs", "question": "Never said?", "answer": "unknown", "question_type": "multi-session",
           "haystack_session_ids": ["s_c"], "haystack_dates": ["2023/01/01 (Sun) 10:00"],
           "haystack_sessions": [[{"role": "user", "content": "zeta"}]], "answer_session_ids": ["answer_c_abs"]}
@@ -88,8 +88,9 @@ def test_corpus_ids_and_gold_follow_the_official_rules():
     assert turns == ["s_a_1", "s_a_3", "answer_e1_1", "noans_e1_3", "noans_e2_1", "answer_e1_1", "noans_e1_3"]
     assert sessions == ["s_a", "answer_e1", "noans_e2", "answer_e1"]
     gold = official.question_gold("q1", list(zip(raw["haystack_session_ids"], raw["haystack_sessions"])))
-    assert gold["turn"] == {"gold": ["answer_e1_1"], "ideal": 2, "ideal_session": 2, "corpus_size": 7}
-    assert gold["session"] == {"gold": ["answer_e1"], "ideal": 2, "corpus_size": 4}
+    assert gold["turn"] == {"gold": ["answer_e1_1"], "ideal": 2, "ideal_session": 2, "corpus_size": 7,
+                            "counts": {"answer_e1_1": 2}, "session_counts": {"answer_e1": 2}}
+    assert gold["session"] == {"gold": ["answer_e1"], "ideal": 2, "corpus_size": 4, "counts": {"answer_e1": 2}}
     assert gold["scored"] and not official.question_gold("x_abs", [])["scored"]
     assert official.session_of("noans_e1_3") == "noans_e1" and official.session_of("sharegpt_yy_0_12") == "sharegpt_yy_0"
 
@@ -139,9 +140,10 @@ def test_score_turn_rankings_reproduces_the_hand_worked_numbers(tmp_path):
     assert averaged["evaluable"] == {"session": 2, "turn": 2}
     assert averaged["turn"]["recall_any@5"] == pytest.approx(0.5) and averaged["turn"]["recall_all@1"] == 0.5
     assert averaged["session"]["ndcg_any@10"] == pytest.approx(tail / 2)
-    # the expected-text profile is computed too, on the same ranking: q2 (no answer session) and q3_abs are excluded
+    # the expected-text profile is computed too, on the same ranking: q3_abs is excluded; q2's answer session s_b
+    # is its gold there (no has_answer turn is needed)
     text_block = results["metrics_by_profile"]["expected-text"]["all"]
-    assert text_block["evaluable"]["session"] == 1 and results["metrics_by_profile"][OFFICIAL]["own_corpus"]
+    assert text_block["evaluable"]["session"] == 2 and results["metrics_by_profile"][OFFICIAL]["own_corpus"]
 
 
 def test_score_session_rankings_uses_the_session_corpus(tmp_path):
@@ -400,3 +402,24 @@ def test_score_records_a_malformed_item_as_failed_and_says_each_problem_once(tmp
     assert results["question_count"] == 2 and results["failed"] == 1
     assert [r["status"] for r in results["records"]] == ["ok", "failed"]
     assert result.output.count("unknown question_id 'nobody'") == 1
+
+
+def test_a_ranking_that_names_one_corpus_entry_twice_gains_nothing(tmp_path):
+    """answer_e1_1 is two corpus entries (its session is listed twice), answer_e9_1 would be one: naming the
+    first three times or the second twice counts only the entries the corpus holds, and nDCG stays within 1."""
+    raw = _haystack_q1()
+    gold = official.question_gold("q1", list(zip(raw["haystack_session_ids"], raw["haystack_sessions"])))
+    honest = official.metrics(["answer_e1_1", "answer_e1_1", "s_a_1"], gold, "turn", (1, 3, 5))
+    repeated = official.metrics(["answer_e1_1", "answer_e1_1", "answer_e1_1", "s_a_1"], gold, "turn", (1, 3, 5))
+    assert honest["turn"]["ndcg_any@3"] == pytest.approx(1.0)
+    assert repeated["turn"]["ndcg_any@5"] == pytest.approx(1.0) and repeated["turn"]["ndcg_any@3"] == pytest.approx(1.0)
+    for k in (1, 3, 5):
+        for level in ("turn", "session"):
+            assert 0 <= repeated[level][f"ndcg_any@{k}"] <= 1
+    # a gold id named more often than it is held: the extra copies count as nothing, not as relevant
+    once = {**gold, "turn": {**gold["turn"], "counts": {"answer_e1_1": 1}, "ideal": 1, "ideal_session": 1,
+                             "session_counts": {"answer_e1": 1}}}
+    twice = official.metrics(["s_a_1", "answer_e1_1", "answer_e1_1"], once, "turn", (3,))
+    assert twice["turn"]["ndcg_any@3"] == pytest.approx(1 / 1.0)  # rel at 2: 1/log2(2) = 1 over ideal 1
+    thrice = official.metrics(["answer_e1_1"] * 3, once, "turn", (3,))
+    assert thrice["turn"]["ndcg_any@3"] == pytest.approx(1.0)

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from adapters.defaults import MAX_SESSIONS_PER_ITEM, MAX_TEXT_CHARS, MAX_TURNS_PER_ITEM
 from adapters.longmemeval import LongMemEval
 from coordinator.cli import main
+from coordinator.results.score import score_rankings
 from tests.helpers import write_dataset
 
 
@@ -42,19 +43,47 @@ def test_a_malformed_field_fails_its_item_and_names_it(tmp_path, mutation, field
     assert all(not i.get("error") for i in items[1:]), "the other items are untouched"
 
 
-@pytest.mark.parametrize("mutation, reason", [
-    (lambda q: q.update(haystack_session_ids=[], haystack_sessions=[], haystack_dates=[]), "empty haystack"),
-    (lambda q: q.update(answer_session_ids=["answer_nowhere"]), "not in the haystack: answer_nowhere"),
+@pytest.mark.parametrize("profile", ["longmemeval-official", "expected-text"])
+@pytest.mark.parametrize("mutation, field, reason", [
+    (lambda q: q.update(haystack_session_ids=[], haystack_sessions=[], haystack_dates=[]), "haystack_sessions",
+     "empty haystack"),
+    (lambda q: [t.update(content=" ") for s in q["haystack_sessions"] for t in s], "haystack_sessions",
+     "empty haystack"),
+    (lambda q: q.update(answer_session_ids=["answer_nowhere"]), "answer_session_ids",
+     "answer_session_ids name no session of the haystack (answer_nowhere)"),
+    (lambda q: q.update(answer_session_ids=[]), "answer_session_ids", "the list is empty"),
 ])
-def test_a_question_that_cannot_be_scored_is_excluded_with_its_reason(tmp_path, mutation, reason):
+def test_a_damaged_question_fails_with_its_reason_under_every_profile(tmp_path, mutation, field, reason, profile):
     def mutate(data):
         data[0]["question_id"] = data[0]["question_id"].replace("_abs", "")
         mutation(data[0])
         return data
 
+    path = write_dataset(tmp_path / "d.json", questions=3, seed=5, scale=0.04, mutate=mutate)
+    adapter = LongMemEval(path, None, profile)
+    adapter.scan()
+    items = list(adapter.iter_items())
+    assert reason in items[0]["error"] and items[0]["field"] == field and items[0]["item_id"] in items[0]["error"]
+    assert all(not i.get("error") for i in items[1:])
+    # scored as a run scores it: a failed record with the reason, no metrics, the run incomplete
+    rankings = tmp_path / "r.jsonl"
+    rankings.write_text("".join(json.dumps({"question_id": i["item_id"], "ranked": [t["turn_id"] for t in
+                                                                                     i.get("turns", [])]}) + "\n"
+                                for i in items))
+    outcomes, _ = score_rankings(adapter, str(rankings), "turn", profile, (1, 5))
+    record = outcomes[0]["records"][0]
+    assert record["status"] == "failed" and reason in record["error"] and record["metrics"] is None
+
+
+def test_a_gold_session_missing_from_the_haystack_is_excluded_under_expected_text(tmp_path):
+    def mutate(data):
+        data[0]["question_id"] = data[0]["question_id"].replace("_abs", "")
+        data[0]["answer_session_ids"].append("answer_nowhere")
+        return data
+
     items, _ = _items(tmp_path, mutate)
     question = items[0]["questions"][0]
-    assert not question["abstention"] and reason in question["excluded"]
+    assert not question["abstention"] and "not in the haystack: answer_nowhere" in question["excluded"]
 
 
 def test_the_real_files_quirks_still_pass(tmp_path):

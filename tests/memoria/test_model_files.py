@@ -223,3 +223,36 @@ def test_the_onnx_backend_refuses_a_local_folder_changed_since_its_check(tmp_pat
     probe = OnnxEmbedder.__new__(OnnxEmbedder)
     with pytest.raises(ModelFilesError, match="changed since"):
         probe._open(tmp_path / "model.onnx", "onnx", None, 1, str(folder))
+
+
+def _split_zip(tmp_path, cut: int) -> list:
+    """A zip of one model file in two pieces, as the packages ship theirs; the first piece cut to `cut` bytes.
+    (A stand-in for the packages' 437 MB: the same reading path, a few hundred kilobytes.)"""
+    import zipfile
+
+    whole = tmp_path / "whole.zip"
+    with zipfile.ZipFile(whole, "w", compression=zipfile.ZIP_STORED) as archive:
+        archive.writestr("all-mpnet-base-v2/config.json", os.urandom(300_000))
+    data = whole.read_bytes()
+    first, second = tmp_path / "piece.001", tmp_path / "piece.002"
+    first.write_bytes(data[:150_000][:cut])
+    second.write_bytes(data[150_000:])
+    return [first, second]
+
+
+def test_a_truncated_piece_is_a_clear_error_naming_the_pieces(monkeypatch, tmp_path):
+    pieces = _split_zip(tmp_path, cut=100_000)
+    monkeypatch.setattr(model_files, "_part_paths", lambda: pieces)
+    with pytest.raises(ModelFilesError, match=r"do not make a whole zip.*piece\.001 \(100,000 bytes\).*reinstall"):
+        model_files.assemble_mpnet(tmp_path / "models" / "m")
+    assert not (tmp_path / "models" / "m").exists()
+
+
+def test_a_model_cache_this_user_cannot_write_is_a_clear_error_naming_it(monkeypatch, tmp_path):
+    cache = tmp_path / "models"
+    cache.mkdir(mode=0o555)
+    if os.geteuid() == 0:  # root writes anywhere a mode forbids: sysfs refuses even root
+        cache = "/sys"
+    monkeypatch.setenv("MEMFARM_MODEL_CACHE", str(cache))
+    with pytest.raises(ModelFilesError, match=f"cannot assemble the model in {cache}: .*MEMFARM_MODEL_CACHE"):
+        model_files._mpnet_root()

@@ -1,6 +1,7 @@
 """Starting, awaiting and stopping the farm's processes: real redis-servers, real workers, real process groups."""
 
 import os
+import stat
 import socket
 import sys
 import time
@@ -142,3 +143,11 @@ def test_a_real_worker_is_ready_then_stopped_with_its_pool(redis_server, tmp_pat
     assert worker.returncode is not None and group_members(worker.pid) == []
     assert not any(process_alive(pid) for pid in pool), "a pool process outlived its worker's stop"
 
+
+
+def test_a_logs_folder_made_for_a_process_and_its_log_are_the_owners_only(tmp_path):
+    log = tmp_path / "state" / "logs" / "worker1.log"
+    child = spawn([sys.executable, "-c", "print('hello')"], log, name="hello")
+    child.wait(timeout=30)
+    assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600 and "hello" in log.read_text()

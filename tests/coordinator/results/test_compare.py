@@ -12,6 +12,7 @@ from coordinator.cli import main
 from coordinator.results.analyze import load_results
 from coordinator.results.compare import bootstrap_interval, compare_files, holm, paired, parse_metric
 from coordinator.running.reducer import reduce_run
+from adapters.records import candidate, question_record
 from adapters.errors import ResultsError
 from tests.helpers import render_in_chromium
 
@@ -124,13 +125,16 @@ def test_metric_names_are_checked():
 
 
 def _record(qid, item, hit, *, status="ok"):
+    """A record made by the project's own record code: a hit ranks the gold turn first, a miss ranks another."""
     if status != "ok":
         return {"question_id": qid, "item_id": item, "status": status, "error": "boom", "metrics": None}
-    metrics = None if hit is None else {
-        "session": {"recall_all@5": float(hit), "recall_any@5": float(hit), "ndcg_any@10": float(hit)},
-        "turn": {"recall_any@10": float(hit)}}
-    return {"question_id": qid, "item_id": item, "status": "ok", "question_type": "t", "metrics": metrics,
-            "metrics_by_profile": {"expected-text": metrics}, "abstention": hit is None}
+    question = {"question_id": qid, "question": "q?", "question_type": "t", "gold_sessions": ["D1"],
+                "gold_turns": ["D1:1"], "abstention": hit is None}
+    ranked = [("D1", "D1:1")] if hit else [("D9", "D9:1")]
+    candidates = [candidate(rank, turn, session_id=session, turn_id=turn) for rank, (session, turn) in
+                  enumerate(ranked + [("D8", "D8:2")], start=1)]
+    return question_record(question, item, candidates, level="turn", k_values=(5, 10), profile="expected-text",
+                           worker="test", attempt=1)
 
 
 def results_file(path, hits: dict, *, mode="fusion", checksum="abc", profile="expected-text", failed=(),
