@@ -6,7 +6,9 @@ Modes: `good` (word-overlap ranking), `slow` (retrieve takes --delay seconds), `
 the second ingest answer 503 once, the first retrieve 429), `wrong-shape` (a hit's score is a string), `nan-score` (a
 NaN, which is not JSON), `deep` (lists nested 200,000 deep), `bad-info` (an empty name),
 `oversized` (retrieve answers 9 MiB, with no Content-Length), `dies` (the process exits in the middle of
-retrieve number --die-after + 1, answering nothing). Each request is one JSON line in --log: the call,
+retrieve number --die-after + 1, answering nothing), `drip` (retrieve's headers come one byte every 0.1 s,
+never ending), `echo-token` (the Authorization header it was sent comes back in info's config and in
+retrieve's 401 error, as a careless server might). Each request is one JSON line in --log: the call,
 the label, how many docs, whether its bearer token was WIRE_TOKEN (the token itself is never logged) and,
 with --bodies, the request's body.
 Prints `listening on http://127.0.0.1:PORT` once it takes connections.
@@ -62,6 +64,10 @@ class Handler(BaseHTTPRequestHandler):
             self._log("info", {})
             if self.options.mode == "bad-info":
                 return self._answer(200, {"name": "", "version": "0.1", "config": {}})
+            if self.options.mode == "echo-token":
+                auth = self.headers.get("Authorization")
+                return self._answer(200, {"name": "wire-echo-token", "version": "0.1",
+                                          "config": {"seen": {"headers": [auth]}, "note": f"called with {auth}"}})
             self._answer(200, {"name": f"wire-{self.options.mode}", "version": "0.1", "config": {"mode": self.options.mode}})
         else:
             self._answer(404, {"error": "no route"})
@@ -87,6 +93,17 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(self.options.delay)
         if mode == "dies" and n > self.options.die_after:
             os._exit(3)
+        if mode == "drip":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+            try:
+                while True:
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:  # the client gave up
+                return None
+        if mode == "echo-token":
+            return self._answer(401, {"error": f"refused {self.headers.get('Authorization')}"})
         if mode == "wrong-shape":
             return self._answer(200, {"hits": [{"external_id": "x", "score": "high"}]})
         if mode == "nan-score":
@@ -105,7 +122,8 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="good",
-                        choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "deep", "oversized", "dies", "bad-info"])
+                        choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "deep", "oversized", "dies", "bad-info",
+                                 "drip", "echo-token"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", default=None)
     parser.add_argument("--die-after", type=int, default=2)

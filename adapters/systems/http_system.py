@@ -28,7 +28,9 @@ import math
 import os
 import random
 import secrets
+import socket
 import ssl
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -130,6 +132,17 @@ def finite_number(value) -> bool:
         return False
 
 
+def _shut(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
+    """The deadline of a call passed: shut its socket, so that a read blocked on it returns now."""
+    expired.set()
+    sock = connection.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed: the call is over
+            pass
+
+
 def _reject_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
@@ -229,6 +242,12 @@ class HttpClient:
         deadline = started + self.timeout
         headers = self._headers(payload)
         connection = self._connection()
+        # A socket timeout bounds each read, not the answer: a server dripping its status line or headers a byte
+        # at a time would hold the call for hours. At the deadline the socket is shut, whatever is being read.
+        expired = threading.Event()
+        watchdog = threading.Timer(self.timeout, _shut, args=(connection, expired))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             connection.request(method, f"{self.prefix}/{call}", body=payload, headers=headers)
             response = connection.getresponse()
@@ -236,13 +255,14 @@ class HttpClient:
         except HttpSystemError:
             raise
         except (OSError, http.client.HTTPException) as exc:
-            timed_out = isinstance(exc, TimeoutError) or "timed out" in str(exc)
+            timed_out = expired.is_set() or isinstance(exc, TimeoutError) or "timed out" in str(exc)
             problem = f"no answer within {self.timeout:g} s" if timed_out else \
                 f"no answer ({type(exc).__name__}: {printable(exc)[:_MAX_ERROR_CHARS]})"
             # a certificate that does not verify will not verify on another try
             raise HttpSystemError(self.url, call, problem,
                                   retryable=not isinstance(exc, ssl.SSLCertVerificationError)) from None
         finally:
+            watchdog.cancel()
             connection.close()
         self.latencies.setdefault(call, []).append((time.perf_counter() - started) * 1000)
         if not 200 <= response.status < 300:
@@ -269,6 +289,8 @@ class HttpClient:
                 connection.sock.settimeout(left)
             chunk = response.read1(65536) if hasattr(response, "read1") else response.read(65536)
             if not chunk:
+                if time.perf_counter() >= deadline:  # the end was the deadline's shutdown, not the server's
+                    raise HttpSystemError(self.url, call, f"no whole answer within {self.timeout:g} s", retryable=True)
                 return b"".join(chunks)
             size += len(chunk)
             if size > limit:

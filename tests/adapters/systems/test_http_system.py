@@ -93,6 +93,15 @@ def test_a_slow_server_times_out_naming_the_call(server):
     assert [c["call"] for c in slow.requests()] == ["retrieve", "retrieve"]
 
 
+def test_the_timeout_bounds_the_whole_call_even_headers_that_drip(server):
+    dripping = server("drip")  # a header byte every 0.1 s: each socket read returns in time, the answer never ends
+    client = HttpClient(dripping.url, timeout=0.5, retries=0)
+    started = time.monotonic()
+    with pytest.raises(HttpSystemError, match=r"retrieve: no (whole )?answer within 0.5 s") as caught:
+        client.retrieve("L", "q", 3)
+    assert time.monotonic() - started < 3 and caught.value.retryable
+
+
 def test_a_5xx_or_429_once_is_retried_and_an_ingest_failing_midway_starts_the_item_again(server):
     flaky = server("flaky")
     system = HttpSystem(flaky.url, retries=2, ingest_batch=2)
