@@ -143,6 +143,21 @@ def _shut(connection: http.client.HTTPConnection, expired: threading.Event) -> N
             pass
 
 
+def redacted(value):
+    """`value` (JSON) with the token written as `***` wherever a server echoed it back: in what it discloses
+    about itself (the manifest), in its error texts (the ledger, the logs), in a key as in a value."""
+    token = os.environ.get(TOKEN_ENV)
+    if not token:
+        return value
+    if isinstance(value, str):
+        return value.replace(token, "***")
+    if isinstance(value, dict):
+        return {redacted(key): redacted(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redacted(item) for item in value]
+    return value
+
+
 def _reject_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
@@ -257,7 +272,7 @@ class HttpClient:
         except (OSError, http.client.HTTPException) as exc:
             timed_out = expired.is_set() or isinstance(exc, TimeoutError) or "timed out" in str(exc)
             problem = f"no answer within {self.timeout:g} s" if timed_out else \
-                f"no answer ({type(exc).__name__}: {printable(exc)[:_MAX_ERROR_CHARS]})"
+                f"no answer ({type(exc).__name__}: {printable(redacted(str(exc)))[:_MAX_ERROR_CHARS]})"
             # a certificate that does not verify will not verify on another try
             raise HttpSystemError(self.url, call, problem,
                                   retryable=not isinstance(exc, ssl.SSLCertVerificationError)) from None
@@ -269,7 +284,7 @@ class HttpClient:
             raise HttpSystemError(self.url, call, f"HTTP {response.status}{self._server_error(raw)}",
                                   retryable=response.status >= 500 or response.status == 429)
         try:
-            answer = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+            answer = redacted(json.loads(raw.decode("utf-8"), parse_constant=_reject_constant))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested past Python's limit
             raise self._error(call, f"the answer is not JSON ({printable(exc)[:120]})") from None
         if not isinstance(answer, dict):
@@ -303,7 +318,7 @@ class HttpClient:
             error = json.loads(raw.decode("utf-8")).get("error")
         except (UnicodeDecodeError, ValueError, AttributeError, RecursionError):
             return ""
-        return f": {printable(error)[:_MAX_ERROR_CHARS]}" if isinstance(error, str) else ""
+        return f": {printable(redacted(error))[:_MAX_ERROR_CHARS]}" if isinstance(error, str) else ""
 
     def _error(self, call: str, problem: str, field: str | None = None) -> HttpSystemError:
         return HttpSystemError(self.url, call, problem, field=field)

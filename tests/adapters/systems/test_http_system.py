@@ -153,6 +153,18 @@ def test_the_token_is_sent_from_the_environment_and_shown_nowhere(server, monkey
     assert len(calls) == 4 and all(c["token_ok"] for c in calls)
 
 
+def test_a_token_a_server_echoes_back_reaches_no_manifest_or_error(server, monkeypatch):
+    echoing = server("echo-token", token=TOKEN)  # its info config and its 401 error repeat the Authorization header
+    monkeypatch.setenv("MEMFARM_SYSTEM_TOKEN", TOKEN)
+    system = HttpSystem(echoing.url)
+    config = json.dumps(system.config)
+    assert TOKEN not in config and "Bearer" in config  # the rest of what it said is kept
+    with pytest.raises(HttpSystemError, match="HTTP 401: refused Bearer") as caught:
+        system.retrieve("L", "q", 3)
+    assert TOKEN not in str(caught.value)
+    assert system.retrieve("L", "echo", 3) == [{"external_id": "Bearer ***", "score": 1.0}]
+
+
 def test_a_server_down_before_the_run_stops_it_with_one_line(tmp_path, monkeypatch, locomo_path):
     monkeypatch.setenv("MEMFARM_SYSTEM_RETRIES", "1")
     url = f"http://127.0.0.1:{free_port()}"
