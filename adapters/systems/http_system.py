@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import random
+import re
 import secrets
 import socket
 import ssl
@@ -81,20 +82,30 @@ def parse_url(spec: str) -> tuple[str, str, int, str]:
 
     No user, password, query or fragment: a secret goes in MEMFARM_SYSTEM_TOKEN, never in a URL that is
     recorded in results and shown on command lines."""
+    shown = _without_secrets(spec)
     try:
         parts = urlsplit(spec)
         port = parts.port
-    except ValueError as exc:
-        raise MemfarmError(f"system {printable(spec)!r}: not a URL ({exc})") from None
+    except ValueError as exc:  # its text may quote a password read as a port: said only for a URL with none
+        raise MemfarmError(f"system {shown!r}: not a URL" + ("" if "@" in spec else f" ({exc})")) from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES or not parts.hostname:
-        raise MemfarmError(f"system {printable(spec)!r}: expected http://HOST:PORT[/PREFIX] or https://...")
+        raise MemfarmError(f"system {shown!r}: expected http://HOST:PORT[/PREFIX] or https://...")
     if parts.username is not None or parts.password is not None:
-        raise MemfarmError(f"system {printable(spec).split('@')[-1]!r}: no user or password in the URL; put a token "
+        raise MemfarmError(f"system {shown!r}: no user or password in the URL; put a token "
                            f"in the environment variable {TOKEN_ENV}")
     if parts.query or parts.fragment or "?" in spec or "#" in spec:
-        raise MemfarmError(f"system {printable(spec)!r}: no query or fragment in the URL (a token goes in {TOKEN_ENV})")
+        raise MemfarmError(f"system {shown!r}: no query or fragment in the URL (a token goes in {TOKEN_ENV})")
     return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme], parts.path.rstrip("/")
+
+
+def _without_secrets(spec: str) -> str:
+    """A refused URL as an error may show it: nothing before its last `@` (a password may hold `/`, `?` or `#`,
+    which end the host part for a parser), nothing from its first `?` or `#` (a query may carry a token)."""
+    text = printable(spec)
+    if "@" in text:
+        text = "..." + text.rsplit("@", 1)[-1]
+    return re.split(r"[?#]", text, maxsplit=1)[0]
 
 
 def canonical_url(spec: str) -> str:
