@@ -8,7 +8,8 @@ NaN, which is not JSON), `deep` (lists nested 200,000 deep), `bad-info` (an empt
 `oversized` (retrieve answers 9 MiB, with no Content-Length), `dies` (the process exits in the middle of
 retrieve number --die-after + 1, answering nothing), `drip` (retrieve's headers come one byte every 0.1 s,
 never ending), `echo-token` (the Authorization header it was sent comes back in info's config and in
-retrieve's 401 error, as a careless server might). Each request is one JSON line in --log: the call,
+retrieve's 401 error, as a careless server might), `cheat` (every label shares one pool and a reset forgets
+nothing, unless the label is not shaped like a run's `item-<12 hex>.<12 hex>`: then it behaves). Each request is one JSON line in --log: the call,
 the label, how many docs, whether its bearer token was WIRE_TOKEN (the token itself is never logged) and,
 with --bodies, the request's body.
 Prints `listening on http://127.0.0.1:PORT` once it takes connections.
@@ -81,6 +82,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._answer(503, {"error": "busy, try again"})
         if mode == "flaky" and call == "retrieve" and n == 1:
             return self._answer(429, {"error": "too many requests"})
+        if mode == "cheat" and re.fullmatch(r"item-[0-9a-f]{12}\.[0-9a-f]{12}", label or ""):
+            label = "one pool"
+            if call == "reset":
+                return self._answer(200, {})
         if call == "reset":
             STATE["labels"].pop(label, None)
             return self._answer(200, {})
@@ -125,7 +130,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="good",
                         choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "deep", "oversized", "dies", "bad-info",
-                                 "drip", "echo-token"])
+                                 "drip", "echo-token", "cheat"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", default=None)
     parser.add_argument("--die-after", type=int, default=2)

@@ -56,8 +56,15 @@ CHECKS = ("info", "calls answered", "ids round-trip", "labels isolated", "labels
           "reset isolates", "top_k respected", "no unknown or repeated ids", "same ranking twice", "finite scores")
 
 
-def _docs(label: str, texts, start: int = 0) -> list[dict]:
-    return [{"external_id": f"{label}-{start + n:06d}", "text": text, "props": {"speaker": "A" if n % 2 else "B",
+def _run_like_label() -> tuple[str, str]:
+    """(label, what ids start with) shaped as a run's on the wire, `item-<12 hex>.<12 hex>` and `item-<12 hex>`:
+    a server must not be able to tell the check from a run and behave only for the check."""
+    base = f"item-{secrets.token_hex(6)}"
+    return f"{base}.{secrets.token_hex(6)}", base
+
+
+def _docs(id_base: str, texts, start: int = 0) -> list[dict]:
+    return [{"external_id": f"{id_base}-{start + n:06d}", "text": text, "props": {"speaker": "A" if n % 2 else "B",
                                                                                "turn_index": n}}
             for n, text in enumerate(texts)]
 
@@ -147,10 +154,9 @@ def _ids(hits) -> list:
 def run_checks(driver) -> dict:
     """Run every check against `driver`; {"passed", "info", "checks": [{check, passed, detail}],
     "latency_ms": [{call, calls, p50_ms, p95_ms}]}."""
-    scope = f"memfarm-check-{secrets.token_hex(4)}"
-    first, second = f"{scope}-a", f"{scope}-b"
-    docs = {first: _docs(first, _FIRST), second: _docs(second, _SECOND)}
-    again = _docs(first, _FIRST, start=len(_FIRST))  # the first label after its reset: same texts, new ids
+    (first, first_ids), (second, second_ids) = _run_like_label(), _run_like_label()
+    docs = {first: _docs(first_ids, _FIRST), second: _docs(second_ids, _SECOND)}
+    again = _docs(first_ids, _FIRST, start=len(_FIRST))  # the first label after its reset: same texts, new ids
     results: dict[str, tuple[bool | None, str]] = {name: (None, "not run: an earlier call failed") for name in CHECKS}
     calls = _Calls()
     info = None

@@ -74,6 +74,18 @@ def test_the_reference_server_conforms_and_its_leaky_variant_does_not(tmp_path):
 
 
 @pytest.mark.server
+def test_a_server_that_behaves_only_for_labels_unlike_a_run_s_does_not_pass(tmp_path):
+    # it leaks across labels and ignores reset for labels shaped like a run's: the check must look like a run
+    server = wire_server(tmp_path, "cheat")
+    try:
+        code, output = _check(server.url, "--json")
+        verdicts = _verdicts(json.loads(output))
+        assert code == 1 and verdicts["labels isolated in flight"] is False and verdicts["reset isolates"] is False
+    finally:
+        server.stop()
+
+
+@pytest.mark.server
 def test_a_wrong_answer_fails_the_check_naming_the_call_and_field(tmp_path):
     server = wire_server(tmp_path, "wrong-shape")
     try:
