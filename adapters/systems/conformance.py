@@ -85,7 +85,22 @@ class WireDriver:
         self.client.reset(label)
 
     def ingest(self, label: str, docs: list[dict]) -> None:
-        self.client.ingest(label, docs)
+        """As a run ingests: a failure that may pass (no answer, 5xx, 429) resets the label and ingests again, so
+        that a server a run would get through does not fail the check on one busy answer. The check ingests a
+        label only right after its reset: reset, then these docs, is the label's whole content."""
+        from adapters.systems.http_system import HttpSystemError
+
+        client = self.client
+        for attempt in range(client.retries + 1):
+            try:
+                if attempt:
+                    client.reset(label)
+                client.ingest(label, docs)
+                return
+            except HttpSystemError as exc:
+                if not exc.retryable or attempt == client.retries:
+                    raise exc.after(attempt + 1) from None
+                client.pause(attempt, "ingest (the label again: reset, then its docs)", exc)
 
     def retrieve(self, label: str, query: str, top_k: int) -> list:
         return self.client.retrieve(label, query, top_k)

@@ -86,6 +86,19 @@ def test_a_server_that_behaves_only_for_labels_unlike_a_run_s_does_not_pass(tmp_
 
 
 @pytest.mark.server
+def test_a_server_busy_once_on_reset_ingest_and_retrieve_passes_as_a_run_would_get_through(tmp_path):
+    server = wire_server(tmp_path, "flaky")  # 503 on the first reset and the second ingest, 429 on the first retrieve
+    try:
+        code, output = _check(server.url, "--json")
+        report = json.loads(output)
+        assert code == 0 and all(_verdicts(report).values()), report["checks"]
+        calls = [c["call"] for c in server.requests()]
+        assert calls.count("ingest") == 4 and calls.count("reset") >= 4  # the busy ingest: its label reset, again
+    finally:
+        server.stop()
+
+
+@pytest.mark.server
 def test_a_wrong_answer_fails_the_check_naming_the_call_and_field(tmp_path):
     server = wire_server(tmp_path, "wrong-shape")
     try:
