@@ -9,7 +9,9 @@ NaN, which is not JSON), `deep` (lists nested 200,000 deep), `bad-info` (an empt
 retrieve number --die-after + 1, answering nothing), `drip` (retrieve's headers come one byte every 0.1 s,
 never ending), `echo-token` (the Authorization header it was sent comes back in info's config and in
 retrieve's 401 error, as a careless server might), `cheat` (every label shares one pool and a reset forgets
-nothing, unless the label is not shaped like a run's `item-<12 hex>.<12 hex>`: then it behaves). Each request is one JSON line in --log: the call,
+nothing, unless the label is not shaped like a run's `item-<12 hex>.<12 hex>`: then it behaves), `jitter` (each score
+off in its last bits, as a server summing in another order each time: the ranking stays), `shuffle` (the
+second time a question is asked, its two best hits swap). Each request is one JSON line in --log: the call,
 the label, how many docs, whether its bearer token was WIRE_TOKEN (the token itself is never logged) and,
 with --bodies, the request's body.
 Prints `listening on http://127.0.0.1:PORT` once it takes connections.
@@ -18,6 +20,7 @@ Prints `listening on http://127.0.0.1:PORT` once it takes connections.
 import argparse
 import json
 import os
+import random
 import re
 import sys
 import threading
@@ -123,14 +126,23 @@ class Handler(BaseHTTPRequestHandler):
         scored = [(len(query & words(text)), eid) for eid, text in STATE["labels"].get(label, {}).items()]
         hits = sorted((s, eid) for s, eid in scored if s > 0)
         hits.sort(key=lambda pair: (-pair[0], pair[1]))
-        self._answer(200, {"hits": [{"external_id": eid, "score": float(s)} for s, eid in hits[:body["top_k"]]]})
+        ranked = [{"external_id": eid, "score": float(s)} for s, eid in hits[:body["top_k"]]]
+        if mode == "jitter":
+            ranked = [{**hit, "score": hit["score"] * (1 + random.uniform(-1e-12, 1e-12))} for hit in ranked]
+        with STATE["lock"]:
+            asked = STATE.setdefault("asked", {})
+            asked[(label, body["query"])] = asked.get((label, body["query"]), 0) + 1
+            again = asked[(label, body["query"])] > 1
+        if mode == "shuffle" and again and len(ranked) > 1:
+            ranked[0]["external_id"], ranked[1]["external_id"] = ranked[1]["external_id"], ranked[0]["external_id"]
+        self._answer(200, {"hits": ranked})
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="good",
                         choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "deep", "oversized", "dies", "bad-info",
-                                 "drip", "echo-token", "cheat"])
+                                 "drip", "echo-token", "cheat", "jitter", "shuffle"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", default=None)
     parser.add_argument("--die-after", type=int, default=2)

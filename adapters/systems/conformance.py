@@ -14,6 +14,7 @@ texts under new ids, so that a system whose reset forgets nothing returns the ol
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import threading
 import time
@@ -311,7 +312,7 @@ def _judge(calls, docs, known, repeat, reset, concurrent) -> dict:
     verdicts["no unknown or repeated ids"] = (not problems, "; ".join(problems) or "every id was one given, once")
 
     firsts = {query: hits for label, query, k, hits in loaded if label == first}
-    changed = [n for n, (text, hits) in enumerate(zip(_FIRST, repeat)) if _ranking(hits) != _ranking(firsts.get(text))]
+    changed = [n for n, (text, hits) in enumerate(zip(_FIRST, repeat)) if not _same_ranking(hits, firsts.get(text))]
     verdicts["same ranking twice"] = (not changed, f"{len(repeat)} questions asked twice" if not changed else
                                       f"{len(changed)} of {len(repeat)} questions ranked otherwise the second time")
 
@@ -325,6 +326,18 @@ def _judge(calls, docs, known, repeat, reset, concurrent) -> dict:
 def _foreign(answers, owner: dict) -> list[tuple[str, str]]:
     """(label, id) of every hit whose id belongs to another label."""
     return [(label, eid) for label, _, _, hits in answers for eid in _ids(hits) if eid in owner and owner[eid] != label]
+
+
+def _same_ranking(one, other) -> bool:
+    """The same ids in the same order, each score equal up to float rounding: a server summing in another order
+    (threads, a BLAS, float32) ranks the same, and a run scores the order, not the scores' last bits."""
+    if _ranking(one) == _ranking(other):
+        return True
+    if _ids(one) != _ids(other):
+        return False
+    scores = [[hit.get("score") if isinstance(hit, dict) else None for hit in hits or []] for hits in (one, other)]
+    return all(finite_number(a) and finite_number(b) and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+               for a, b in zip(*scores))
 
 
 def _ranking(hits) -> list:

@@ -99,6 +99,18 @@ def test_a_server_busy_once_on_reset_ingest_and_retrieve_passes_as_a_run_would_g
 
 
 @pytest.mark.server
+@pytest.mark.parametrize("mode, same", [("jitter", True), ("shuffle", False)])
+def test_the_same_ranking_allows_float_rounding_of_scores_but_not_another_order(tmp_path, mode, same):
+    server = wire_server(tmp_path, mode)
+    try:
+        code, output = _check(server.url, "--json")
+        verdicts = _verdicts(json.loads(output))
+        assert verdicts["same ranking twice"] is same and (code == 0) is same, verdicts
+    finally:
+        server.stop()
+
+
+@pytest.mark.server
 def test_a_wrong_answer_fails_the_check_naming_the_call_and_field(tmp_path):
     server = wire_server(tmp_path, "wrong-shape")
     try:
