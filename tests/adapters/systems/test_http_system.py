@@ -192,6 +192,14 @@ def test_a_refused_url_is_named_without_its_secret(url):
     assert "hunter2" not in str(caught.value) and "127.0.0.1:9" in str(caught.value)
 
 
+def test_a_worker_with_a_token_may_call_one_server_only(monkeypatch):
+    # one token for two allowed servers: a run staged naming the other one would carry the token there
+    monkeypatch.setenv("MEMFARM_SYSTEM_TOKEN", TOKEN)
+    result = CliRunner().invoke(main, ["worker", "--broker", "redis://127.0.0.1:9/0", "--allow-system",
+                                       "http://127.0.0.1:8077/v1", "--allow-system", "http://127.0.0.1:8078"])
+    assert result.exit_code == 2 and "may call 2 servers" in result.output and TOKEN not in result.output
+
+
 def test_a_worker_calls_only_the_servers_it_was_allowed(monkeypatch):
     from workers.tasks import refusal_before_import
     from workers.version import CODE_VERSION
