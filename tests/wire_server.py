@@ -11,7 +11,8 @@ never ending), `echo-token` (the Authorization header it was sent comes back in 
 retrieve's 401 error, as a careless server might), `cheat` (every label shares one pool and a reset forgets
 nothing, unless the label is not shaped like a run's `item-<12 hex>.<12 hex>`: then it behaves), `jitter` (each score
 off in its last bits, as a server summing in another order each time: the ranking stays), `shuffle` (the
-second time a question is asked, its two best hits swap). Each request is one JSON line in --log: the call,
+second time a question is asked, its two best hits swap), `replace` (an ingest replaces what the label held
+rather than adding to it). Each request is one JSON line in --log: the call,
 the label, how many docs, whether its bearer token was WIRE_TOKEN (the token itself is never logged) and,
 with --bodies, the request's body.
 Prints `listening on http://127.0.0.1:PORT` once it takes connections.
@@ -92,6 +93,8 @@ class Handler(BaseHTTPRequestHandler):
         if call == "reset":
             STATE["labels"].pop(label, None)
             return self._answer(200, {})
+        if call == "ingest" and mode == "replace":
+            STATE["labels"][label] = {}
         if call == "ingest":
             STATE["labels"].setdefault(label, {}).update({d["external_id"]: d["text"] for d in body["docs"]})
             return self._answer(200, {})
@@ -142,7 +145,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="good",
                         choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "deep", "oversized", "dies", "bad-info",
-                                 "drip", "echo-token", "cheat", "jitter", "shuffle"])
+                                 "drip", "echo-token", "cheat", "jitter", "shuffle",
+                                 "replace"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", default=None)
     parser.add_argument("--die-after", type=int, default=2)

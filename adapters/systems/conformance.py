@@ -92,11 +92,13 @@ class WireDriver:
         from adapters.systems.http_system import HttpSystemError
 
         client = self.client
+        half = (len(docs) + 1) // 2  # two calls, as a run sends a long conversation: the second adds to the first
         for attempt in range(client.retries + 1):
             try:
                 if attempt:
                     client.reset(label)
-                client.ingest(label, docs)
+                for start in range(0, len(docs), max(half, 1)):
+                    client.ingest(label, docs[start:start + half])
                 return
             except HttpSystemError as exc:
                 if not exc.retryable or attempt == client.retries:
