@@ -6,7 +6,13 @@ Modes: `good` (word-overlap ranking), `slow` (retrieve takes --delay seconds), `
 the second ingest answer 503 once, the first retrieve 429), `wrong-shape` (a hit's score is a string), `nan-score` (a
 NaN, which is not JSON), `deep` (lists nested 200,000 deep), `bad-info` (an empty name),
 `oversized` (retrieve answers 9 MiB, with no Content-Length), `dies` (the process exits in the middle of
-retrieve number --die-after + 1, answering nothing). Each request is one JSON line in --log: the call,
+retrieve number --die-after + 1, answering nothing), `drip` (retrieve's headers come one byte every 0.1 s,
+never ending), `echo-token` (the Authorization header it was sent comes back in info's config and in
+retrieve's 401 error, as a careless server might), `cheat` (every label shares one pool and a reset forgets
+nothing, unless the label is not shaped like a run's `item-<12 hex>.<12 hex>`: then it behaves), `jitter` (each score
+off in its last bits, as a server summing in another order each time: the ranking stays), `shuffle` (the
+second time a question is asked, its two best hits swap), `replace` (an ingest replaces what the label held
+rather than adding to it). Each request is one JSON line in --log: the call,
 the label, how many docs, whether its bearer token was WIRE_TOKEN (the token itself is never logged) and,
 with --bodies, the request's body.
 Prints `listening on http://127.0.0.1:PORT` once it takes connections.
@@ -15,6 +21,7 @@ Prints `listening on http://127.0.0.1:PORT` once it takes connections.
 import argparse
 import json
 import os
+import random
 import re
 import sys
 import threading
@@ -62,6 +69,10 @@ class Handler(BaseHTTPRequestHandler):
             self._log("info", {})
             if self.options.mode == "bad-info":
                 return self._answer(200, {"name": "", "version": "0.1", "config": {}})
+            if self.options.mode == "echo-token":
+                auth = self.headers.get("Authorization")
+                return self._answer(200, {"name": "wire-echo-token", "version": "0.1",
+                                          "config": {"seen": {"headers": [auth]}, "note": f"called with {auth}"}})
             self._answer(200, {"name": f"wire-{self.options.mode}", "version": "0.1", "config": {"mode": self.options.mode}})
         else:
             self._answer(404, {"error": "no route"})
@@ -75,9 +86,15 @@ class Handler(BaseHTTPRequestHandler):
             return self._answer(503, {"error": "busy, try again"})
         if mode == "flaky" and call == "retrieve" and n == 1:
             return self._answer(429, {"error": "too many requests"})
+        if mode == "cheat" and re.fullmatch(r"item-[0-9a-f]{12}\.[0-9a-f]{12}", label or ""):
+            label = "one pool"
+            if call == "reset":
+                return self._answer(200, {})
         if call == "reset":
             STATE["labels"].pop(label, None)
             return self._answer(200, {})
+        if call == "ingest" and mode == "replace":
+            STATE["labels"][label] = {}
         if call == "ingest":
             STATE["labels"].setdefault(label, {}).update({d["external_id"]: d["text"] for d in body["docs"]})
             return self._answer(200, {})
@@ -87,6 +104,19 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(self.options.delay)
         if mode == "dies" and n > self.options.die_after:
             os._exit(3)
+        if mode == "drip":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+            try:
+                while True:
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:  # the client gave up
+                return None
+        if mode == "echo-token" and body.get("query") == "echo":  # an unknown id the runner would report
+            return self._answer(200, {"hits": [{"external_id": self.headers.get("Authorization"), "score": 1.0}]})
+        if mode == "echo-token":
+            return self._answer(401, {"error": f"refused {self.headers.get('Authorization')}"})
         if mode == "wrong-shape":
             return self._answer(200, {"hits": [{"external_id": "x", "score": "high"}]})
         if mode == "nan-score":
@@ -99,13 +129,24 @@ class Handler(BaseHTTPRequestHandler):
         scored = [(len(query & words(text)), eid) for eid, text in STATE["labels"].get(label, {}).items()]
         hits = sorted((s, eid) for s, eid in scored if s > 0)
         hits.sort(key=lambda pair: (-pair[0], pair[1]))
-        self._answer(200, {"hits": [{"external_id": eid, "score": float(s)} for s, eid in hits[:body["top_k"]]]})
+        ranked = [{"external_id": eid, "score": float(s)} for s, eid in hits[:body["top_k"]]]
+        if mode == "jitter":
+            ranked = [{**hit, "score": hit["score"] * (1 + random.uniform(-1e-12, 1e-12))} for hit in ranked]
+        with STATE["lock"]:
+            asked = STATE.setdefault("asked", {})
+            asked[(label, body["query"])] = asked.get((label, body["query"]), 0) + 1
+            again = asked[(label, body["query"])] > 1
+        if mode == "shuffle" and again and len(ranked) > 1:
+            ranked[0]["external_id"], ranked[1]["external_id"] = ranked[1]["external_id"], ranked[0]["external_id"]
+        self._answer(200, {"hits": ranked})
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="good",
-                        choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "deep", "oversized", "dies", "bad-info"])
+                        choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "deep", "oversized", "dies", "bad-info",
+                                 "drip", "echo-token", "cheat", "jitter", "shuffle",
+                                 "replace"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", default=None)
     parser.add_argument("--die-after", type=int, default=2)

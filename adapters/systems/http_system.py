@@ -27,8 +27,11 @@ import logging
 import math
 import os
 import random
+import re
 import secrets
+import socket
 import ssl
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -79,20 +82,30 @@ def parse_url(spec: str) -> tuple[str, str, int, str]:
 
     No user, password, query or fragment: a secret goes in MEMFARM_SYSTEM_TOKEN, never in a URL that is
     recorded in results and shown on command lines."""
+    shown = _without_secrets(spec)
     try:
         parts = urlsplit(spec)
         port = parts.port
-    except ValueError as exc:
-        raise MemfarmError(f"system {printable(spec)!r}: not a URL ({exc})") from None
+    except ValueError as exc:  # its text may quote a password read as a port: said only for a URL with none
+        raise MemfarmError(f"system {shown!r}: not a URL" + ("" if "@" in spec else f" ({exc})")) from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES or not parts.hostname:
-        raise MemfarmError(f"system {printable(spec)!r}: expected http://HOST:PORT[/PREFIX] or https://...")
+        raise MemfarmError(f"system {shown!r}: expected http://HOST:PORT[/PREFIX] or https://...")
     if parts.username is not None or parts.password is not None:
-        raise MemfarmError(f"system {printable(spec).split('@')[-1]!r}: no user or password in the URL; put a token "
+        raise MemfarmError(f"system {shown!r}: no user or password in the URL; put a token "
                            f"in the environment variable {TOKEN_ENV}")
     if parts.query or parts.fragment or "?" in spec or "#" in spec:
-        raise MemfarmError(f"system {printable(spec)!r}: no query or fragment in the URL (a token goes in {TOKEN_ENV})")
+        raise MemfarmError(f"system {shown!r}: no query or fragment in the URL (a token goes in {TOKEN_ENV})")
     return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme], parts.path.rstrip("/")
+
+
+def _without_secrets(spec: str) -> str:
+    """A refused URL as an error may show it: nothing before its last `@` (a password may hold `/`, `?` or `#`,
+    which end the host part for a parser), nothing from its first `?` or `#` (a query may carry a token)."""
+    text = printable(spec)
+    if "@" in text:
+        text = "..." + text.rsplit("@", 1)[-1]
+    return re.split(r"[?#]", text, maxsplit=1)[0]
 
 
 def canonical_url(spec: str) -> str:
@@ -128,6 +141,32 @@ def finite_number(value) -> bool:
         return math.isfinite(float(value))
     except OverflowError:
         return False
+
+
+def _shut(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
+    """The deadline of a call passed: shut its socket, so that a read blocked on it returns now."""
+    expired.set()
+    sock = connection.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed: the call is over
+            pass
+
+
+def redacted(value):
+    """`value` (JSON) with the token written as `***` wherever a server echoed it back: in what it discloses
+    about itself (the manifest), in its error texts (the ledger, the logs), in a key as in a value."""
+    token = os.environ.get(TOKEN_ENV)
+    if not token:
+        return value
+    if isinstance(value, str):
+        return value.replace(token, "***")
+    if isinstance(value, dict):
+        return {redacted(key): redacted(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redacted(item) for item in value]
+    return value
 
 
 def _reject_constant(name: str):
@@ -229,6 +268,12 @@ class HttpClient:
         deadline = started + self.timeout
         headers = self._headers(payload)
         connection = self._connection()
+        # A socket timeout bounds each read, not the answer: a server dripping its status line or headers a byte
+        # at a time would hold the call for hours. At the deadline the socket is shut, whatever is being read.
+        expired = threading.Event()
+        watchdog = threading.Timer(self.timeout, _shut, args=(connection, expired))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             connection.request(method, f"{self.prefix}/{call}", body=payload, headers=headers)
             response = connection.getresponse()
@@ -236,20 +281,21 @@ class HttpClient:
         except HttpSystemError:
             raise
         except (OSError, http.client.HTTPException) as exc:
-            timed_out = isinstance(exc, TimeoutError) or "timed out" in str(exc)
+            timed_out = expired.is_set() or isinstance(exc, TimeoutError) or "timed out" in str(exc)
             problem = f"no answer within {self.timeout:g} s" if timed_out else \
-                f"no answer ({type(exc).__name__}: {printable(exc)[:_MAX_ERROR_CHARS]})"
+                f"no answer ({type(exc).__name__}: {printable(redacted(str(exc)))[:_MAX_ERROR_CHARS]})"
             # a certificate that does not verify will not verify on another try
             raise HttpSystemError(self.url, call, problem,
                                   retryable=not isinstance(exc, ssl.SSLCertVerificationError)) from None
         finally:
+            watchdog.cancel()
             connection.close()
         self.latencies.setdefault(call, []).append((time.perf_counter() - started) * 1000)
         if not 200 <= response.status < 300:
             raise HttpSystemError(self.url, call, f"HTTP {response.status}{self._server_error(raw)}",
                                   retryable=response.status >= 500 or response.status == 429)
         try:
-            answer = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+            answer = redacted(json.loads(raw.decode("utf-8"), parse_constant=_reject_constant))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested past Python's limit
             raise self._error(call, f"the answer is not JSON ({printable(exc)[:120]})") from None
         if not isinstance(answer, dict):
@@ -269,6 +315,8 @@ class HttpClient:
                 connection.sock.settimeout(left)
             chunk = response.read1(65536) if hasattr(response, "read1") else response.read(65536)
             if not chunk:
+                if time.perf_counter() >= deadline:  # the end was the deadline's shutdown, not the server's
+                    raise HttpSystemError(self.url, call, f"no whole answer within {self.timeout:g} s", retryable=True)
                 return b"".join(chunks)
             size += len(chunk)
             if size > limit:
@@ -281,7 +329,7 @@ class HttpClient:
             error = json.loads(raw.decode("utf-8")).get("error")
         except (UnicodeDecodeError, ValueError, AttributeError, RecursionError):
             return ""
-        return f": {printable(error)[:_MAX_ERROR_CHARS]}" if isinstance(error, str) else ""
+        return f": {printable(redacted(error))[:_MAX_ERROR_CHARS]}" if isinstance(error, str) else ""
 
     def _error(self, call: str, problem: str, field: str | None = None) -> HttpSystemError:
         return HttpSystemError(self.url, call, problem, field=field)

@@ -204,7 +204,16 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
     from coordinator.running.ledger import connect
     from coordinator.running.spec import resolved_system
 
-    os.environ["MEMFARM_ALLOWED_SYSTEMS"] = json.dumps([resolved_system(a) for a in allowed])
+    from adapters.systems.http_system import TOKEN_ENV, is_http_system, origin
+
+    resolved = [resolved_system(a) for a in allowed]
+    servers = sorted({origin(a) for a in resolved if is_http_system(a)})
+    if os.environ.get(TOKEN_ENV) and len(servers) > 1:  # whoever writes a run to Redis picks which one is called
+        shown = ", ".join(f"{scheme}://{host}:{port}" for scheme, host, port in servers)
+        raise click.UsageError(f"{TOKEN_ENV} is set and this worker may call {len(servers)} servers ({shown}): a run "
+                               "naming one would be sent the token meant for another; start one worker per server, "
+                               "each with its own token")
+    os.environ["MEMFARM_ALLOWED_SYSTEMS"] = json.dumps(resolved)
 
     os.environ["MEMFARM_BROKER"] = broker
     os.environ["MEMFARM_CACHE_DIR"] = str(Path(cache_dir).resolve())

@@ -93,6 +93,15 @@ def test_a_slow_server_times_out_naming_the_call(server):
     assert [c["call"] for c in slow.requests()] == ["retrieve", "retrieve"]
 
 
+def test_the_timeout_bounds_the_whole_call_even_headers_that_drip(server):
+    dripping = server("drip")  # a header byte every 0.1 s: each socket read returns in time, the answer never ends
+    client = HttpClient(dripping.url, timeout=0.5, retries=0)
+    started = time.monotonic()
+    with pytest.raises(HttpSystemError, match=r"retrieve: no (whole )?answer within 0.5 s") as caught:
+        client.retrieve("L", "q", 3)
+    assert time.monotonic() - started < 3 and caught.value.retryable
+
+
 def test_a_5xx_or_429_once_is_retried_and_an_ingest_failing_midway_starts_the_item_again(server):
     flaky = server("flaky")
     system = HttpSystem(flaky.url, retries=2, ingest_batch=2)
@@ -144,6 +153,18 @@ def test_the_token_is_sent_from_the_environment_and_shown_nowhere(server, monkey
     assert len(calls) == 4 and all(c["token_ok"] for c in calls)
 
 
+def test_a_token_a_server_echoes_back_reaches_no_manifest_or_error(server, monkeypatch):
+    echoing = server("echo-token", token=TOKEN)  # its info config and its 401 error repeat the Authorization header
+    monkeypatch.setenv("MEMFARM_SYSTEM_TOKEN", TOKEN)
+    system = HttpSystem(echoing.url)
+    config = json.dumps(system.config)
+    assert TOKEN not in config and "Bearer" in config  # the rest of what it said is kept
+    with pytest.raises(HttpSystemError, match="HTTP 401: refused Bearer") as caught:
+        system.retrieve("L", "q", 3)
+    assert TOKEN not in str(caught.value)
+    assert system.retrieve("L", "echo", 3) == [{"external_id": "Bearer ***", "score": 1.0}]
+
+
 def test_a_server_down_before_the_run_stops_it_with_one_line(tmp_path, monkeypatch, locomo_path):
     monkeypatch.setenv("MEMFARM_SYSTEM_RETRIES", "1")
     url = f"http://127.0.0.1:{free_port()}"
@@ -159,6 +180,24 @@ def test_a_url_with_a_password_is_refused_without_echoing_it(tmp_path, locomo_pa
     result = CliRunner().invoke(main, ["run", "locomo", "--dataset", str(locomo_path), "--system",
                                        "http://me:hunter2@127.0.0.1:9"])
     assert result.exit_code == 2 and "MEMFARM_SYSTEM_TOKEN" in result.output and "hunter2" not in result.output
+
+
+@pytest.mark.parametrize("url", ["http://me:hunter2#x@127.0.0.1:9", "http://me:hunter2/x@127.0.0.1:9",
+                                 "http://me:hun@ter2@127.0.0.1:9", "http://127.0.0.1:9/?token=hunter2",
+                                 "http://127.0.0.1:9/#hunter2", "ftp://me:hunter2@127.0.0.1:9"])
+def test_a_refused_url_is_named_without_its_secret(url):
+    # a password holding / ? or # ends a parser's host part early: the rest read as a port, quoted in its error
+    with pytest.raises(MemfarmError) as caught:
+        parse_url(url)
+    assert "hunter2" not in str(caught.value) and "127.0.0.1:9" in str(caught.value)
+
+
+def test_a_worker_with_a_token_may_call_one_server_only(monkeypatch):
+    # one token for two allowed servers: a run staged naming the other one would carry the token there
+    monkeypatch.setenv("MEMFARM_SYSTEM_TOKEN", TOKEN)
+    result = CliRunner().invoke(main, ["worker", "--broker", "redis://127.0.0.1:9/0", "--allow-system",
+                                       "http://127.0.0.1:8077/v1", "--allow-system", "http://127.0.0.1:8078"])
+    assert result.exit_code == 2 and "may call 2 servers" in result.output and TOKEN not in result.output
 
 
 def test_a_worker_calls_only_the_servers_it_was_allowed(monkeypatch):

@@ -74,6 +74,56 @@ def test_the_reference_server_conforms_and_its_leaky_variant_does_not(tmp_path):
 
 
 @pytest.mark.server
+def test_a_server_that_behaves_only_for_labels_unlike_a_run_s_does_not_pass(tmp_path):
+    # it leaks across labels and ignores reset for labels shaped like a run's: the check must look like a run
+    server = wire_server(tmp_path, "cheat")
+    try:
+        code, output = _check(server.url, "--json")
+        verdicts = _verdicts(json.loads(output))
+        assert code == 1 and verdicts["labels isolated in flight"] is False and verdicts["reset isolates"] is False
+    finally:
+        server.stop()
+
+
+@pytest.mark.server
+def test_a_server_busy_once_on_reset_ingest_and_retrieve_passes_as_a_run_would_get_through(tmp_path):
+    server = wire_server(tmp_path, "flaky")  # 503 on the first reset and the second ingest, 429 on the first retrieve
+    try:
+        code, output = _check(server.url, "--json")
+        report = json.loads(output)
+        assert code == 0 and all(_verdicts(report).values()), report["checks"]
+        calls = [c["call"] for c in server.requests()]
+        # 3 fillings of a label, each in two calls; the busy one: its label reset and filled again
+        assert calls.count("ingest") > 6 and calls.count("reset") >= 4
+    finally:
+        server.stop()
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("mode, same", [("jitter", True), ("shuffle", False)])
+def test_the_same_ranking_allows_float_rounding_of_scores_but_not_another_order(tmp_path, mode, same):
+    server = wire_server(tmp_path, mode)
+    try:
+        code, output = _check(server.url, "--json")
+        verdicts = _verdicts(json.loads(output))
+        assert verdicts["same ranking twice"] is same and (code == 0) is same, verdicts
+    finally:
+        server.stop()
+
+
+@pytest.mark.server
+def test_a_server_whose_ingest_replaces_rather_than_adds_does_not_pass(tmp_path):
+    # a run sends a long conversation in batches of 256: such a server would keep only the last one
+    server = wire_server(tmp_path, "replace")
+    try:
+        code, output = _check(server.url, "--json")
+        verdicts = _verdicts(json.loads(output))
+        assert code == 1 and verdicts["ids round-trip"] is False, verdicts
+    finally:
+        server.stop()
+
+
+@pytest.mark.server
 def test_a_wrong_answer_fails_the_check_naming_the_call_and_field(tmp_path):
     server = wire_server(tmp_path, "wrong-shape")
     try:
