@@ -20,6 +20,7 @@ import shutil
 import tempfile
 import threading
 import uuid
+import weakref
 from contextlib import contextmanager
 
 #: MemPalace searches a pool this many times wider than top_k before its re-rank (its own default).
@@ -45,6 +46,8 @@ class MemPalaceSystem:
             max_seq_length, embedder_backend, onnx_dir=onnx_folder(), threads=embedder_threads(),
             embedder=embedder if isinstance(embedder, str) else None)
         self._root = workdir or tempfile.mkdtemp(prefix="memfarm-mempalace-")
+        if workdir is None:  # a scratch folder of its own goes when the system does
+            weakref.finalize(self, shutil.rmtree, self._root, True)
         self._home = os.path.join(self._root, "home")
         self._palace: str | None = None
         self.last_diagnostics: dict = {}
