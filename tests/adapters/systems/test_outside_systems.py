@@ -68,7 +68,7 @@ def test_mnem_and_mempalace_on_one_locomo_conversation_here_and_on_a_farm(locomo
         farm, farm_manifest = _run(tmp_path, f"farm_{name}", data, "--system", name, *options,
                                    env={"MEMFARM_BROKER": redis_server.url})
         assert _rankings(farm) == _rankings(local)
-        assert farm_manifest["system"]["name"] == name and farm_manifest["workers"]
+        assert farm_manifest["system"]["name"] == name and farm_manifest["farm"]["workers"]
 
 
 def test_modes_are_the_systems_own(tmp_path):
