@@ -180,10 +180,14 @@ def reconcile(report: dict, scored: dict, run: dict, locomo: list[dict]) -> dict
     for row in differences:
         reasons[row["reason"]] = reasons.get(row["reason"], 0) + 1
     top5_same = sum(1 for q in both if evaluable(ran.get(q)) and _sessions(ran[q])[:5] == published[q]["top5"])
-    return {"question_sets": sets, "mnem_figures": report["figures"],
+    return {"run": {"file": run.get("_path"), "retrieval_mode": (run.get("settings_system") or {}).get("retrieval_mode"),
+                    "items": sorted({r["item_id"] for r in run["records"]}),
+                    "questions_compared": comparison["n"]},
+            "question_sets": sets, "mnem_figures": report["figures"],
             "published_vs_run": [{"ranking": "published (mnem's file, memfarm score)", "n": comparison["n"],
                                   "session_recall_any_5": _mean(comparison["baseline_value"])},
-                                 {"ranking": "farm run, --system mnem --retrieval-mode dense", "n": comparison["n"],
+                                 {"ranking": f"farm run, {(run.get('settings_system') or {}).get('retrieval_mode')}",
+                                  "n": comparison["n"],
                                   "session_recall_any_5": _mean(comparison["system_value"])}],
             "paired": {"n": comparison["n"], "delta": _mean(comparison["delta"]),
                        "ci95_low": _mean((comparison["ci95"] or [None])[0]),
