@@ -80,3 +80,34 @@ def test_the_command_writes_rankings_memfarm_score_reads(files, tmp_path):
     assert records["conv-b:q0"]["metrics"]["session"]["recall_any@1"] == 0.0
     assert records["conv-b:q0"]["metrics"]["session"]["recall_any@5"] == 1.0
     assert records["conv-b:q3"]["metrics"] is None  # adversarial: mnem scores it, the farm does not
+
+
+def _record(qid, hit, gold, sessions=None, scores=None):
+    candidates = [{"id": f"{s}:1", "score": score, "metadata": {"session_id": s}}
+                  for s, score in zip(sessions or [], scores or [])]
+    return {"question_id": qid, "item_id": "conv-b", "status": "ok", "expected_ids": gold, "candidates": candidates,
+            "metrics": {"session": {"recall_any@5": float(hit)}}}
+
+
+def test_every_difference_from_the_published_ranking_has_a_reason():
+    from coordinator.results.mnem_rankings import reconcile
+
+    report = {"figures": [], "questions": [
+        {"question_id": f"conv-b:q{i}", "category": 4, "mnem_gold": ["D1"], "top5": ["D1", "D2"], "hit_at_5": 1}
+        for i in range(3)] + [{"question_id": "conv-b:q3", "category": 5, "mnem_gold": ["D1"], "top5": ["D1"],
+                               "hit_at_5": 1}]}
+    scored = {"records": [_record(f"conv-b:q{i}", 1, ["D1"]) for i in range(3)] + [
+        {"question_id": "conv-b:q3", "status": "ok", "metrics": None}]}
+    six = ["D2", "D3", "D4", "D5", "D6", "D1"]
+    run = {"records": [_record("conv-b:q0", 1, ["D1"], ["D1", "D2"], [0.9, 0.8]),
+                       _record("conv-b:q1", 0, ["D1"], six, [0.9, 0.8, 0.7, 0.6, 0.5, 0.495]),
+                       _record("conv-b:q2", 0, ["D1"], six[:5], [0.9, 0.8, 0.7, 0.6, 0.5]),
+                       {"question_id": "conv-b:q3", "item_id": "conv-b", "status": "ok", "metrics": None}],
+           "settings_system": {"retrieval_mode": "mnem:dense"}}
+    data = reconcile(report, scored, run, [])
+    sets = {row["set"]: row["n"] for row in data["question_sets"]}
+    assert sets["both evaluate"] == 3 and sets["same gold, memfarm score's session hit@5 equals mnem's hit_at_5"] == 3
+    reasons = {row["question_id"]: row["reason"] for row in data["differences"]}
+    assert set(reasons) == {"conv-b:q1", "conv-b:q2"}
+    assert reasons["conv-b:q1"].startswith("near tie") and "depth of the turn list" in reasons["conv-b:q2"]
+    assert data["paired"]["run_losses"] == 2 and data["paired"]["same_top5_order"] == 1
