@@ -248,5 +248,6 @@ def _reason(record: dict, gold: list[str], captions: set) -> dict:
     elif captioned:
         reason = "a photo turn among the top turns: the farm's text carries its caption, mnem's does not"
     else:
-        reason = "a wider margin: the two builds of MiniLM and their texts ('speaker: text' alike) disagree beyond ties"
+        reason = ("no tie at the fifth session in the run: the two embeddings of the question or of a session's best "
+                  "turn differ by more than rounding (model build, a caption outside the top ten turns)")
     return {"reason": reason, "margin_at_fifth": margin}
