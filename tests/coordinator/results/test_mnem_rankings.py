@@ -83,7 +83,7 @@ def test_the_command_writes_rankings_memfarm_score_reads(files, tmp_path):
 
 
 def _record(qid, hit, gold, sessions=None, scores=None):
-    candidates = [{"id": f"{s}:1", "score": score, "metadata": {"session_id": s}}
+    candidates = [{"id": f"x-{s}", "score": score, "metadata": {"session_id": s, "turn_id": f"{s}:1"}}
                   for s, score in zip(sessions or [], scores or [])]
     return {"question_id": qid, "item_id": "conv-b", "status": "ok", "expected_ids": gold, "candidates": candidates,
             "metrics": {"session": {"recall_any@5": float(hit)}}}
@@ -111,3 +111,6 @@ def test_every_difference_from_the_published_ranking_has_a_reason():
     assert set(reasons) == {"conv-b:q1", "conv-b:q2"}
     assert reasons["conv-b:q1"].startswith("near tie") and "depth of the turn list" in reasons["conv-b:q2"]
     assert data["paired"]["run_losses"] == 2 and data["paired"]["same_top5_order"] == 1
+    photo = [{"sample_id": "conv-b", "conversation": {"session_6": [{"dia_id": "D6:1", "blip_caption": "a cat"}]}}]
+    again = {row["question_id"]: row["reason"] for row in reconcile(report, scored, run, photo)["differences"]}
+    assert all(reason.startswith("a photo turn") for reason in again.values()) and len(again) == 2
