@@ -17,8 +17,7 @@ from pathlib import Path
 
 from adapters.defaults import EMBEDDER_BACKENDS
 from adapters.errors import MemfarmError
-from adapters.systems import SYSTEMS
-from memoria import defaults as engine
+from adapters.systems import SYSTEMS, modes_of
 from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
 
@@ -42,7 +41,7 @@ def checked_settings(meta: dict, cache_dir: str | None) -> dict:
         if name not in info.settings:
             raise MemfarmError(f"run setting {name!r}: system {info.name} takes no such setting")
         if value is not None:
-            checked[name] = _checked(name, value, cache_dir)
+            checked[name] = _checked(name, value, cache_dir, info.name)
     try:
         MemoriaSettings().updated(**{k: v for k, v in checked.items() if k in _ENGINE_FIELDS})
     except SettingsError as exc:
@@ -50,14 +49,14 @@ def checked_settings(meta: dict, cache_dir: str | None) -> dict:
     return checked
 
 
-def _checked(name: str, value, cache_dir: str | None):
+def _checked(name: str, value, cache_dir: str | None, system: str):
     if name in _MINIMUM:
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < _MINIMUM[name]:
             raise MemfarmError(f"run setting {name}: expected a whole number of at least {_MINIMUM[name]}, "
                                f"got {value!r}")
         return int(value)
     if name == "mode":
-        return _choice(name, value, sorted(engine.MODE_SOURCES))
+        return _choice(name, value, sorted(modes_of(system)))
     if name == "embedder_backend":
         return _choice(name, value, EMBEDDER_BACKENDS)
     if name == "embedder":

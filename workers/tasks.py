@@ -114,7 +114,9 @@ def refusal_before_import(meta: dict) -> str | None:
         if refusal:
             return refusal
     elif meta.get("system") not in allowed_systems():
-        return (f"system {meta.get('system')!r} is not allowed on this worker (built in: memoria, adamem, mem0; "
+        from adapters.systems import SYSTEMS
+
+        return (f"system {meta.get('system')!r} is not allowed on this worker (built in: {', '.join(SYSTEMS)}; "
                 "start the worker with --allow-system to allow another)")
     try:
         checked_settings(meta, os.environ.get("MEMFARM_CACHE_DIR"))

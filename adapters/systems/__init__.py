@@ -2,7 +2,7 @@
 
 The runner owns everything else: isolation, opaque ids, tasks built from a
 whitelist, the shared top_k, rejecting bad hits, scoring. Built in: `memoria`
-(any mode) and `adamem` (any ablation); optional: `mem0`. A user's own system
+(any mode) and `adamem` (any ablation); optional: `mem0`, `mnem` (its own modes) and `mempalace`. A user's own system
 is `path/to/file.py:ClassName` or `package.module:ClassName`, built with no
 arguments, or a server in any language, `http://HOST:PORT[/PREFIX]` (`http_system`).
 `SYSTEMS` says which settings each built-in system takes, so the command line
@@ -34,6 +34,8 @@ class SystemInfo:
     #: Whether `--retrieval-mode` means anything to it.
     has_modes: bool = False
     optional: bool = False
+    #: The system's own retrieval modes, its default first (empty: the engine's, `memoria.defaults.MODE_SOURCES`).
+    modes: tuple[str, ...] = ()
 
 
 SYSTEMS = {s.name: s for s in (
@@ -43,7 +45,22 @@ SYSTEMS = {s.name: s for s in (
                has_modes=True),
     SystemInfo("adamem", "adapters.systems.adamem:AdaMemSystem", ("ablation", "max_seq_length")),
     SystemInfo("mem0", "adapters.systems.mem0_system:Mem0System", (), optional=True),
+    SystemInfo("mnem", "adapters.systems.mnem_system:MnemSystem",
+               ("mode", "embedder", "max_seq_length", "embedder_backend", "batch_size"),
+               has_modes=True, optional=True, modes=("hybrid", "dense")),
+    SystemInfo("mempalace", "adapters.systems.mempalace_system:MemPalaceSystem",
+               ("embedder", "max_seq_length", "embedder_backend", "batch_size"), optional=True),
 )}
+
+
+def modes_of(name: str) -> tuple[str, ...]:
+    """The retrieval modes a built-in system takes, its default first (memoria: the engine's)."""
+    from memoria import defaults as engine
+
+    info = SYSTEMS[name]
+    if info.modes:
+        return info.modes
+    return (engine.DEFAULT_MODE, *sorted(m for m in engine.MODE_SOURCES if m != engine.DEFAULT_MODE))
 
 
 def _user_class(spec: str):

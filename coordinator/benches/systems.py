@@ -1,52 +1,130 @@
-"""`memfarm bench systems`: recall, ingest rate and recall latency of each system (memoria, adamem, mem0)
-on one LoCoMo file, with the same docs, top_k and scorer; a system that cannot run here is listed as
-skipped."""
+"""`memfarm bench systems`: every system side by side on LoCoMo and a generated LongMemEval-S file, each against
+Memoria full question by question, with what it costs to ingest and to recall and its peak memory.
+
+Each system runs as its own `memfarm run` child (so its wall time and peak RSS are its own) with the same docs,
+the same top_k and the same embedder; the paired statistics are `memfarm compare`'s (`coordinator.results.compare`):
+the strict session recall_all@5 first, a 95% paired bootstrap interval of the difference, Holm's adjustment over
+every comparison of a dataset. A system whose extra is not installed is listed as skipped, never scored 0.
+"""
 
 from __future__ import annotations
 
+import json
+import re
 import statistics
 from pathlib import Path
 
-from coordinator.benches.common import metric, quality_row, write_bench
+from coordinator.benches.common import fresh_workdir, generated_longmemeval, measure_memfarm, write_bench
+
+#: (label, `memfarm run` options); the first is the reference every other row is compared with.
+SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"]),
+           ("memoria fusion", ["--system", "memoria", "--retrieval-mode", "fusion"]),
+           ("adamem full", ["--system", "adamem", "--ablation", "full"]),
+           ("mem0", ["--system", "mem0"]),
+           ("mnem hybrid", ["--system", "mnem", "--retrieval-mode", "hybrid"]),
+           ("mnem dense", ["--system", "mnem", "--retrieval-mode", "dense"]),
+           ("mempalace", ["--system", "mempalace"]))
+#: The metrics of the table, strict first, as `memfarm compare` spells them, and their column names.
+METRICS = (("session:recall_all@5", "session_recall_all_5"), ("session:recall_any@5", "session_recall_any_5"),
+           ("session:ndcg_any@10", "session_ndcg_10"), ("turn:recall_any@10", "turn_recall_any_10"))
+REFERENCE = SYSTEMS[0][0]
+#: The package an optional system imports: not installed, its rows are skipped.
+VENDOR_MODULES = {"mem0": "mem0", "mnem": "pymnem", "mempalace": "mempalace"}
 
 
-def run_systems_bench(locomo: str | Path, output, workdir: str | Path = "cache/bench_systems", extra=()) -> str:
-    """Systems side by side on one LoCoMo file: same docs, same top_k, same scorer; `extra` names more
-    systems (a server's URL, a Python class), each a row under its own name."""
-    from adapters.errors import SystemUnavailable
-    from coordinator.running.spec import RunSpec
+def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cache/bench_systems",
+                      questions: int = 20, scale: float = 0.1, limit: int | None = None,
+                      only: tuple[str, ...] = (), extra: tuple[str, ...] = (), resamples: int = 10_000) -> str:
+    """Run the systems (all, or those labelled in `only`; the reference always) and every system `extra` names (a
+    server's URL, a Python class; a row under its own spelling) on both datasets; write one row per dataset and
+    system, and return the printed table."""
+    import importlib.util
 
-    workdir = Path(workdir)
-    configs = [("memoria fusion", {"system": "memoria", "retrieval_mode": "fusion"}),
-               ("memoria full", {"system": "memoria", "retrieval_mode": "full"}),
-               ("adamem full", {"system": "adamem", "ablation": "full"}),
-               ("adamem semantic_only", {"system": "adamem", "ablation": "semantic_only"}),
-               ("mem0", {"system": "mem0"})] + [(spec, {"system": spec}) for spec in extra]
-    rows, skipped = {}, {}
-    for label, options in configs:
-        try:
-            results, manifest = quality_row(RunSpec("locomo", dataset=str(locomo), **options), workdir, label)
-        except SystemUnavailable as exc:
-            skipped[label] = str(exc)
-            continue
+    workdir = fresh_workdir(workdir)
+    unknown = [name for name in only if name not in dict(SYSTEMS)]
+    if unknown:
+        raise ValueError(f"unknown system label(s) {', '.join(unknown)}; choose from {', '.join(dict(SYSTEMS))}")
+    selected = only or extra
+    chosen = [(label, options) for label, options in SYSTEMS if not selected or label in only or label == REFERENCE]
+    chosen += [(spec, ["--system", spec]) for spec in extra]
+    datasets = {"locomo": (Path(locomo), []),
+                "longmemeval": (generated_longmemeval(workdir, questions, scale, seed=7), [])}
+    rows, skipped = [], {}
+    for benchmark, (path, extra) in datasets.items():
+        files = {}
+        for label, options in chosen:
+            vendor = VENDOR_MODULES.get(options[options.index("--system") + 1])
+            if vendor and importlib.util.find_spec(vendor) is None:
+                skipped[label] = f"{vendor} is not installed (pip install 'memoria-farm[{options[1]}]')"
+                continue
+            out = workdir / f"{benchmark}_{len(files)}_{re.sub(r'[^A-Za-z0-9_.-]+', '-', label)}.json"
+            args = ["run", benchmark, "--dataset", str(path), *options, "--output", str(out), *extra]
+            if limit:
+                args += ["--limit", str(limit)]
+            seconds, rss = measure_memfarm(args)
+            files[label] = (out, seconds, rss)
+        rows += _dataset_rows(benchmark, files, resamples)
+    data = {"datasets": {"locomo": str(locomo), "longmemeval": f"generated: {questions} questions, scale {scale}"},
+            "limit": limit, "reference": REFERENCE, "metrics": [m for m, _ in METRICS], "rows": rows,
+            "skipped": skipped}
+    path = write_bench("systems", data, output)
+    return "\n".join(_table(rows) + [f"skipped {k}: {v}" for k, v in skipped.items()] + [f"wrote {path}"])
+
+
+def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
+    """One flat row per system: its metrics, and each metric's difference from the reference with the interval
+    and the Holm-adjusted p of `memfarm compare` over this dataset's table."""
+    from coordinator.results.analyze import load_results
+    from coordinator.results.compare import compare_files
+
+    labels = list(files)
+    loaded = [load_results(files[label][0]) for label in labels]
+    by_key = {}
+    if len(loaded) > 1:  # the table lists each metric in turn, and under it every other file in order
+        table = compare_files(loaded, [m for m, _ in METRICS], resamples=resamples, count_failed_as_miss=True)
+        for position, entry in enumerate(table["comparisons"]):
+            by_key[(labels[1 + position % (len(labels) - 1)], entry["metric"])] = entry
+    rows = []
+    for label, results in zip(labels, loaded):
+        out, seconds, rss = files[label]
+        manifest = json.loads(Path(str(out).removesuffix(".json") + ".manifest.json").read_text())
         summary = results["metrics"]["all"]
         build_ms = sum(item["timings"].get("build_or_restore_ms", 0.0) for item in manifest["items"])
         docs = sum(item["stats"].get("docs", 0) for item in manifest["items"])
         runtimes = [r["runtime_ms"] for r in results["records"] if r.get("status") == "ok"]
-        rows[label] = {
-            "config": results["settings_system"],
-            "evaluable": summary["evaluable"]["session"],
-            **{f"{level}_recall_any@{k}": metric(summary, level, f"recall_any@{k}")
-               for level in ("session", "turn") for k in (5, 10)},
-            "ingest_turns_per_s": round(docs / (build_ms / 1000), 1),
-            "recall_p50_ms": round(statistics.median(runtimes), 2),
-        }
-    path = write_bench("systems", {"dataset": str(locomo), "top_k": 50, "rows": rows, "skipped": skipped}, output)
-    lines = [f"{'system':<22}{'n':>5}{'sess R@5':>9}{'sess R@10':>10}{'turn R@5':>9}{'turn R@10':>10}"
-             f"{'ingest/s':>10}{'p50 ms':>8}"]
-    for label, r in rows.items():
-        lines.append(f"{label:<22}{r['evaluable']:>5}{r['session_recall_any@5']:>9.3f}{r['session_recall_any@10']:>10.3f}"
-                     f"{r['turn_recall_any@5']:>9.3f}{r['turn_recall_any@10']:>10.3f}{r['ingest_turns_per_s']:>10.1f}"
-                     f"{r['recall_p50_ms']:>8.2f}")
-    lines += [f"skipped {k}: {v}" for k, v in skipped.items()] + [f"wrote {path}"]
-    return "\n".join(lines)
+        row = {"dataset": benchmark, "system": label, "config": results.get("settings_system", {}).get("retrieval_mode"),
+               "n": summary["evaluable"]["session"],
+               "failed_items": sum(1 for item in manifest["items"] if item.get("status") == "failed")}
+        for metric, column in METRICS:
+            level, _, rest = metric.partition(":")
+            name, _, k = rest.partition("@")
+            row[column] = round((summary.get(level) or {}).get(f"{name}@{k}", float("nan")), 4)
+            entry = by_key.get((label, metric))
+            if entry:
+                low, high = entry["ci95"] or (None, None)
+                row[f"{column}_delta"] = _round(entry["delta"])
+                row[f"{column}_ci_low"], row[f"{column}_ci_high"] = _round(low), _round(high)
+                row[f"{column}_p_holm"] = _round(entry["p_holm"], 4)
+        row.update(ingest_ms_per_turn=round(build_ms / docs, 2) if docs else None,
+                   recall_p50_ms=round(statistics.median(runtimes), 2) if runtimes else None,
+                   wall_s=round(seconds, 1), peak_rss_mib=round(rss / 2**20, 1))
+        rows.append(row)
+    return rows
+
+
+def _round(value, digits: int = 4):
+    return None if value is None else round(float(value), digits)
+
+
+def _table(rows: list[dict]) -> list[str]:
+    lines = [f"{'dataset':<12}{'system':<16}{'n':>5}{'all@5':>7}{'Δ all@5 [95% CI]':>26}{'p_holm':>8}{'any@5':>7}"
+             f"{'nDCG10':>7}{'tR@10':>7}{'ms/turn':>9}{'p50 ms':>8}{'RSS MiB':>9}"]
+    for r in rows:
+        delta = (f"{r['session_recall_all_5_delta']:+.3f} [{r['session_recall_all_5_ci_low']:+.3f},"
+                 f"{r['session_recall_all_5_ci_high']:+.3f}]" if "session_recall_all_5_delta" in r else "reference")
+        p = f"{r['session_recall_all_5_p_holm']:.3g}" if r.get("session_recall_all_5_p_holm") is not None else "-"
+        lines.append(f"{r['dataset']:<12}{r['system']:<16}{r['n']:>5}{r['session_recall_all_5']:>7.3f}{delta:>26}"
+                     f"{p:>8}{r['session_recall_any_5']:>7.3f}{r['session_ndcg_10']:>7.3f}"
+                     f"{r['turn_recall_any_10']:>7.3f}{r['ingest_ms_per_turn'] or 0:>9.2f}"
+                     f"{r['recall_p50_ms'] or 0:>8.2f}{r['peak_rss_mib']:>9.1f}")
+    return lines

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from coordinator.cli.root import broker_option, main
@@ -80,15 +82,33 @@ def bench_ablation(locomo, questions, scale, workdir, output):
 
 @bench.command("systems")
 @click.option("--locomo", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--questions", type=click.IntRange(2), default=20, show_default=True,
+              help="Questions of the generated LongMemEval-S file.")
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.1, show_default=True,
+              help="Haystack size of the generated file (1.0: the real file's ~48 sessions a question).")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N items of each dataset.")
+@click.option("--system", "systems", multiple=True, metavar="SYSTEM",
+              help="Only these rows (repeatable; memoria full, the reference, always runs): a row's label "
+                   "('mnem dense'), or another system, a server (http://HOST:PORT[/PREFIX]) or a Python class, "
+                   "as a row of its own.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_systems", show_default=True,
+              help="Where each system's results file and manifest are written (emptied first).")
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/systems.json", show_default=True)
-@click.option("--system", "extra", multiple=True, metavar="SYSTEM",
-              help="Also this system: a server (http://HOST:PORT[/PREFIX]) or a Python class; repeatable.")
-def bench_systems(locomo, output, extra):
-    """memoria (fusion, full), adamem (full, semantic-only) and mem0 on one LoCoMo file, and any --system."""
-    from coordinator.benches.systems import run_systems_bench
+def bench_systems(locomo, questions, scale, limit, systems, workdir, output):
+    """Memoria (full, fusion), AdaMem full, mem0, mnem (hybrid, dense) and MemPalace on a LoCoMo file and a
+    generated LongMemEval-S file, each against Memoria full with paired intervals and Holm-adjusted p."""
+    from adapters.systems.http_system import is_http_system
+    from coordinator.benches.systems import SYSTEMS, run_systems_bench
     from coordinator.running.spec import resolved_system
 
-    click.echo(run_systems_bench(locomo, output, extra=[resolved_system(spec) for spec in extra]))
+    labels = dict(SYSTEMS)
+    only = tuple(s for s in systems if s in labels or not (is_http_system(s) or ":" in s))
+    extra = tuple(resolved_system(s) for s in systems if s not in only)
+    try:
+        click.echo(run_systems_bench(locomo, output, workdir=workdir, questions=questions, scale=scale,
+                                     limit=limit, only=only, extra=extra))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--system") from None
 
 
 @bench.command("coldrun")
@@ -260,3 +280,31 @@ def bench_embedders(embedders, backends, locomo, conversations, modes, lengths, 
                                    modes=modes, lengths=token_lengths, per_length=texts_per_length, rounds=rounds,
                                    threads=threads, longmemeval_questions=longmemeval_questions, scale=scale,
                                    workdir=workdir, output=output))
+
+
+@bench.command("mnem-published")
+@click.option("--report", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="The --report of `memfarm convert mnem-rankings`.")
+@click.option("--scored", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="`memfarm score --level session` of the converted rankings.")
+@click.option("--run", "run_file", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="The farm's own `--system mnem --retrieval-mode dense` run on the same dataset.")
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/mnem_published.json",
+              show_default=True)
+def bench_mnem_published(report, scored, run_file, dataset, output):
+    """mnem's published LoCoMo rankings against the farm's own mnem run, question by question, every difference
+    with its reason."""
+    import json
+
+    from coordinator.benches.common import write_bench
+    from coordinator.results.analyze import load_results
+    from coordinator.results.mnem_rankings import reconcile
+
+    data = reconcile(json.loads(Path(report).read_text()), load_results(scored), load_results(run_file),
+                     json.loads(Path(dataset).read_text()))
+    path = write_bench("mnem-published", {"dataset": dataset, **data}, output)
+    for row in data["question_sets"] + data["mnem_figures"] + data["published_vs_run"] + data["difference_reasons"]:
+        click.echo("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
+    click.echo(f"paired: {data['paired']}")
+    click.echo(f"wrote {path}")

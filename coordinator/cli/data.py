@@ -1,4 +1,5 @@
-"""Data commands: generate LongMemEval-S- and M-shaped files, extract the companion file, convert LoCoMo."""
+"""Data commands: generate LongMemEval-S- and M-shaped files, extract the companion file, convert LoCoMo and
+published rankings."""
 
 from __future__ import annotations
 
@@ -89,3 +90,33 @@ def convert_locomo_longmemeval_command(source, target):
     from adapters.locomo_longmemeval import write
 
     click.echo(f"wrote {write(source, target)} questions to {target}")
+
+
+@convert.command("mnem-rankings")
+@click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="mnem's per-question LoCoMo file (its benchmarks/results/v0.1.0/jsonl/locomo-session.jsonl).")
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="The LoCoMo file to map mnem's questions onto (its conversations only are kept).")
+@click.option("--output", type=click.Path(dir_okay=False), required=True,
+              help="Rankings (JSON lines) for `memfarm score --benchmark locomo --level session`.")
+@click.option("--report", type=click.Path(dir_okay=False), default=None,
+              help="Also write mnem's own figures on the mapped questions and what it said of each (JSON).")
+def convert_mnem_rankings_command(input_path, dataset, output, report):
+    """mnem's published LoCoMo rankings as a rankings file: its running question numbers (counted across all ten
+    conversations) mapped to the dataset's question ids, its session_<N> to D<N>; every line's gold is checked."""
+    import json
+
+    from adapters.files import write_json
+    from coordinator.results.mnem_rankings import convert as convert_mnem
+
+    rankings, summary = convert_mnem(input_path, dataset)
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_text("".join(json.dumps(r) + "\n" for r in rankings), encoding="utf-8")
+    click.echo(f"wrote {len(rankings)} rankings to {output} ({summary['left_out_lines']} lines of conversations "
+               f"{dataset} does not hold left out)")
+    for row in summary["figures"]:
+        click.echo(f"mnem's own figures, {row['questions']}: n={row['n']} R@5={row['recall_at_5_flags']} "
+                   f"(from its top 5: {row['recall_at_5_from_top5']}) R@10={row['recall_at_10_flags']}")
+    if report:
+        write_json(report, {"input": str(input_path), "dataset": str(dataset), **summary})
+        click.echo(f"report: {report}")

@@ -127,6 +127,8 @@ MANUAL_PAGES = {
     "ingest": "sources.md", "recall": "sources.md",
     "bench": "benchmarks.md", "bench embedders": "embedders.md", "bench encoders": "embedders.md",
     "check-system": "http-systems.md",
+    "bench systems": "outside-systems.md", "bench mnem-published": "outside-systems.md",
+    "convert mnem-rankings": "outside-systems.md",
 }
 #: Where every command's every option is listed, generated from these commands.
 CLI_REFERENCE = "reference/cli.md"

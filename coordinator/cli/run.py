@@ -40,6 +40,13 @@ def _setting_option(spec):
                         help=f"{scope}{meta['doc']} (default {default}{note}).")
 
 
+def all_modes() -> list[str]:
+    """Every built-in system's retrieval modes; the spec refuses one its system does not have."""
+    from adapters.systems import SYSTEMS, modes_of
+
+    return sorted({mode for name, info in SYSTEMS.items() if info.has_modes for mode in modes_of(name)})
+
+
 def run_options(command):
     """Options shared by `run` and `submit`: what to evaluate and how (they become a RunSpec)."""
     options = [
@@ -48,11 +55,13 @@ def run_options(command):
                      help="The dataset file (not for adamem-synthetic)."),
         click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="Companion questions file (LongMemEval) for turn-level gold."),
-        click.option("--retrieval-mode", type=click.Choice(sorted(engine.MODE_SOURCES)),
-                     default=engine.DEFAULT_MODE, show_default=True, help="Memoria's sources (system memoria only)."),
+        click.option("--retrieval-mode", type=click.Choice(all_modes()), default=engine.DEFAULT_MODE,
+                     show_default=True, help="Memoria's sources, or the modes of a system that has its own "
+                                             "(mnem: hybrid, its default, or dense)."),
         click.option("--system", default=None,
-                     help="memoria (default), adamem (default for adamem-*), mem0, path/to/file.py:ClassName, "
-                          "or a server: http://HOST:PORT[/PREFIX] (token in MEMFARM_SYSTEM_TOKEN)."),
+                     help="memoria (default), adamem (default for adamem-*), mem0, mnem, mempalace, "
+                          "path/to/file.py:ClassName, or a server: http://HOST:PORT[/PREFIX] (token in "
+                          "MEMFARM_SYSTEM_TOKEN)."),
         click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N items."),
         click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default=None,
                      help="Per-item cache (local runs; farm workers use their own --cache-dir)."),

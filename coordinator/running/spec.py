@@ -17,7 +17,7 @@ from adapters.defaults import (DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND, DEFAU
 from adapters.errors import MemfarmError
 from adapters.files import content_hash, file_sha256
 from adapters.registry import Benchmark, benchmark, default_profile
-from adapters.systems import SYSTEMS, describe, make_system
+from adapters.systems import SYSTEMS, describe, make_system, modes_of
 from adapters.systems.memoria_system import plan_parts
 from memoria import defaults as engine
 from memoria.errors import SettingsError
@@ -71,6 +71,10 @@ class RunSpec:
     def __post_init__(self):
         if self.scoring_profile is None:
             object.__setattr__(self, "scoring_profile", default_profile(self.benchmark))
+        info = SYSTEMS.get(self.system or "")
+        if (info and info.modes and "retrieval_mode" not in self.explicit
+                and self.retrieval_mode == engine.DEFAULT_MODE):  # a system with modes of its own: its default
+            object.__setattr__(self, "retrieval_mode", info.modes[0])
 
     @property
     def info(self) -> Benchmark:
@@ -114,6 +118,9 @@ class RunSpec:
             if not system.has_modes:
                 refuse("retrieval_mode", f"means nothing to {system.name}; it has no retrieval modes"
                        + (" (use --ablation)" if "ablation" in system.settings else ""))
+            elif self.retrieval_mode not in modes_of(system.name):
+                raise MemfarmError(f"--retrieval-mode {self.retrieval_mode} is not a mode of {system.name}; "
+                                   f"its modes: {', '.join(modes_of(system.name))}")
             for option, setting in (("ablation", "ablation"), ("weights_file", "weights"),
                                     ("batch_size", "batch_size"), ("extraction_threads", "max_workers"),
                                     ("max_seq_length", "max_seq_length"), ("embedding_store", "embedding_store"),

@@ -1,0 +1,168 @@
+"""MemPalace (PyPI `mempalace`) as a system under test: its own store and its own hybrid search, offline.
+
+Optional: `pip install memoria-farm[mempalace]`. Each item is a palace of its own
+(a ChromaDB store in a scratch folder of the run); every doc is one drawer, in
+the item's wing, under the runner's opaque id. Retrieval is MemPalace's own
+`search_memories` (vector candidates re-ranked with BM25), scoped to the wing.
+
+MemPalace embeds through `mempalace.embedding.get_embedding_function`, whose
+default model (Chroma's ONNX MiniLM) downloads on first use; here that function
+hands MemPalace the run's embedder instead, so it runs offline and shares the
+model of every other system. MemPalace writes under `$HOME` (config, locks): HOME
+and its config folder point at the run's scratch folder during MemPalace's own
+calls only (`_scratch_home`), and are put back at once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import uuid
+import weakref
+from contextlib import contextmanager
+
+#: MemPalace searches a pool this many times wider than top_k before its re-rank (its own default).
+CANDIDATE_STRATEGY = "vector"
+_ENV_LOCK = threading.Lock()
+
+
+class MemPalaceSystem:
+    name = "mempalace"
+
+    def __init__(self, embedder=None, max_seq_length: int | None = None, embedder_backend: str = "torch",
+                 batch_size: int | None = None, workdir: str | None = None):
+        try:
+            import mempalace  # noqa: F401
+            from chromadb.api.types import EmbeddingFunction  # noqa: F401
+        except ImportError as exc:
+            raise ImportError("mempalace is not installed: pip install 'memoria-farm[mempalace]'") from exc
+        from adapters.systems.memoria_system import embedder_threads, onnx_folder
+        from memoria.embedder import LazyEmbedder
+
+        self.batch_size = batch_size or 32
+        self.embedder = embedder if embedder is not None and not isinstance(embedder, str) else LazyEmbedder(
+            max_seq_length, embedder_backend, onnx_dir=onnx_folder(), threads=embedder_threads(),
+            embedder=embedder if isinstance(embedder, str) else None)
+        self._root = workdir or tempfile.mkdtemp(prefix="memfarm-mempalace-")
+        if workdir is None:  # a scratch folder of its own goes when the system does
+            weakref.finalize(self, shutil.rmtree, self._root, True)
+        self._home = os.path.join(self._root, "home")
+        self._palace: str | None = None
+        self.last_diagnostics: dict = {}
+
+    @property
+    def embedding_signature(self) -> dict:
+        return self.embedder.signature
+
+    @property
+    def config(self) -> dict:
+        from mempalace.version import __version__
+
+        return {"name": self.name, "retrieval_mode": "mempalace:search_memories", "version": __version__,
+                "search": "search_memories (vector pool re-ranked with BM25)", "candidate_strategy": CANDIDATE_STRATEGY,
+                "store": "ChromaDB palace per item in a scratch folder", "scope": "one wing per item",
+                "embedding_signature": self.embedding_signature}
+
+    @contextmanager
+    def _scratch_home(self):
+        """HOME, MemPalace's config folder and its embedding function pointed at this run's, for the calls inside."""
+        import mempalace.embedding as vendor
+
+        function = _RunEmbedding(self.embedder, self.batch_size)
+        with _ENV_LOCK:
+            saved = {k: os.environ.get(k) for k in ("HOME", "MEMPALACE_CONFIG_DIR")}
+            original = vendor.get_embedding_function
+            os.environ["HOME"] = self._home
+            os.environ["MEMPALACE_CONFIG_DIR"] = os.path.join(self._home, ".mempalace")
+            vendor.get_embedding_function = lambda *args, **kwargs: function
+            try:
+                yield
+            finally:
+                vendor.get_embedding_function = original
+                for key, value in saved.items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
+
+    def reset(self) -> None:
+        if self._palace:
+            shutil.rmtree(self._palace, ignore_errors=True)
+        os.makedirs(self._home, exist_ok=True)
+        self._palace = os.path.join(self._root, "palace-" + uuid.uuid4().hex[:8])
+
+    def ingest(self, docs: list[dict]) -> None:
+        if self._palace is None:
+            self.reset()
+        self.embedder.encode(["load the model before HOME moves"])
+        from mempalace.palace import get_collection
+
+        with self._scratch_home():
+            collection = get_collection(self._palace, create=True)
+            for start in range(0, len(docs), 256):
+                batch = docs[start:start + 256]
+                collection.add(documents=[d["text"] for d in batch], ids=[d["external_id"] for d in batch],
+                               metadatas=[{"wing": d["label"], "room": "conversation",
+                                           "source_file": d["external_id"]} for d in batch])
+
+    def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
+        from mempalace.searcher import search_memories
+
+        with self._scratch_home():
+            found = search_memories(query, self._palace, wing=label, n_results=top_k,
+                                    candidate_strategy=CANDIDATE_STRATEGY)
+        if "error" in found and not found.get("results"):
+            raise RuntimeError(f"mempalace search_memories: {found['error']}")
+        hits = found.get("results") or []
+        self.last_diagnostics = {"total_before_filter": found.get("total_before_filter")}
+        return [{"external_id": hit.get("drawer_id"), "score": _score(hit),
+                 "diagnostics": {k: hit[k] for k in ("similarity", "bm25_score", "closet_boost") if k in hit}}
+                for hit in hits]
+
+
+def _score(hit: dict) -> float:
+    """MemPalace's own order is the ranking; its fused score where it gives one, else its similarity."""
+    for key in ("hybrid_score", "score", "similarity"):
+        if isinstance(hit.get(key), (int, float)):
+            return float(hit[key])
+    return 0.0
+
+
+class _RunEmbedding:
+    """The run's embedder in the shape ChromaDB calls (a list of float32 vectors per list of texts)."""
+
+    def __init__(self, embedder, batch_size: int):
+        self._embedder = embedder
+        self._batch_size = batch_size
+
+    def __call__(self, input):  # noqa: A002  (ChromaDB's keyword)
+        return [vector.astype("float32") for vector in self._embedder.encode(list(input), batch_size=self._batch_size)]
+
+    def embed_query(self, input):  # noqa: A002
+        return self(input)
+
+    def embed_documents(self, input):  # noqa: A002
+        return self(input)
+
+    @staticmethod
+    def name() -> str:
+        return "default"
+
+    @staticmethod
+    def is_legacy() -> bool:
+        return False
+
+    def get_config(self) -> dict:
+        return {}
+
+    @staticmethod
+    def build_from_config(config):
+        raise ValueError("the run's embedder is given, never rebuilt from a config")
+
+    def default_space(self) -> str:
+        return "cosine"
+
+    def supported_spaces(self) -> list[str]:
+        return ["cosine"]

@@ -1,0 +1,111 @@
+"""mnem (PyPI `mnem-py`, module `pymnem`) as a system under test, in memory, with the run's embedder.
+
+Optional: `pip install memoria-farm[mnem]`. mnem ships no model: every node gets
+the run's vector (`Transaction.add_embedding_f32`), so a comparison shares one
+embedder. Each item is a fresh in-memory repository and its docs are nodes of
+one label (the item's); mnem honours caller labels only while the environment
+variable `MNEM_BENCH` is set, read at each call, so it is set around mnem's
+own calls and put back at once (`_labels_on`): no other system sees it.
+
+Modes: `hybrid` (default) is mnem's own retrieve given the query's text and its
+vector, `dense` the vector alone (the configuration of mnem's published LoCoMo
+run). In mnem 0.1.0 the text drives no ranker: mnem-core keeps it only for a
+cross-encoder reranker, which the Python binding cannot install, so a text-only
+retrieve ranks nothing (every node scores 1.0) and `hybrid` ranks as `dense`
+does; the tests check that this still holds.
+A retrieved item carries mnem's `node_id`, never the props written with it:
+the system keeps its own node id -> external id map.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+
+MODES = ("hybrid", "dense")
+#: The embedding lane's model name inside mnem (any name; the same one on write and read).
+VECTOR_MODEL = "memfarm-embedder"
+#: No token budget cut: the runner asks for top_k items and scores them all.
+TOKEN_BUDGET = 2**31
+_ENV_LOCK = threading.Lock()
+
+
+@contextmanager
+def _labels_on():
+    """`MNEM_BENCH=1` for the calls inside only, the variable's previous state restored after."""
+    with _ENV_LOCK:
+        previous = os.environ.get("MNEM_BENCH")
+        os.environ["MNEM_BENCH"] = "1"
+        try:
+            yield
+        finally:
+            if previous is None:
+                del os.environ["MNEM_BENCH"]
+            else:
+                os.environ["MNEM_BENCH"] = previous
+
+
+class MnemSystem:
+    name = "mnem"
+
+    def __init__(self, mode: str = "hybrid", embedder=None, max_seq_length: int | None = None,
+                 embedder_backend: str = "torch", batch_size: int | None = None):
+        if mode not in MODES:
+            raise ValueError(f"retrieval mode {mode!r} is not one of mnem's: {', '.join(MODES)}")
+        try:
+            import pymnem  # noqa: F401
+        except ImportError as exc:
+            raise ImportError("mnem is not installed: pip install 'memoria-farm[mnem]'") from exc
+        from adapters.systems.memoria_system import embedder_threads, onnx_folder
+        from memoria.embedder import LazyEmbedder
+
+        self.mode = mode
+        self.batch_size = batch_size or 32
+        self.embedder = embedder if embedder is not None and not isinstance(embedder, str) else LazyEmbedder(
+            max_seq_length, embedder_backend, onnx_dir=onnx_folder(), threads=embedder_threads(),
+            embedder=embedder if isinstance(embedder, str) else None)
+        self._repo = None
+        self._ids: dict[str, str] = {}
+        self.last_diagnostics: dict = {}
+
+    @property
+    def embedding_signature(self) -> dict:
+        return self.embedder.signature
+
+    @property
+    def config(self) -> dict:
+        import pymnem
+
+        return {"name": self.name, "retrieval_mode": f"mnem:{self.mode}", "version": pymnem.__version__,
+                "repository": "in memory, one per item", "labels": "one per item (MNEM_BENCH set around mnem's calls)",
+                "query": "text + vector" if self.mode == "hybrid" else "vector",
+                "vector_model": VECTOR_MODEL, "token_budget": TOKEN_BUDGET,
+                "embedding_signature": self.embedding_signature}
+
+    def reset(self) -> None:
+        import pymnem
+
+        self._repo = pymnem.Repo.init_memory()
+        self._ids = {}
+
+    def ingest(self, docs: list[dict]) -> None:
+        if self._repo is None:
+            self.reset()
+        vectors = self.embedder.encode([d["text"] for d in docs], batch_size=self.batch_size) if docs else []
+        with _labels_on(), self._repo.transaction(author="memfarm", message="ingest") as tx:
+            for doc, vector in zip(docs, vectors):
+                node_id = tx.add_node(doc["label"], doc["text"], {"external_id": doc["external_id"]})
+                tx.add_embedding_f32(VECTOR_MODEL, [float(x) for x in vector])
+                self._ids[node_id] = doc["external_id"]
+
+    def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
+        vector = [float(x) for x in self.embedder.encode([query])[0]]
+        text = query if self.mode == "hybrid" else None
+        with _labels_on():
+            result = self._repo.retrieve(text=text, label=label, vector=vector, model=VECTOR_MODEL, limit=top_k,
+                                         token_budget=TOKEN_BUDGET)
+        self.last_diagnostics = {"candidates_seen": result.candidates_seen, "dropped": result.dropped}
+        # A node id mnem made that this system never mapped stays visible to the runner, which drops and counts it.
+        return [{"external_id": self._ids.get(item.node_id, f"mnem:{item.node_id}"), "score": float(item.score)}
+                for item in result.items]

@@ -1,0 +1,50 @@
+"""`memfarm bench systems`: each system a `memfarm run` child, compared with Memoria full question by question."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from coordinator.cli import main
+from tests.helpers import skip_outside_ci
+
+
+def _conversation():
+    turns = [("Ann", "I hiked the Alps with Tom last week."), ("Bo", "I adopted a cat named Miso."),
+             ("Ann", "My new job at the bakery starts Monday."), ("Bo", "We painted the kitchen yellow.")]
+    conversation = {f"session_{i + 1}": [{"speaker": who, "dia_id": f"D{i + 1}:1", "text": text}]
+                    for i, (who, text) in enumerate(turns)}
+    conversation.update({f"session_{i + 1}_date_time": f"1 May 2023 {i + 1}:00" for i in range(len(turns))})
+    qa = [{"question": "Where did Ann hike?", "answer": "the Alps", "evidence": ["D1:1"], "category": 4},
+          {"question": "What is the cat called?", "answer": "Miso", "evidence": ["D2:1"], "category": 4},
+          {"question": "Where does Ann work now?", "answer": "bakery", "evidence": ["D3:1"], "category": 4}]
+    return {"sample_id": "tiny", "conversation": conversation, "qa": qa}
+
+
+@pytest.mark.slow
+def test_a_system_is_set_against_memoria_full_with_its_cost(tmp_path):
+    try:
+        import pymnem  # noqa: F401
+    except ImportError:
+        skip_outside_ci("mnem is not installed (`make test` installs it; pip install -e '.[mnem]')")
+    locomo = tmp_path / "locomo.json"
+    locomo.write_text(json.dumps([_conversation()]))
+    out = tmp_path / "systems.json"
+    result = CliRunner().invoke(main, ["bench", "systems", "--locomo", str(locomo), "--questions", "2",
+                                       "--scale", "0.02", "--system", "mnem dense", "--workdir", str(tmp_path / "wd"),
+                                       "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    rows = {(r["dataset"], r["system"]): r for r in data["rows"]}
+    assert set(rows) == {(d, s) for d in ("locomo", "longmemeval") for s in ("memoria full", "mnem dense")}
+    reference, mnem = rows[("locomo", "memoria full")], rows[("locomo", "mnem dense")]
+    assert "session_recall_all_5_delta" not in reference and mnem["config"] == "mnem:dense"
+    assert mnem["n"] == 3 and mnem["session_recall_all_5_delta"] == pytest.approx(
+        mnem["session_recall_all_5"] - reference["session_recall_all_5"], abs=1e-4)
+    assert mnem["session_recall_all_5_ci_low"] <= mnem["session_recall_all_5_delta"] <= mnem["session_recall_all_5_ci_high"]
+    assert 0 <= mnem["session_recall_all_5_p_holm"] <= 1
+    assert all(r["peak_rss_mib"] > 50 and r["ingest_ms_per_turn"] > 0 for r in data["rows"])
+    assert data["metrics"][0] == "session:recall_all@5"
+    bad = CliRunner().invoke(main, ["bench", "systems", "--locomo", str(locomo), "--system", "mnem sparse",
+                                    "--workdir", str(tmp_path / "wd2"), "--output", str(tmp_path / "x.json")])
+    assert bad.exit_code == 2 and "unknown system label(s) mnem sparse" in bad.output
