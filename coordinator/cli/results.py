@@ -28,11 +28,13 @@ from coordinator.results.compare import DEFAULT_METRICS, DEFAULT_PERMUTATIONS, D
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None, help="Write PNG charts here.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None, help="Write one HTML report.")
+@click.option("--board", "board_dir", type=click.Path(file_okay=False), default="results/board", show_default=True,
+              help="The board (`memfarm board`) the HTML report links to.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 @click.option("--profile", type=ProfileChoice(), default=None,
               help="Read the files under this scoring profile (every run computes all of its benchmark's).")
-def analyze(files, do_compare, force, explain, questions, all_files, results_dir, plot_dir, html_file, as_json,
-            profile):
+def analyze(files, do_compare, force, explain, questions, all_files, results_dir, plot_dir, html_file, board_dir,
+            as_json, profile):
     """Read result files (and nothing else) and report on them."""
     from coordinator.results import analyze as analysis
 
@@ -66,7 +68,8 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
                 click.echo(f"chart: {path}", err=True)
         if html_file:
             Path(html_file).parent.mkdir(parents=True, exist_ok=True)
-            Path(html_file).write_text(plots.html_report(loaded), encoding="utf-8")
+            Path(html_file).write_text(plots.html_report(loaded, plots.board_link(board_dir, html_file)),
+                                       encoding="utf-8")
             click.echo(f"report: {html_file}", err=True)
 
 

@@ -252,3 +252,18 @@ def test_the_server_shows_the_board_on_loopback(tmp_path, three):
         server.shutdown()
         server.server_close()
         thread.join(timeout=30)
+
+
+def test_the_html_report_of_a_run_links_to_the_board(tmp_path, three):
+    build_board(three, tmp_path / "boards" / "all", resamples=RESAMPLES)
+    report = tmp_path / "reports" / "one.html"
+    result = CliRunner().invoke(main, ["analyze", str(three[0]), "--html", str(report),
+                                       "--board", str(tmp_path / "boards" / "all")])
+    assert result.exit_code == 0, result.output
+    parser = _Tags()
+    parser.feed(report.read_text())
+    links = [value for tag, name, value in parser.attributes if tag == "a" and name == "href"]
+    assert links == ["../boards/all/index.html"]
+    assert (report.parent / links[0]).resolve() == (tmp_path / "boards" / "all" / "index.html").resolve()
+    CliRunner().invoke(main, ["analyze", str(three[0]), "--html", str(report), "--board", str(tmp_path / "none")])
+    assert f"memfarm board results --output {tmp_path / 'none'}</code> builds the board" in report.read_text()
