@@ -150,6 +150,8 @@ class Browser:
         result = self.command("Page.navigate", {"url": url})
         if result.get("errorText"):
             raise BrowserError(f"{url}: {result['errorText']}")
+        if "loaderId" not in result:  # only the fragment changed: the document stays, no load event comes
+            raise BrowserError(f"{url}: same document as the page open now; open another page first")
         self.wait_for("Page.loadEventFired")
 
     def eval(self, expression: str):

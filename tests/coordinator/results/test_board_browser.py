@@ -118,6 +118,13 @@ def test_the_questions_filter_by_type_missed_by_all_and_search(browser, board):
     browser.command("Runtime.evaluate", {"expression": "document.getElementById('search').focus()"})
     browser.command("Input.insertText", {"text": target["question_id"]})
     assert browser.eval(visible) == [target["question_id"]]
+    words = " ".join(target["query"].split()[-2:])
+    browser.open("about:blank")
+    browser.open((folder / "g1" / "questions.html").as_uri() + f"#type={kind}&q={words}")  # a shared, filtered view
+    assert browser.eval("document.getElementById('type').value") == kind
+    assert browser.eval(visible) == [r["question_id"] for r in loaded[0]["records"]
+                                     if r["question_type"] == kind and all(
+                                         w in f'{r["question_id"]} {r["query"]}'.lower() for w in words.lower().split())]
     assert browser.problems() == []
 
 
