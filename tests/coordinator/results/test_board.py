@@ -267,3 +267,30 @@ def test_the_html_report_of_a_run_links_to_the_board(tmp_path, three):
     assert (report.parent / links[0]).resolve() == (tmp_path / "boards" / "all" / "index.html").resolve()
     CliRunner().invoke(main, ["analyze", str(three[0]), "--html", str(report), "--board", str(tmp_path / "none")])
     assert f"memfarm board results --output {tmp_path / 'none'}</code> builds the board" in report.read_text()
+
+
+def test_runs_judged_by_substrings_stand_apart_with_their_pass_rates(tmp_path, made):
+    from adapters.records import judged_record, outcome
+    from coordinator.running.reducer import reduce_run
+
+    retrieved = [{"id": 1, "content": "I moved to Lisbon in March", "score": 0.9, "contributions": {}},
+                 {"id": 2, "content": "I lived in Porto", "score": 0.5, "contributions": {}}]
+    queries = [{"id": "a", "query": "Where do I live?", "expected_substrings": ["Lisbon"],
+                "forbidden_substrings": ["Porto"]},
+               {"id": "b", "query": "When did I move?", "expected_substrings": ["March"]}]
+    records = [judged_record(q, "episode-1", retrieved, runtime_ms=1.0, worker="w", attempt=1) for q in queries]
+    context = {"benchmark": "adamem-jsonl", "benchmark_title": "AdaMem episodes", "group_key": None,
+               "dataset_path": "episodes.jsonl", "dataset_sha256": "e" * 64,
+               "system_config": {"name": "adamem", "retrieval_mode": "full"}, "embedding_signature": None,
+               "scoring_profile": None, "top_k": None, "k_values": (1, 5), "rendering": None, "arguments": {},
+               "command": "test", "tuning": None, "commit": "c", "elapsed_seconds": 1.0}
+    judged = reduce_run([outcome("episode-1", records)], context)
+    paths = write_runs(tmp_path, [judged, copy.deepcopy(made[0])])
+    data = board_data.build_data(paths, resamples=RESAMPLES)
+    (episodes,) = [g for g in data["groups"] if g["judged"]]
+    assert episodes["leader"] is None and len(episodes["rows"]) == 1
+    assert episodes["rows"][0]["support"] == {"queries": 2, "passed": 1, "stale_hits": 1, "pass_rate": 0.5}
+    html = board_pages.judged_table(episodes)
+    assert '<td class="num" data-v="0.5">0.500</td>' in html
+    build_board(paths, tmp_path / "board", resamples=RESAMPLES)
+    assert (tmp_path / "board" / episodes["id"] / "q" / "00002.html").is_file()
