@@ -46,7 +46,7 @@ def _bytes(value) -> str:
 def _pair_cells(row: dict, group: dict) -> str:
     pair = row["pair"] or {}
     if pair.get("leader"):
-        return '<td class="lead" data-v="">leader</td><td data-v=""></td><td data-v=""></td><td data-v=""></td>'
+        return '<td class="lead" data-v="0">leader</td><td data-v=""></td><td data-v=""></td><td data-v=""></td>'
     if pair.get("not_paired") or not pair or pair.get("n", 0) == 0:
         reason = pair.get("not_paired") or ("no question scored in both runs" if pair else "no leader to pair with")
         return (f'<td class="note" data-v="" title="{e(reason)}">not paired</td><td data-v=""></td>'

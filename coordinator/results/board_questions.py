@@ -7,6 +7,10 @@ from coordinator.results.board_data import SHOWN_CANDIDATES, STRICT_METRIC
 from coordinator.results.board_html import crumbs, e, group_heading, num, p_text, page
 
 
+#: Shown where every run failed the question's item, so that no results file holds its text.
+_UNREAD = "(not in any results file: every run failed this question's item)"
+
+
 def _mark(answer: dict) -> tuple[str, str]:
     """(class, symbol) of a run's strict value on one question."""
     if answer["status"] == "failed":
@@ -90,9 +94,10 @@ def question_page(group: dict, question: dict, previous: dict | None, following:
               f"excluded: {e(question['excluded'])}" if question["excluded"] else "scored")
     parts = [crumbs(2, group, question["id"]), f'<p class="pager">{" · ".join(nav)}</p>',
              f'<h1>Question <code>{e(question["id"])}</code></h1>',
-             f'<blockquote class="question">{e(question["text"])}</blockquote><dl>'
+             f'<blockquote class="question">{e(question["text"]) if question["text"] is not None else _UNREAD}'
+             '</blockquote><dl>'
              f'<dt>type</dt><dd>{e(question["type"])}</dd>'
-             f'<dt>expected answer</dt><dd>{e(question["expected"])}</dd>'
+             f'<dt>expected answer</dt><dd>{e("–" if question["expected"] is None else question["expected"])}</dd>'
              f'<dt>gold sessions</dt><dd>{gold_s}</dd><dt>gold turns</dt><dd>{gold_t}</dd>'
              f'<dt>status</dt><dd>{status}</dd></dl>',
              _overview(rows, question["answers"]),
