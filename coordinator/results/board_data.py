@@ -162,18 +162,21 @@ def _metric(record: dict, level: str, name: str):
 
 
 def gold_ranks(candidates: list[dict], gold: list[str], key: str) -> tuple[int | None, int | None]:
-    """(rank of the first gold candidate, rank by which every gold id has appeared) by `key` (session_id or
-    turn_id); the second is None where some gold id is not among the candidates."""
-    gold_set, seen, first = set(gold), set(), None
+    """(rank of the first gold id, rank by which every gold id has appeared) in the ranking of `key` (session_id
+    or turn_id) that the candidates make, each id counted once at its first place, as the metrics rank sessions;
+    the second is None where some gold id is not among the candidates."""
+    gold_set, seen, ranking = set(gold), set(), {}
+    first = None
     if not gold_set:
         return None, None
     for c in candidates:
         value = str((c.get("metadata") or {}).get(key))
+        rank = ranking.setdefault(value, len(ranking) + 1)
         if value in gold_set:
-            first = c.get("rank") if first is None else first
+            first = rank if first is None else first
             seen.add(value)
             if seen == gold_set:
-                return first, c.get("rank")
+                return first, rank
     return first, None
 
 

@@ -102,7 +102,8 @@ def question_page(group: dict, question: dict, previous: dict | None, following:
              f'<dt>status</dt><dd>{status}</dd></dl>',
              _overview(rows, question["answers"]),
              '<p class="note">Per run, its top ' + str(SHOWN_CANDIDATES) + ' candidates: <span class="gold-turn">'
-             '★ a gold turn</span>, <span class="gold-session">◆ a turn of a gold session</span>.</p>']
+             '★ a gold turn</span>, <span class="gold-session">◆ a turn of a gold session</span>. Session ranks count '
+             'each session once, at its first turn, as the session metrics do.</p>']
     for row, answer in zip(rows, question["answers"]):
         cls, symbol = _mark(answer)
         head = f'<h2 class="{cls}">#{row["position"]} {e(row["label"])} <span class="mark">{symbol}</span></h2>'

@@ -47,7 +47,9 @@ def three(tmp_path, made):
 def test_gold_ranks_first_and_every_gold_by_hand():
     candidates = [{"rank": r, "metadata": {"session_id": s}} for r, s in
                   enumerate(["x", "a", "y", "a", "b", "z"], start=1)]
-    assert board_data.gold_ranks(candidates, ["a", "b"], "session_id") == (2, 5)
+    # sessions count once, at their first place (x, a, y, b, z), as session recall ranks them
+    assert board_data.gold_ranks(candidates, ["a", "b"], "session_id") == (2, 4)
+    assert board_data.gold_ranks(candidates, ["z"], "session_id") == (5, 5)
     assert board_data.gold_ranks(candidates, ["a", "c"], "session_id") == (2, None)
     assert board_data.gold_ranks(candidates, ["c"], "session_id") == (None, None)
     assert board_data.gold_ranks(candidates, [], "session_id") == (None, None)
@@ -294,3 +296,12 @@ def test_runs_judged_by_substrings_stand_apart_with_their_pass_rates(tmp_path, m
     assert '<td class="num" data-v="0.5">0.500</td>' in html
     build_board(paths, tmp_path / "board", resamples=RESAMPLES)
     assert (tmp_path / "board" / episodes["id"] / "q" / "00002.html").is_file()
+
+
+def test_the_gold_ranks_a_question_page_shows_agree_with_the_runs_own_session_metrics(three):
+    for path in three:
+        run = board_data.load_run(path)
+        for answer in run["runs_of"].values():
+            first, last = answer["session_ranks"]
+            assert answer["session_recall_any@5"] == float(first is not None and first <= 5)
+            assert answer["strict"] == float(last is not None and last <= 5)
