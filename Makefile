@@ -27,6 +27,8 @@ run: setup
 	$(BIN)/memfarm extract-questions --input $(DATA)/longmemeval_s_synth.json --output $(DATA)/longmemeval_questions.json
 	$(BIN)/memfarm run longmemeval --dataset $(DATA)/longmemeval_s_synth.json \
 		--questions $(DATA)/longmemeval_questions.json --retrieval-mode $(MODE) --cache-dir cache/items
+	# every run in results/ side by side, a page per question; the command prints where the board is
+	$(BIN)/memfarm board results --output results/board
 
 # redis-server, chromium and git, installed where missing (as root with apt-get), or one message naming
 # each missing package and its install command before any test runs.

@@ -308,3 +308,15 @@ def bench_mnem_published(report, scored, run_file, dataset, output):
         click.echo("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
     click.echo(f"paired: {data['paired']}")
     click.echo(f"wrote {path}")
+
+
+@bench.command("board")
+@click.option("--questions", type=click.IntRange(1), default=500, show_default=True)
+@click.option("--runs", type=click.IntRange(1), default=10, show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_board", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/board.json", show_default=True)
+def bench_board(questions, runs, workdir, output):
+    """`memfarm board` over generated runs: build seconds, peak memory, folder size and file count."""
+    from coordinator.benches.board import run_board_bench
+
+    click.echo(run_board_bench(questions, runs, workdir, output))

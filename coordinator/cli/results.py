@@ -28,11 +28,13 @@ from coordinator.results.compare import DEFAULT_METRICS, DEFAULT_PERMUTATIONS, D
 @click.option("--results-dir", type=click.Path(file_okay=False), default="results", show_default=True)
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None, help="Write PNG charts here.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None, help="Write one HTML report.")
+@click.option("--board", "board_dir", type=click.Path(file_okay=False), default="results/board", show_default=True,
+              help="The board (`memfarm board`) the HTML report links to.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 @click.option("--profile", type=ProfileChoice(), default=None,
               help="Read the files under this scoring profile (every run computes all of its benchmark's).")
-def analyze(files, do_compare, force, explain, questions, all_files, results_dir, plot_dir, html_file, as_json,
-            profile):
+def analyze(files, do_compare, force, explain, questions, all_files, results_dir, plot_dir, html_file, board_dir,
+            as_json, profile):
     """Read result files (and nothing else) and report on them."""
     from coordinator.results import analyze as analysis
 
@@ -66,7 +68,8 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
                 click.echo(f"chart: {path}", err=True)
         if html_file:
             Path(html_file).parent.mkdir(parents=True, exist_ok=True)
-            Path(html_file).write_text(plots.html_report(loaded), encoding="utf-8")
+            Path(html_file).write_text(plots.html_report(loaded, plots.board_link(board_dir, html_file)),
+                                       encoding="utf-8")
             click.echo(f"report: {html_file}", err=True)
 
 
@@ -183,3 +186,38 @@ def rankings(results_file, level, output):
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     Path(output).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     click.echo(f"wrote {len(lines)} rankings to {output}")
+
+
+@main.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--output", type=click.Path(file_okay=False), required=True,
+              help="The board's folder (replaced if it holds an earlier board; any other non-empty folder is refused).")
+@click.option("--resamples", type=click.IntRange(100), default=DEFAULT_RESAMPLES, show_default=True,
+              help="Bootstrap resamples of every interval.")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the bootstrap.")
+@click.option("--serve", is_flag=True, help="Then show the board on http://127.0.0.1:PORT until interrupted.")
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="The port of --serve (default 8765; 0: any free port).")
+def board(results, output, resamples, seed, serve, port):
+    """A static leaderboard site of RESULTS (results files, or folders searched for them), a page per question.
+
+    One leaderboard per group of runs whose questions pair (benchmark, dataset, scoring profile, question set),
+    each run paired with the leader as `memfarm compare` pairs them. Opens from the file system.
+    """
+    from coordinator.results.board import DEFAULT_PORT, build_board, make_server
+
+    built = build_board(list(results), output, resamples=resamples, seed=seed)
+    click.echo(f"board: {built['runs']} runs in {built['groups']} groups, {built['question_pages']} question pages, "
+               f"{built['files']} files, {built['bytes'] / 2 ** 20:.1f} MiB in {built['seconds']:.1f} s"
+               + (f" ({built['skipped']} other JSON files skipped)" if built["skipped"] else ""))
+    index = Path(output).resolve() / "index.html"
+    click.echo(f"open:  {index.as_uri()}")
+    if serve:
+        server = make_server(output, DEFAULT_PORT if port is None else port)
+        click.echo(f"serving http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)")
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()

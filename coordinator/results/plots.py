@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import os
 from pathlib import Path
 
 from adapters.defaults import K_VALUES
@@ -254,8 +255,21 @@ def paired_section(files: list[dict]) -> str:
         "</div>"])
 
 
-def html_report(files: list[dict]) -> str:
-    """One HTML document, charts inlined as data URIs: nothing to fetch, nothing to lose."""
+def board_link(board: str | Path, report: str | Path) -> str:
+    """A paragraph that links the report to the board of every run (`memfarm board`), relative to the report's
+    folder so that both can move together; where no board is built yet, the command that builds one."""
+    index = Path(board) / "index.html"
+    if not index.is_file():
+        return (f"<p class='note' id='board'>Every run side by side, with a page per question: "
+                f"<code>memfarm board results --output {html.escape(str(board))}</code> builds the board.</p>")
+    href = Path(os.path.relpath(index.resolve(), Path(report).resolve().parent)).as_posix()
+    return (f"<p class='note' id='board'>Every run side by side, with a page per question: "
+            f"<a href='{html.escape(href)}'>the board</a> ({html.escape(str(board))}).</p>")
+
+
+def html_report(files: list[dict], board: str | None = None) -> str:
+    """One HTML document, charts inlined as data URIs: nothing to fetch, nothing to lose; `board`: a paragraph
+    (`board_link`) that points to the board of every run."""
     from coordinator.results.analyze import analyze, compare
 
     rows = [{**row, "file": Path(row["file"]).name} for row in compare(files, force=True)]
@@ -263,7 +277,7 @@ def html_report(files: list[dict]) -> str:
              "body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;"
              "margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f3f3f3}"
              "td:first-child,th:first-child{text-align:left}img{max-width:100%;margin:0.5em 0}.note{color:#555}",
-             "</style></head><body>", "<h1>memoria-farm report</h1>",
+             "</style></head><body>", "<h1>memoria-farm report</h1>", board or "",
              "<p class='note'>Retrieval metrics over evaluable questions, not answer accuracy. all@5: session "
              "recall_all@5, every answer session in the top 5 (the strict metric); R@K: session recall_any@K, any "
              "answer session in the top K (a diagnostic: saturated on LongMemEval-S).</p>",

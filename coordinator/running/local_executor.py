@@ -7,6 +7,7 @@ import socket
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from adapters.records import failure_outcome
 from coordinator.running.reducer import reduce_run
@@ -38,10 +39,35 @@ def run_items(items, system, *, top_k, k_values, profile, cache, dataset_sha256,
     return outcomes
 
 
+def reset_peak_rss() -> None:
+    """Start this process's peak-RSS count afresh (Linux: 5 written to clear_refs), so that a run measures its own
+    peak, not that of an earlier run in the same process (a bench runs several)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        logger.debug("cannot reset the peak RSS count; the peak reported is the process's lifetime peak")
+
+
+def peak_rss_bytes() -> int | None:
+    """This process's peak resident memory since `reset_peak_rss` (VmHWM), else its lifetime peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = None,
               on_item: Callable[[dict], None] | None = None) -> tuple[dict, dict]:
     """Evaluate a whole spec here; returns (results, manifest) from the reducer, nothing written yet."""
     started = time.perf_counter()
+    reset_peak_rss()
     adapter = spec.open_dataset()
     ids = adapter.scan()
     total = min(len(ids), spec.limit) if spec.limit else len(ids)
@@ -55,4 +81,5 @@ def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = No
                          profile=spec.scoring_profile, cache=cache, dataset_sha256=context["dataset_sha256"],
                          on_item=on_item)
     context["elapsed_seconds"] = time.perf_counter() - started
+    context["peak_rss_bytes"] = peak_rss_bytes()
     return reduce_run(outcomes, context)

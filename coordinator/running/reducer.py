@@ -214,6 +214,8 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         "settings_system": context["system_config"],
         "command": context["command"],
         "elapsed_seconds": round(context["elapsed_seconds"], 3),
+        # the peak resident memory of the process that ran every item (local runs; a farm's are its workers')
+        "peak_rss_bytes": context.get("peak_rss_bytes"),
     }
     caches = [o.get("cache") for o in outcomes if o.get("cache")]
     manifest = {

@@ -34,3 +34,16 @@ def test_outcomes_under_the_old_name_memoria_reduce_under_expected_text():
     assert manifest["evaluation"]["scoring_profile"] == EXPECTED_TEXT_PROFILE
     assert manifest["evaluation"]["profiles_computed"] == [EXPECTED_TEXT_PROFILE, OFFICIAL]
     assert outcomes[0]["records"][0]["metrics_by_profile"].keys() == {"memoria", OFFICIAL}  # its input untouched
+
+
+def test_a_run_measures_its_own_peak_memory_not_an_earlier_runs():
+    """A bench runs several systems in one process: after the reset, an earlier run's peak no longer counts."""
+    import numpy as np
+
+    from coordinator.running.local_executor import peak_rss_bytes, reset_peak_rss
+
+    block = np.ones(256 * 2 ** 20 // 8)  # 256 MiB, touched
+    assert peak_rss_bytes() >= 256 * 2 ** 20
+    del block
+    reset_peak_rss()
+    assert peak_rss_bytes() < 256 * 2 ** 20

@@ -1,0 +1,144 @@
+"""The board's pictures as SVG text: recall@K curves, the strict metric per question type, cost against quality.
+
+Written here rather than by matplotlib: a few hundred bytes each, sharp at any
+size, and quick enough for a board of many groups. Every label is escaped; the
+pages show them through `<img>`, where an SVG never runs script anyway.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+#: Ten colours that stay apart for readers with the common colour-vision deficiencies (Tableau 10).
+PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+           "#bab0ac")
+WIDTH, HEIGHT = 640, 320
+LEFT, RIGHT, TOP, BOTTOM = 52, 210, 30, 48
+LEGEND_CHARS = 28
+
+
+def colour(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def _e(value) -> str:
+    return escape(str(value), quote=True)
+
+
+def _clip(text: str, chars: int = LEGEND_CHARS) -> str:
+    text = str(text)
+    return text if len(text) <= chars else text[:chars - 1] + "…"
+
+
+def _frame(title: str, x_label: str, y_label: str, body: list[str], legend: list[tuple[str, str, bool]]) -> str:
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+             f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11">',
+             f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
+             f'<text x="{LEFT}" y="20" font-size="13" font-weight="bold">{_e(title)}</text>',
+             f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 10}" text-anchor="middle">{_e(x_label)}</text>',
+             f'<text transform="translate(14 {TOP + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">'
+             f'{_e(y_label)}</text>',
+             f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
+    parts += body
+    for row, (label, fill, dashed) in enumerate(legend):
+        y = TOP + 8 + row * 16
+        x = WIDTH - RIGHT + 14
+        dash = ' stroke-dasharray="5 3"' if dashed else ""
+        parts.append(f'<line x1="{x}" y1="{y}" x2="{x + 18}" y2="{y}" stroke="{fill}" stroke-width="3"{dash}/>')
+        parts.append(f'<text x="{x + 24}" y="{y + 4}">{_e(_clip(label))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _y(value: float) -> float:
+    plot_h = HEIGHT - TOP - BOTTOM
+    return TOP + plot_h * (1.0 - max(0.0, min(1.0, value)))
+
+
+def _y_grid() -> list[str]:
+    plot_w = WIDTH - LEFT - RIGHT
+    out = []
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        y = _y(tick)
+        out.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot_w}" y2="{y:.1f}" stroke="#e5e5e5"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:.2f}</text>')
+    return out
+
+
+def _log_x(value: float, low: float, high: float) -> float:
+    plot_w = WIDTH - LEFT - RIGHT
+    if high <= low:
+        return LEFT + plot_w / 2
+    return LEFT + plot_w * (math.log(value) - math.log(low)) / (math.log(high) - math.log(low))
+
+
+def recall_curves(title: str, y_label: str, series: list[dict]) -> str:
+    """One line per series (`label`, `colour`, `points`: [(K, value)], optional `dashed`) on a log K axis."""
+    ks = sorted({k for s in series for k, _ in s["points"]})
+    body = _y_grid()
+    if ks:
+        low, high = ks[0], ks[-1]
+        for k in ks:
+            x = _log_x(k, low, high)
+            body.append(f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">{k}</text>')
+        for s in series:
+            points = " ".join(f"{_log_x(k, low, high):.1f},{_y(v):.1f}" for k, v in s["points"] if v is not None)
+            dash = ' stroke-dasharray="5 3"' if s.get("dashed") else ""
+            body.append(f'<polyline points="{points}" fill="none" stroke="{s["colour"]}" stroke-width="2"{dash}/>')
+            body += [f'<circle cx="{_log_x(k, low, high):.1f}" cy="{_y(v):.1f}" r="3" fill="{s["colour"]}"/>'
+                     for k, v in s["points"] if v is not None]
+    legend = [(s["label"], s["colour"], bool(s.get("dashed"))) for s in series]
+    return _frame(title, "K (log scale)", y_label, body, legend)
+
+
+def grouped_bars(title: str, y_label: str, categories: list[str], series: list[dict]) -> str:
+    """Bars per category, one per series (`label`, `colour`, `values` aligned with `categories`, None: no bar)."""
+    plot_w = WIDTH - LEFT - RIGHT
+    body = _y_grid()
+    slot = plot_w / max(1, len(categories))
+    width = slot * 0.8 / max(1, len(series))
+    base = _y(0.0)
+    for c, category in enumerate(categories):
+        start = LEFT + c * slot + slot * 0.1
+        for s_index, s in enumerate(series):
+            value = s["values"][c]
+            if value is None:
+                continue
+            top = _y(value)
+            body.append(f'<rect x="{start + s_index * width:.1f}" y="{top:.1f}" width="{max(width - 1, 1):.1f}" '
+                        f'height="{max(base - top, 0.5):.1f}" fill="{s["colour"]}"/>')
+        body.append(f'<text x="{LEFT + c * slot + slot / 2:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">'
+                    f'{_e(_clip(category, max(6, int(slot / 6.5))))}</text>')
+    return _frame(title, "question type", y_label, body, [(s["label"], s["colour"], False) for s in series])
+
+
+def cost_quality(title: str, points: list[dict]) -> str:
+    """One dot per run: `seconds` per question (log axis) against its strict `value`, in its `colour`."""
+    plot_w = WIDTH - LEFT - RIGHT
+    body = _y_grid()
+    known = [p for p in points if p.get("seconds") and p.get("value") is not None]
+    if known:
+        low, high = min(p["seconds"] for p in known), max(p["seconds"] for p in known)
+        low, high = (low / 2, high * 2) if low == high else (low / 1.2, high * 1.2)
+        decade = 10.0 ** math.floor(math.log10(low))
+        while decade <= high:
+            for step in (1, 2, 5):
+                tick = decade * step
+                if low <= tick <= high:
+                    x = _log_x(tick, low, high)
+                    body.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{HEIGHT - BOTTOM}" stroke="#eee"/>')
+                    body.append(f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">{tick:g}</text>')
+            decade *= 10
+        for p in known:
+            x = _log_x(p["seconds"], low, high)
+            body.append(f'<circle cx="{x:.1f}" cy="{_y(p["value"]):.1f}" r="6" fill="{p["colour"]}" '
+                        'stroke="#333" stroke-width="0.5"/>')
+            body.append(f'<text x="{x + 9:.1f}" y="{_y(p["value"]) + 4:.1f}">{_e(p.get("tag", ""))}</text>')
+    elif points:
+        body.append(f'<text x="{LEFT + plot_w / 2:.1f}" y="{TOP + 40}" text-anchor="middle">no run records its '
+                    'seconds per question</text>')
+    legend = [(p["label"], p["colour"], False) for p in points]
+    return _frame(title, "seconds per question (the run's wall time over its questions; log scale)",
+                  "session recall_all@5", body, legend)

@@ -1,0 +1,369 @@
+"""The board's data: results files grouped into leaderboards, each question's answers run by run.
+
+Runs are grouped by what makes their questions pair: the benchmark, the
+dataset checksum, the scoring profile and the corpus it gave the system, and
+the question set. A group is one leaderboard. Its rows are ordered by the
+strict metric (session recall_all@5) with a bootstrap interval of the mean,
+and each complete run is paired with the group's leader by
+`compare.compare_files`, the code of `memfarm compare` (exact McNemar,
+paired bootstrap interval, Holm over the leaderboard's rows). A run whose
+items failed stays on its leaderboard, marked, but is paired with nobody: its
+means leave its failed questions out. Runs judged by substrings (AdaMem
+episodes) have no gold ids to rank against and stand in a group of their own.
+
+This module turns results files into plain data (`build_data`); `board` builds the site, the pages are
+written by `board_pages`, the pictures by `board_charts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from adapters.errors import ResultsError
+from coordinator.results import compare
+from coordinator.results.analyze import load_results
+from coordinator.running.reducer import RESULTS_FORMAT
+
+logger = logging.getLogger(__name__)
+
+#: The metric a leaderboard is ordered by and every row is paired on: it separates systems where
+#: recall_any@5 is saturated (LongMemEval-S).
+STRICT_METRIC = compare.DEFAULT_METRICS[0]
+#: The other columns of a leaderboard: (key, level, metric name).
+OTHER_METRICS = (("session_recall_any@5", "session", "recall_any@5"),
+                 ("session_ndcg_any@10", "session", "ndcg_any@10"),
+                 ("turn_recall_any@10", "turn", "recall_any@10"))
+#: Candidates shown per run on a question page.
+SHOWN_CANDIDATES = 10
+#: Characters of a candidate's text kept on a question page (the rest is in the results file).
+TEXT_CHARS = 400
+#: How many bytes of a file in a folder are read to tell a results file from any other JSON.
+SNIFF_BYTES = 512
+#: Fields that do not pair two runs' questions and so split them into groups, in the order a reader checks.
+IDENTITY_FIELDS = (("benchmark", "benchmark_key"), ("dataset checksum", "dataset_checksum"),
+                   ("scoring profile", "scoring_profile"), ("corpus", "corpus"))
+#: Record fields too heavy to keep for the paired test (it reads status and metrics).
+_HEAVY = ("candidates", "metrics_by_profile", "ranking", "diagnostics", "details", "judgement")
+
+
+def find_results(paths: list[str | Path], *, exclude: Path | None = None) -> tuple[list[Path], list[str]]:
+    """The results files among `paths` (files, or folders searched recursively), and what was skipped.
+
+    A file named on its own must be a results file (`load_results` says why not);
+    in a folder, manifests and other JSON (bench files, datasets) are skipped by
+    their first bytes without being read whole. `exclude`: a folder never searched
+    (the board being written).
+    """
+    found: dict[Path, None] = {}
+    skipped: list[str] = []
+    exclude = exclude.resolve() if exclude else None
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for child in sorted(path.rglob("*.json")):
+                resolved = child.resolve()
+                if exclude and (resolved == exclude or exclude in resolved.parents):
+                    continue
+                if child.name.endswith(".manifest.json") or not _looks_like_results(child):
+                    skipped.append(str(child))
+                    continue
+                found.setdefault(resolved)
+        elif path.is_file():
+            found.setdefault(path.resolve())
+        else:
+            raise ResultsError(f"{path}: no such results file or folder")
+    return list(found), skipped
+
+
+def _looks_like_results(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    return f'"format": "{RESULTS_FORMAT}"'.encode() in head.replace(b'":"', b'": "')
+
+
+def settings_digest(results: dict) -> str:
+    """A short digest of the run's settings (the engine's and harness's defaults and the system's
+    configuration): two runs with the same digest ran with the same settings."""
+    blob = json.dumps({"settings": results.get("settings"), "system": results.get("settings_system")},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+
+def load_run(path: str | Path) -> dict:
+    """One results file as the board needs it: identity, summary, the paired test's view and each question's
+    top candidates; the rest of the file (every candidate's full text, diagnostics) is let go."""
+    data = load_results(path)
+    records = data["records"]
+    if not isinstance(records, list) or not all(isinstance(r, dict) and "question_id" in r for r in records):
+        raise ResultsError(f"{path}: records: expected a list of objects each with a question_id")
+    ids = [str(r["question_id"]) for r in records]
+    duplicated = [q for q, n in Counter(ids).items() if n > 1]
+    if duplicated:
+        raise ResultsError(f"{path}: records: question {duplicated[0]} appears {Counter(ids)[duplicated[0]]} times")
+    judged = any(r.get("judgement") for r in records)
+    summary = (data.get("metrics") or {}).get("all") or {}
+    tuning = data.get("tuning") or {}
+    failures = data.get("failures") or {}
+    view = {key: value for key, value in data.items() if key not in ("records", "metrics_by_profile", "settings")}
+    view["records"] = [{k: v for k, v in r.items() if k not in _HEAVY} for r in records]
+    question_count = len(records)
+    elapsed = data.get("elapsed_seconds")
+    return {
+        "path": str(path), "name": Path(path).name,
+        "system": str(data.get("system")), "mode": str(data.get("retrieval_mode")),
+        "embedder": data.get("embedder"), "commit": data.get("commit"), "digest": settings_digest(data),
+        "command": data.get("command"), "settings_system": data.get("settings_system"),
+        "complete": bool(data.get("complete", not data.get("failed"))),
+        "failures": {"items": failures.get("items", data.get("failed", 0)), "item_ids": failures.get("item_ids", []),
+                     "questions": failures.get("questions", data.get("failed", 0))},
+        "tuned": tuning.get("weights_file") if tuning.get("tuned_on_this_data") else None,
+        "benchmark": str(data.get("benchmark")), "benchmark_key": str(data.get("benchmark_key")),
+        "dataset_checksum": data.get("dataset_checksum"), "scoring_profile": data.get("scoring_profile"),
+        "corpus": data.get("corpus") or data.get("scoring_profile"),
+        "question_ids": ids, "question_set": hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:12],
+        "judged": judged, "support": summary.get("support"), "summary": summary,
+        "seconds_per_question": (elapsed / question_count) if elapsed and question_count else None,
+        "peak_rss_bytes": data.get("peak_rss_bytes"),
+        "compare_view": view,
+        "questions": {str(r["question_id"]): _question_of(r) for r in records},
+        "runs_of": {str(r["question_id"]): _answer_of(r) for r in records},
+    }
+
+
+def _question_type(record: dict) -> str:
+    kind = record.get("question_type", record.get("category"))
+    return "-" if kind is None else str(kind)
+
+
+def _question_of(record: dict) -> dict:
+    """What the dataset says of a question (the same in every run of its group)."""
+    gold = record.get("gold") or {}
+    return {"id": str(record["question_id"]), "text": record.get("query"), "type": _question_type(record),
+            "expected": record.get("expected"), "item_id": record.get("item_id"),
+            "gold_sessions": [str(s) for s in gold.get("sessions", record.get("expected_ids") or [])],
+            "gold_turns": [str(t) for t in gold.get("turns", [])],
+            "abstention": bool(record.get("abstention")),
+            "excluded": record.get("abstention_reason") or record.get("excluded")}
+
+
+def _metric(record: dict, level: str, name: str):
+    block = (record.get("metrics") or {}).get(level)
+    return None if not isinstance(block, dict) else block.get(name)
+
+
+def gold_ranks(candidates: list[dict], gold: list[str], key: str) -> tuple[int | None, int | None]:
+    """(rank of the first gold id, rank by which every gold id has appeared) in the ranking of `key` (session_id
+    or turn_id) that the candidates make, each id counted once at its first place, as the metrics rank sessions;
+    the second is None where some gold id is not among the candidates."""
+    gold_set, seen, ranking = set(gold), set(), {}
+    first = None
+    if not gold_set:
+        return None, None
+    for c in candidates:
+        value = str((c.get("metadata") or {}).get(key))
+        rank = ranking.setdefault(value, len(ranking) + 1)
+        if value in gold_set:
+            first = rank if first is None else first
+            seen.add(value)
+            if seen == gold_set:
+                return first, rank
+    return first, None
+
+
+def _answer_of(record: dict) -> dict:
+    """What one run returned for a question: its status, metric values, the top candidates with gold marked,
+    and where the gold sat in everything it kept."""
+    status = record.get("status", "ok")
+    if status != "ok":
+        return {"status": "failed", "error": str(record.get("error") or "")[:TEXT_CHARS]}
+    strict_level, strict_name, strict_k = compare.parse_metric(STRICT_METRIC)
+    gold = record.get("gold") or {}
+    sessions, turns = [str(s) for s in gold.get("sessions", record.get("expected_ids") or [])], \
+        [str(t) for t in gold.get("turns", [])]
+    candidates = [c for c in record.get("candidates") or [] if isinstance(c, dict)]
+    top = []
+    for c in candidates[:SHOWN_CANDIDATES]:
+        meta = c.get("metadata") or {}
+        session, turn = meta.get("session_id"), meta.get("turn_id")
+        mark = "turn" if turn is not None and str(turn) in turns else \
+            "session" if session is not None and str(session) in sessions else None
+        text = str(c.get("text") or "")
+        top.append({"rank": c.get("rank"), "session": session, "turn": turn, "gold": mark,
+                    "text": text[:TEXT_CHARS] + ("…" if len(text) > TEXT_CHARS else ""),
+                    "score": c.get("final_score", c.get("score"))})
+    scored = record.get("metrics") is not None
+    return {"status": "scored" if scored else "not scored", "top": top, "kept": len(candidates),
+            "strict": _metric(record, strict_level, f"{strict_name}@{strict_k}"),
+            "session_recall_any@5": _metric(record, "session", "recall_any@5"),
+            "turn_recall_any@10": _metric(record, "turn", "recall_any@10"),
+            "session_ranks": gold_ranks(candidates, sessions, "session_id"),
+            "turn_ranks": gold_ranks(candidates, turns, "turn_id"),
+            "runtime_ms": record.get("runtime_ms"),
+            "judgement": record.get("judgement")}
+
+
+def identity(run: dict) -> tuple:
+    return tuple(run[field] for _, field in IDENTITY_FIELDS) + (run["question_set"], run["judged"])
+
+
+def group_runs(runs: list[dict]) -> list[dict]:
+    """Runs grouped by what pairs their questions; each group knows why it stands apart from the others of its
+    benchmark. Groups come by benchmark, the largest first."""
+    keyed: dict[tuple, list[dict]] = {}
+    for run in runs:
+        keyed.setdefault(identity(run), []).append(run)
+    groups = [{"runs": members, "judged": members[0]["judged"], **{f: members[0][f] for _, f in IDENTITY_FIELDS},
+               "benchmark": members[0]["benchmark"], "question_set": members[0]["question_set"],
+               "question_ids": members[0]["question_ids"]} for members in keyed.values()]
+    groups.sort(key=lambda g: (g["benchmark_key"], -len(g["runs"]), str(g["dataset_checksum"]),
+                               str(g["scoring_profile"]), g["question_set"]))
+    for number, group in enumerate(groups, start=1):
+        group["id"] = f"g{number}"
+        group["number"] = number
+        _label(group["runs"])
+    for group in groups:
+        group["apart"] = [{"group": other["number"], "differences": differences(group, other)}
+                          for other in groups if other is not group and other["benchmark_key"] == group["benchmark_key"]]
+        group["apart"] = group["apart"][:5]
+    return groups
+
+
+def differences(group: dict, other: dict) -> list[str]:
+    """What keeps two groups' runs from pairing, in words."""
+    said = []
+    for name, field in IDENTITY_FIELDS:
+        if group[field] != other[field]:
+            said.append(f"{name} {_short(group[field])} here, {_short(other[field])} there")
+    if group["question_set"] != other["question_set"]:
+        mine, theirs = set(group["question_ids"]), set(other["question_ids"])
+        said.append(f"question set differs ({len(mine - theirs)} questions only here, {len(theirs - mine)} only there)")
+    if group["judged"] != other["judged"]:
+        said.append("judged by substrings here" if group["judged"] else "judged by substrings there")
+    return said
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text[:12] if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
+
+
+def _label(runs: list[dict]) -> None:
+    """system/mode, or the file's name where two runs of the group would share one (as `memfarm compare` names
+    them)."""
+    labels = [f"{r['system']}/{r['mode']}" for r in runs]
+    for run, label in zip(runs, labels):
+        run["label"] = label if labels.count(label) == 1 else run["name"].removesuffix(".json")
+
+
+def _strict_values(run: dict) -> dict:
+    """The strict metric per question, as the paired test reads it."""
+    values = {}
+    for qid, answer in run["runs_of"].items():
+        values[qid] = answer.get("strict") if answer["status"] == "scored" else None
+    return values
+
+
+def mean_interval(values: list[float], *, resamples: int, seed: int) -> list[float] | None:
+    """95% percentile bootstrap interval of a mean, by `compare.bootstrap_interval` (the paired test's own)."""
+    if not values:
+        return None
+    return compare.bootstrap_interval(np.array(values, dtype=float), resamples=resamples, seed=seed)
+
+
+def leaderboard(group: dict, *, resamples: int = compare.DEFAULT_RESAMPLES, seed: int = compare.DEFAULT_SEED) -> dict:
+    """The group's rows, best first by the strict metric, each complete run paired with the leader.
+
+    The leader is the complete run with the highest strict mean (ties: by
+    label). Every other complete run is paired with it in one
+    `compare.compare_files` call, so Holm's adjustment runs over the rows of
+    this leaderboard. An incomplete run is ranked after the complete ones and
+    not paired.
+    """
+    rows = []
+    for run in group["runs"]:
+        values = [v for v in _strict_values(run).values() if v is not None]
+        summary = run["summary"]
+        row = {"run": run, "label": run["label"], "strict": float(np.mean(values)) if values else None,
+               "n": len(values), "strict_ci95": mean_interval(values, resamples=resamples, seed=seed)}
+        for key, level, name in OTHER_METRICS:
+            row[key] = (summary.get(level) or {}).get(name)
+        rows.append(row)
+    rows.sort(key=lambda r: (not r["run"]["complete"], r["strict"] is None, -(r["strict"] or 0.0), r["label"]))
+    for position, row in enumerate(rows, start=1):
+        row["position"] = position
+        row["pair"] = None
+    paired = [r for r in rows if r["run"]["complete"] and r["strict"] is not None]
+    leader = paired[0] if paired else None
+    if leader:
+        leader["pair"] = {"leader": True}
+    for row in rows:
+        if not row["run"]["complete"]:
+            row["pair"] = {"not_paired": f"incomplete run: {row['run']['failures']['items']} failed items "
+                                         f"({row['run']['failures']['questions']} questions); its means leave them out"}
+        elif row["strict"] is None and leader:
+            row["pair"] = {"not_paired": "no question scored on the strict metric"}
+    if leader and len(paired) > 1:
+        table = compare.compare_files([r["run"]["compare_view"] for r in paired], (STRICT_METRIC,),
+                                      resamples=resamples, seed=seed)
+        for row, entry in zip(paired[1:], table["comparisons"]):
+            row["pair"] = entry
+    return {"rows": rows, "leader": leader}
+
+
+def judged_rows(group: dict) -> list[dict]:
+    """Substring-judged runs: queries passed and stale hits, best pass rate first."""
+    rows = [{"run": run, "label": run["label"], "support": run["support"] or {}} for run in group["runs"]]
+    rows.sort(key=lambda r: (-(r["support"].get("pass_rate") or 0.0), r["label"]))
+    for position, row in enumerate(rows, start=1):
+        row["position"] = position
+    return rows
+
+
+def question_table(group: dict, rows: list[dict]) -> list[dict]:
+    """Every question of the group in dataset order, with what it is and each run's answer (in leaderboard
+    order), and whether the runs disagree on it or all missed it."""
+    ordered = [row["run"] for row in rows]
+    table = []
+    for number, qid in enumerate(group["question_ids"], start=1):
+        info = next((run["questions"][qid] for run in ordered if run["runs_of"][qid]["status"] != "failed"),
+                    ordered[0]["questions"][qid])
+        answers = [run["runs_of"][qid] for run in ordered]
+        strict = [a["strict"] for a in answers if a["status"] == "scored" and a.get("strict") is not None]
+        table.append({"number": number, "page": f"q/{number:05d}.html", **info, "answers": answers,
+                      "missed_by_all": bool(strict) and not any(strict),
+                      "disagree": bool(strict) and any(strict) and not all(strict)})
+    return table
+
+
+def build_data(paths: list[str | Path], *, exclude: Path | None = None,
+               resamples: int = compare.DEFAULT_RESAMPLES, seed: int = compare.DEFAULT_SEED) -> dict:
+    """Everything the board shows, from results files and folders."""
+    started = time.perf_counter()
+    files, skipped = find_results(paths, exclude=exclude)
+    if not files:
+        raise ResultsError(f"no results file among {', '.join(str(p) for p in paths)}"
+                           + (f" ({len(skipped)} other JSON files skipped)" if skipped else ""))
+    runs = [load_run(path) for path in files]
+    loaded = time.perf_counter()
+    groups = group_runs(runs)
+    for group in groups:
+        if group["judged"]:
+            group["rows"], group["leader"] = judged_rows(group), None
+        else:
+            board = leaderboard(group, resamples=resamples, seed=seed)
+            group["rows"], group["leader"] = board["rows"], board["leader"]
+        group["questions"] = question_table(group, group["rows"])
+    logger.info("board: %d runs read in %.1f s, paired in %.1f s", len(runs), loaded - started,
+                time.perf_counter() - loaded)
+    return {"groups": groups, "runs": len(runs), "files": [str(f) for f in files], "skipped": skipped,
+            "resamples": resamples, "seed": seed}

@@ -1,0 +1,293 @@
+"""The board's pages: static HTML written from `board_data.build_data`, opened from the file system or any server.
+
+Every text that comes from a results file (questions, candidates' turns, ids,
+system names, settings, paths) goes through `board_html.e` (HTML-escaped, quotes too) and
+stands only in element text or a double-quoted attribute; links and file names
+are the board's own (`q/00001.html`), never a results file's. Each page carries a
+Content-Security-Policy that lets script come only from the board's own
+`board.js`, so markup slipped into a page still could not run. The script
+touches the page through `textContent` and `dataset` only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from coordinator.results import board_charts as charts
+from coordinator.results.board_data import OTHER_METRICS
+from coordinator.results.board_html import crumbs, e, group_heading, num, p_text, page, sort_value
+from coordinator.results.board_questions import pair_page, question_page, questions_page
+
+#: The file in a board folder that marks it as one: a folder holding it may be replaced by the next build.
+MARKER = ".memfarm-board"
+STATIC = ("board.css", "board.js")
+K_CURVE = (1, 3, 5, 10, 30, 50)
+
+
+def _apart(group: dict) -> str:
+    if not group["apart"]:
+        return ""
+    items = "".join(f'<li>not comparable with <a href="#g{a["number"]}">group {a["number"]}</a>: '
+                    f'{e("; ".join(a["differences"]))}</li>' for a in group["apart"])
+    return f'<ul class="apart">{items}</ul>'
+
+
+def _bytes(value) -> str:
+    if not value:
+        return "–"
+    return f"{value / 2 ** 30:.2f} GiB" if value >= 2 ** 30 else f"{value / 2 ** 20:.0f} MiB"
+
+
+def _pair_cells(row: dict, group: dict) -> str:
+    pair = row["pair"] or {}
+    if pair.get("leader"):
+        return '<td class="lead" data-v="0">leader</td><td data-v=""></td><td data-v=""></td><td data-v=""></td>'
+    if pair.get("not_paired") or not pair or pair.get("n", 0) == 0:
+        reason = pair.get("not_paired") or ("no question scored in both runs" if pair else "no leader to pair with")
+        return (f'<td class="note" data-v="" title="{e(reason)}">not paired</td><td data-v=""></td>'
+                '<td data-v=""></td><td data-v=""></td>')
+    low, high = pair["ci95"]
+    wins, losses = pair["wins"]["count"], pair["losses"]["count"]
+    significant = " sig" if pair["p_holm"] < 0.05 else ""
+    return (f'<td class="num{significant}" data-v="{sort_value(pair["delta"])}">{pair["delta"]:+.3f}</td>'
+            f'<td class="num" data-v="{sort_value(low)}">[{low:+.3f}, {high:+.3f}]</td>'
+            f'<td class="num{significant}" data-v="{sort_value(pair["p_holm"])}">{p_text(pair["p_holm"])}</td>'
+            f'<td class="num" data-v="{wins - losses}"><a href="{group["id"]}/pair-{row["position"]}.html">'
+            f'{wins} / {losses}</a></td>')
+
+
+def leaderboard_table(group: dict) -> str:
+    """The group's leaderboard, sortable by any column (board.js), the strict metric first among the metrics."""
+    head = [("#", "num", "place (complete runs)"), ("system", "text", "system (click: its file and settings)"),
+            ("mode", "text", "retrieval mode"), ("embedder", "text", "embedding model"),
+            ("settings", "text", "digest of the settings snapshot and system configuration"),
+            ("commit", "text", "the code's commit"), ("complete", "text", "did every item run?"),
+            ("tuned", "text", "weights tuned on this very dataset: not held out"),
+            ("all@5", "num", "session recall_all@5, the strict metric: every gold session in the top 5"),
+            ("95% CI", "num", "95% bootstrap interval of the strict mean"), ("n", "num", "questions scored"),
+            ("any@5", "num", "session recall_any@5: any gold session in the top 5"),
+            ("nDCG@10", "num", "session nDCG@10"), ("turn R@10", "num", "turn recall_any@10"),
+            ("s/q", "num", "seconds per question: the run's wall time over its questions"),
+            ("peak mem", "num", "peak resident memory of the run's process, where recorded"),
+            ("Δ", "num", "strict mean minus the leader's, over paired questions"),
+            ("Δ 95% CI", "num", "paired bootstrap interval of Δ"),
+            ("p Holm", "num", "exact McNemar p, Holm-adjusted over this table (bold: below 0.05)"),
+            ("W / L", "num", "questions won / lost against the leader (click for them)")]
+    ths = "".join(f'<th data-kind="{kind}" tabindex="0" title="{e(tip)}">{e(name)}</th>' for name, kind, tip in head)
+    body = []
+    for row in group["rows"]:
+        run = row["run"]
+        ci = row["strict_ci95"]
+        complete = "yes" if run["complete"] else f'no: {run["failures"]["items"]} items failed'
+        tuned = f'<td class="warn" title="{e(run["tuned"])}">yes</td>' if run["tuned"] else "<td>no</td>"
+        named = "" if row["label"] == f'{run["system"]}/{run["mode"]}' else f'<br><small>{e(row["label"])}</small>'
+        cells = [f'<td class="num" data-v="{row["position"]}">{row["position"] if run["complete"] else "–"}</td>',
+                 f'<td><a href="{group["id"]}/runs.html#run-{row["position"]}">{e(run["system"])}</a>{named}</td>',
+                 f'<td>{e(run["mode"])}</td>', f'<td>{e(run["embedder"])}</td>',
+                 f'<td><code>{e(run["digest"])}</code></td>', f'<td><code>{e(str(run["commit"])[:12])}</code></td>',
+                 f'<td class="{"" if run["complete"] else "warn"}">{e(complete)}</td>', tuned,
+                 f'<td class="num strict" data-v="{sort_value(row["strict"])}">{num(row["strict"])}</td>',
+                 f'<td class="num" data-v="{sort_value(ci[0] if ci else None)}">'
+                 f'{f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "–"}</td>',
+                 f'<td class="num" data-v="{row["n"]}">{row["n"]}</td>']
+        cells += [f'<td class="num" data-v="{sort_value(row[key])}">{num(row[key])}</td>' for key, _, _ in OTHER_METRICS]
+        seconds, peak = run["seconds_per_question"], run["peak_rss_bytes"]
+        cells += [f'<td class="num" data-v="{sort_value(seconds)}">{num(seconds, 2)}</td>',
+                  f'<td class="num" data-v="{sort_value(peak)}">{_bytes(peak)}</td>', _pair_cells(row, group)]
+        body.append(f'<tr data-run="{row["position"]}">{"".join(cells)}</tr>')
+    return (f'<div class="scroll"><table class="board sortable" id="board-{group["id"]}"><thead><tr>{ths}</tr>'
+            f'</thead><tbody>{"".join(body)}</tbody></table></div>')
+
+
+def judged_table(group: dict) -> str:
+    head = "".join(f'<th data-kind="{k}" tabindex="0">{n}</th>' for n, k in
+                   (("#", "num"), ("run", "text"), ("passed", "num"), ("queries", "num"), ("pass rate", "num"),
+                    ("stale hits", "num"), ("complete", "text")))
+    body = []
+    for row in group["rows"]:
+        s = row["support"]
+        body.append(f'<tr><td class="num" data-v="{row["position"]}">{row["position"]}</td>'
+                    f'<td><a href="{group["id"]}/runs.html#run-{row["position"]}">{e(row["label"])}</a></td>'
+                    f'<td class="num" data-v="{sort_value(s.get("passed"))}">{e(s.get("passed", "–"))}</td>'
+                    f'<td class="num" data-v="{sort_value(s.get("queries"))}">{e(s.get("queries", "–"))}</td>'
+                    f'<td class="num" data-v="{sort_value(s.get("pass_rate"))}">{num(s.get("pass_rate"))}</td>'
+                    f'<td class="num" data-v="{sort_value(s.get("stale_hits"))}">{e(s.get("stale_hits", "–"))}</td>'
+                    f'<td>{"yes" if row["run"]["complete"] else "no"}</td></tr>')
+    return (f'<table class="board sortable" id="board-{group["id"]}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def _group_section(group: dict, data: dict) -> str:
+    parts = [f'<section class="group" id="{group["id"]}"><h2>Group {group["number"]}</h2>',
+             f'<p class="key">{group_heading(group)}</p>', _apart(group)]
+    if group["judged"]:
+        parts += ['<p class="note">Judged by substrings (AdaMem episodes): a query passes when the retrieved text '
+                  'holds every expected string and no forbidden one. There are no gold ids to rank against, so '
+                  'these runs are not paired.</p>', judged_table(group)]
+    else:
+        leader = group["leader"]
+        parts.append(f'<p class="note">Ordered by session recall_all@5, the strict metric (every gold session in '
+                     f'the top 5), with a 95% bootstrap interval of its mean ({data["resamples"]} resamples, seed '
+                     f'{data["seed"]}). Each complete run is paired with the leader'
+                     f'{" (" + e(leader["label"]) + ")" if leader else ""} question by question: Δ and its paired '
+                     'bootstrap interval, the exact McNemar p adjusted by Holm over this table, and the questions '
+                     'it wins and loses (click for them). Click a header to sort. Retrieval metrics, not answer '
+                     'accuracy.</p>')
+        parts.append(leaderboard_table(group))
+    parts.append(f'<p class="links"><a href="{group["id"]}/questions.html">Every question</a> (filter by type, '
+                 f'missed by all, disagreements; search by id or text) · <a href="{group["id"]}/runs.html">'
+                 'Runs: files, commands and settings</a></p>')
+    if not group["judged"]:
+        parts.append('<div class="charts">' + "".join(
+            f'<figure><img src="{group["id"]}/{name}" alt="{e(alt)}" loading="lazy"></figure>'
+            for name, alt in _chart_names(group)) + "</div>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _chart_names(group: dict) -> list[tuple[str, str]]:
+    return [("recall_all_session.svg", "session recall_all@K per run"),
+            ("recall_any_session.svg", "session recall_any@K per run"),
+            ("recall_any_turn.svg", "turn recall_any@K per run"),
+            ("by_type.svg", "session recall_all@5 per question type per run"),
+            ("cost.svg", "seconds per question against session recall_all@5")]
+
+
+def index_page(data: dict) -> str:
+    groups = data["groups"]
+    summary = "".join(
+        f'<tr><td><a href="#{g["id"]}">Group {g["number"]}</a></td><td>{e(g["benchmark"])}</td>'
+        f'<td><code>{e(str(g["dataset_checksum"])[:12])}</code></td><td>{e(g["scoring_profile"])}</td>'
+        f'<td class="num">{len(g["question_ids"])}</td><td class="num">{len(g["runs"])}</td>'
+        f'<td>{e(g["leader"]["label"]) if g.get("leader") else "–"}</td></tr>' for g in groups)
+    skipped = (f'<p class="note">{len(data["skipped"])} other JSON files in the folders given were not results '
+               'files and were skipped.</p>' if data["skipped"] else "")
+    body = ['<h1>memoria-farm board</h1>',
+            f'<p class="note">{data["runs"]} runs from {len(data["files"])} results files in {len(groups)} '
+            'groups. Runs in one group share benchmark, dataset, scoring profile and question set, so their '
+            'questions pair; runs in different groups are never ranked against each other.</p>', skipped,
+            '<table class="groups"><thead><tr><th>group</th><th>benchmark</th><th>dataset</th><th>profile</th>'
+            f'<th>questions</th><th>runs</th><th>leader</th></tr></thead><tbody>{summary}</tbody></table>']
+    body += [_group_section(g, data) for g in groups]
+    return page("memoria-farm board", "".join(body), 0, scripts=True)
+
+
+def runs_page(group: dict) -> str:
+    parts = [crumbs(1, None, f"Group {group['number']} runs"), f"<h1>Group {group['number']}: runs</h1>",
+             f'<p class="key">{group_heading(group)}</p>']
+    for row in group["rows"]:
+        run = row["run"]
+        failures = run["failures"]
+        parts.append(
+            f'<section class="run" id="run-{row["position"]}"><h2>#{row["position"]} {e(row["label"])}</h2><dl>'
+            f'<dt>file</dt><dd><code>{e(run["path"])}</code></dd>'
+            f'<dt>command</dt><dd><code>{e(run["command"])}</code></dd>'
+            f'<dt>embedder</dt><dd>{e(run["embedder"])}</dd><dt>commit</dt><dd><code>{e(run["commit"])}</code></dd>'
+            f'<dt>settings digest</dt><dd><code>{e(run["digest"])}</code> (SHA-256 of the settings snapshot and the '
+            'system configuration)</dd>'
+            f'<dt>complete</dt><dd>{"yes" if run["complete"] else e(f"no: items {failures}")}</dd>'
+            + (f'<dt>tuned on this data</dt><dd>{e(run["tuned"])}</dd>' if run["tuned"] else "")
+            + f'</dl><h3>System configuration</h3><pre>{e(json.dumps(run["settings_system"], indent=1, default=str))}'
+              '</pre></section>')
+    return page(f"Group {group['number']} runs", "".join(parts), 1)
+
+
+def group_charts(group: dict) -> dict[str, str]:
+    """The SVG files of a ranked group, by file name."""
+    rows = group["rows"]
+    tags = [(f"#{r['position']} {r['label']}", charts.colour(i)) for i, r in enumerate(rows)]
+
+    def curve(level: str, name: str) -> list[dict]:
+        return [{"label": label, "colour": fill,
+                 "points": [(k, (r["run"]["summary"].get(level) or {}).get(f"{name}@{k}")) for k in K_CURVE
+                            if (r["run"]["summary"].get(level) or {}).get(f"{name}@{k}") is not None]}
+                for (label, fill), r in zip(tags, rows)]
+
+    types = sorted({q["type"] for q in group["questions"]})
+    per_type = []
+    for index, ((label, fill), _) in enumerate(zip(tags, rows)):
+        values = []
+        for kind in types:
+            got = [q["answers"][index].get("strict") for q in group["questions"]
+                   if q["type"] == kind and q["answers"][index]["status"] == "scored"]
+            got = [v for v in got if v is not None]
+            values.append(sum(got) / len(got) if got else None)
+        per_type.append({"label": label, "colour": fill, "values": values})
+    points = [{"label": label, "colour": fill, "tag": f"#{r['position']}", "seconds": r["run"]["seconds_per_question"],
+               "value": r["strict"]} for (label, fill), r in zip(tags, rows)]
+    return {
+        "recall_all_session.svg": charts.recall_curves("Session recall_all@K (strict)", "recall_all@K",
+                                                       curve("session", "recall_all")),
+        "recall_any_session.svg": charts.recall_curves("Session recall_any@K", "recall_any@K",
+                                                       curve("session", "recall_any")),
+        "recall_any_turn.svg": charts.recall_curves("Turn recall_any@K", "recall_any@K", curve("turn", "recall_any")),
+        "by_type.svg": charts.grouped_bars("Session recall_all@5 per question type", "recall_all@5", types, per_type),
+        "cost.svg": charts.cost_quality("Cost against quality", points),
+    }
+
+
+def _static(name: str) -> bytes:
+    return resources.files("coordinator.results").joinpath("board_static", name).read_bytes()
+
+
+def write_site(data: dict, output: str | Path) -> dict:
+    """Write the board into `output` (replacing a board built there before; refusing any other folder that is
+    not empty) and return what was written: pages, files and bytes.
+
+    The site is built in a fresh folder beside `output` and moved into place at
+    the end, so a failed build leaves the previous board as it was.
+    """
+    output = Path(output)
+    if output.exists() and (not output.is_dir() or (any(output.iterdir()) and not (output / MARKER).exists())):
+        from adapters.errors import ResultsError
+
+        raise ResultsError(f"{output}: exists and is not a board folder (no {MARKER} in it); "
+                           "choose an empty or new --output")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    try:
+        _write_all(data, staging)
+        if output.exists():
+            retired = output.with_name(f".{output.name}.old-{os.getpid()}")
+            output.rename(retired)
+            staging.rename(output)
+            shutil.rmtree(retired)
+        else:
+            staging.rename(output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    files = [p for p in output.rglob("*") if p.is_file()]
+    return {"output": str(output), "files": len(files), "bytes": sum(p.stat().st_size for p in files),
+            "question_pages": sum(len(g["questions"]) for g in data["groups"])}
+
+
+def _write_all(data: dict, root: Path) -> None:
+    root.chmod(0o755)
+    (root / MARKER).write_text("built by memfarm board; the next build replaces this folder\n", encoding="utf-8")
+    for name in STATIC:
+        (root / name).write_bytes(_static(name))
+    (root / "index.html").write_text(index_page(data), encoding="utf-8")
+    for group in data["groups"]:
+        folder = root / group["id"]
+        (folder / "q").mkdir(parents=True)
+        (folder / "runs.html").write_text(runs_page(group), encoding="utf-8")
+        (folder / "questions.html").write_text(questions_page(group), encoding="utf-8")
+        questions = group["questions"]
+        for index, question in enumerate(questions):
+            page = question_page(group, question, questions[index - 1] if index else None,
+                                 questions[index + 1] if index + 1 < len(questions) else None)
+            (folder / question["page"]).write_text(page, encoding="utf-8")
+        if group["judged"]:
+            continue
+        for row in group["rows"]:
+            pair = row["pair"] or {}
+            if pair.get("n"):
+                (folder / f"pair-{row['position']}.html").write_text(pair_page(group, row), encoding="utf-8")
+        for name, svg in group_charts(group).items():
+            (folder / name).write_text(svg, encoding="utf-8")

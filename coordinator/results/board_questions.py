@@ -1,0 +1,155 @@
+"""The board's question pages: every question of a group with filters, one page per question with each run's
+top candidates and its gold marked, and a run's wins and losses against the leader."""
+
+from __future__ import annotations
+
+from coordinator.results.board_data import SHOWN_CANDIDATES, STRICT_METRIC
+from coordinator.results.board_html import crumbs, e, group_heading, num, p_text, page
+
+
+#: Shown where every run failed the question's item, so that no results file holds its text.
+_UNREAD = "(not in any results file: every run failed this question's item)"
+
+
+def _mark(answer: dict) -> tuple[str, str]:
+    """(class, symbol) of a run's strict value on one question."""
+    if answer["status"] == "failed":
+        return "failed", "failed"
+    if answer.get("strict") is None:
+        return "none", "–"
+    return ("hit", "✓") if answer["strict"] else ("miss", "✗")
+
+
+def questions_page(group: dict) -> str:
+    rows = group["rows"]
+    types = sorted({q["type"] for q in group["questions"]})
+    legend = "".join(f'<li><b>#{r["position"]}</b> {e(r["label"])}</li>' for r in rows)
+    heads = "".join(f'<th title="{e(r["label"])}">#{r["position"]}</th>' for r in rows)
+    body = []
+    for q in group["questions"]:
+        cells = "".join(f'<td class="{_mark(a)[0]}">{_mark(a)[1]}</td>' for a in q["answers"])
+        text = str(q["text"] or "")
+        body.append(f'<tr data-type="{e(q["type"])}" data-missed="{int(q["missed_by_all"])}" '
+                    f'data-disagree="{int(q["disagree"])}"><td><a href="{q["page"]}">{e(q["id"])}</a></td>'
+                    f'<td>{e(q["type"])}</td><td class="qtext">{e(text[:300])}</td>{cells}</tr>')
+    options = "".join(f'<option value="{e(t)}">{e(t)}</option>' for t in types)
+    missed = sum(q["missed_by_all"] for q in group["questions"])
+    disagree = sum(q["disagree"] for q in group["questions"])
+    controls = ('<div class="filters" id="filters">'
+                '<label>Search <input type="search" id="search" placeholder="id or words of the question"></label>'
+                f'<label>Type <select id="type"><option value="">every type</option>{options}</select></label>'
+                f'<label><input type="checkbox" id="missed"> missed by all ({missed})</label>'
+                f'<label><input type="checkbox" id="disagree"> runs disagree ({disagree})</label>'
+                '<span id="shown"></span></div>')
+    parts = [crumbs(1, None, f"Group {group['number']} questions"),
+             f"<h1>Group {group['number']}: every question</h1>", f'<p class="key">{group_heading(group)}</p>',
+             '<p class="note">Each cell: did the run get every gold session into its top 5 (session recall_all@5)? '
+             '✓ yes, ✗ no, – not scored (an abstention or a question without gold), failed: the item failed. '
+             f'Runs as on the leaderboard:</p><ol class="runs">{legend}</ol>', controls,
+             f'<table class="questions" id="questions"><thead><tr><th>id</th><th>type</th><th>question</th>{heads}'
+             f'</tr></thead><tbody>{"".join(body)}</tbody></table>']
+    return page(f"Group {group['number']} questions", "".join(parts), 1, scripts=True)
+
+
+def _ranks(answer: dict) -> str:
+    def one(pair, what):
+        first, last = pair
+        if first is None:
+            return f"no gold {what} among the {answer['kept']} kept"
+        return (f"first gold {what} at rank {first}, "
+                + (f"every gold {what} by rank {last}" if last is not None else f"not every gold {what} among the "
+                   f"{answer['kept']} kept"))
+    parts = [one(answer["session_ranks"], "session")]
+    if answer["turn_ranks"] != (None, None) or answer.get("turn_recall_any@10") is not None:
+        parts.append(one(answer["turn_ranks"], "turn"))
+    return "; ".join(parts)
+
+
+def _overview(rows: list[dict], answers: list[dict]) -> str:
+    """One line per run: its strict mark and where the gold sat, linking to its candidates below."""
+    lines = []
+    for row, answer in zip(rows, answers):
+        cls, symbol = _mark(answer)
+        if answer["status"] == "failed":
+            ranks = ["", "", "", ""]
+        else:
+            ranks = [e(v if v is not None else "–") for v in (*answer["session_ranks"], *answer["turn_ranks"])]
+        lines.append(f'<tr><td><a href="#run-{row["position"]}">#{row["position"]} {e(row["label"])}</a></td>'
+                     f'<td class="{cls}">{symbol}</td>' + "".join(f'<td class="num">{r}</td>' for r in ranks) + "</tr>")
+    return ('<table class="overview"><thead><tr><th>run</th><th>all@5</th><th>first gold session</th>'
+            '<th>every gold session by</th><th>first gold turn</th><th>every gold turn by</th></tr></thead>'
+            f'<tbody>{"".join(lines)}</tbody></table>')
+
+
+def question_page(group: dict, question: dict, previous: dict | None, following: dict | None) -> str:
+    rows = group["rows"]
+    nav = []
+    if previous:
+        nav.append(f'<a href="{previous["number"]:05d}.html" rel="prev">← previous</a>')
+    if following:
+        nav.append(f'<a href="{following["number"]:05d}.html" rel="next">next →</a>')
+    gold_s = ", ".join(f"<code>{e(s)}</code>" for s in question["gold_sessions"]) or "none"
+    gold_t = ", ".join(f"<code>{e(t)}</code>" for t in question["gold_turns"]) or "none"
+    status = ("abstention (not scored)" if question["abstention"] else
+              f"excluded: {e(question['excluded'])}" if question["excluded"] else "scored")
+    parts = [crumbs(2, group, question["id"]), f'<p class="pager">{" · ".join(nav)}</p>',
+             f'<h1>Question <code>{e(question["id"])}</code></h1>',
+             f'<blockquote class="question">{e(question["text"]) if question["text"] is not None else _UNREAD}'
+             '</blockquote><dl>'
+             f'<dt>type</dt><dd>{e(question["type"])}</dd>'
+             f'<dt>expected answer</dt><dd>{e("–" if question["expected"] is None else question["expected"])}</dd>'
+             f'<dt>gold sessions</dt><dd>{gold_s}</dd><dt>gold turns</dt><dd>{gold_t}</dd>'
+             f'<dt>status</dt><dd>{status}</dd></dl>',
+             _overview(rows, question["answers"]),
+             '<p class="note">Per run, its top ' + str(SHOWN_CANDIDATES) + ' candidates: <span class="gold-turn">'
+             '★ a gold turn</span>, <span class="gold-session">◆ a turn of a gold session</span>. Session ranks count '
+             'each session once, at its first turn, as the session metrics do.</p>']
+    for row, answer in zip(rows, question["answers"]):
+        cls, symbol = _mark(answer)
+        head = f'<h2 class="{cls}">#{row["position"]} {e(row["label"])} <span class="mark">{symbol}</span></h2>'
+        if answer["status"] == "failed":
+            parts.append(f'<section class="answer" id="run-{row["position"]}" data-run="{row["position"]}">{head}'
+                         f'<p class="warn">the item '
+                         f'failed: {e(answer["error"])}</p></section>')
+            continue
+        lines = []
+        for c in answer["top"]:
+            mark = {"turn": ("gold-turn", "★"), "session": ("gold-session", "◆")}.get(c["gold"], ("", ""))
+            score = c["score"] if isinstance(c["score"], (int, float)) else None
+            lines.append(f'<tr class="{mark[0]}"><td class="num">{e(c["rank"])}</td><td class="gold">{mark[1]}</td>'
+                         f'<td><code>{e(c["session"])}</code></td><td><code>{e(c["turn"])}</code></td>'
+                         f'<td class="num">{num(score)}</td><td class="ctext">{e(c["text"])}</td></tr>')
+        values = (f'recall_all@5 {num(answer["strict"])}, recall_any@5 {num(answer["session_recall_any@5"])}, '
+                  f'turn recall@10 {num(answer["turn_recall_any@10"])}')
+        parts.append(f'<section class="answer" id="run-{row["position"]}" data-run="{row["position"]}">{head}'
+                     f'<p class="ranks">{e(_ranks(answer))}. {e(values)}.</p>'
+                     '<table class="candidates"><thead><tr><th>rank</th><th>gold</th><th>session</th><th>turn</th>'
+                     f'<th>score</th><th>text</th></tr></thead><tbody>{"".join(lines)}</tbody></table></section>')
+    return page(f"Question {question['id']}", "".join(parts), 2)
+
+
+def pair_page(group: dict, row: dict) -> str:
+    pair, leader = row["pair"], group["leader"]
+    by_id = {q["id"]: q for q in group["questions"]}
+
+    def listing(ids: list[str]) -> str:
+        if not ids:
+            return '<p class="note">none</p>'
+        lines = "".join(f'<tr><td><a href="{by_id[i]["page"]}">{e(i)}</a></td><td>{e(by_id[i]["type"])}</td>'
+                        f'<td class="qtext">{e(str(by_id[i]["text"] or "")[:300])}</td></tr>' for i in ids)
+        return f'<table class="questions"><thead><tr><th>id</th><th>type</th><th>question</th></tr></thead>' \
+               f'<tbody>{lines}</tbody></table>'
+
+    low, high = pair["ci95"]
+    parts = [crumbs(1, None, f"#{row['position']} against the leader"),
+             f"<h1>#{row['position']} {e(row['label'])} against the leader #1 {e(leader['label'])}</h1>",
+             f'<p class="key">{group_heading(group)}</p>',
+             f'<p>{e(STRICT_METRIC)}: {pair["system_value"]:.3f} against {pair["baseline_value"]:.3f}, Δ '
+             f'{pair["delta"]:+.3f} [{low:+.3f}, {high:+.3f}], p {p_text(pair["p_value"])}, Holm-adjusted '
+             f'{p_text(pair["p_holm"])} ({e(pair["test"])}), over {pair["n"]} paired questions; '
+             f'{pair["ties"]["count"]} ties.</p>',
+             f'<h2 id="wins">Won by #{row["position"]}, lost by the leader ({pair["wins"]["count"]})</h2>',
+             listing(pair["wins"]["question_ids"]),
+             f'<h2 id="losses">Lost by #{row["position"]}, won by the leader ({pair["losses"]["count"]})</h2>',
+             listing(pair["losses"]["question_ids"])]
+    return page(f"#{row['position']} against the leader", "".join(parts), 1)

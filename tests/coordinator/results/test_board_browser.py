@@ -1,0 +1,176 @@
+"""The board in a real headless Chromium: it loads without an error, sorts, filters, marks the gold, and a
+results file carrying markup and script shows it as text and runs nothing."""
+
+import copy
+import json
+
+import pytest
+
+from coordinator.benches.board import generated_runs
+from coordinator.results import board_html, board_pages, board_questions
+from coordinator.results.analyze import load_results
+from coordinator.results.board import build_board
+from tests.browser import Browser
+from tests.coordinator.results.test_board import HOSTILE, hostile_runs, write_runs
+
+pytestmark = pytest.mark.slow
+
+RESAMPLES = 500
+
+
+@pytest.fixture(scope="module")
+def made():
+    return generated_runs(questions=24, runs=3, seed=11)
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory, made):
+    root = tmp_path_factory.mktemp("board")
+    paths = write_runs(root / "runs", copy.deepcopy(made))
+    build_board(paths, root / "board", resamples=RESAMPLES)
+    return root / "board", [load_results(p) for p in paths]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser() as running:
+        yield running
+
+
+def column(browser, table: str, index: int) -> list:
+    return browser.eval(f"Array.from(document.querySelectorAll('{table} tbody tr'))"
+                        f".map(r => r.cells[{index}].dataset.v || r.cells[{index}].textContent.trim())")
+
+
+def headers(browser, table: str) -> list[str]:
+    return browser.eval(f"Array.from(document.querySelectorAll('{table} thead th')).map(h => h.textContent)")
+
+
+def test_the_leaderboard_loads_and_sorts_by_a_click(browser, board):
+    folder, loaded = board
+    browser.events.clear()
+    browser.open((folder / "index.html").as_uri())
+    names = headers(browser, "#board-g1")
+    strict, system = names.index("all@5"), names.index("system")
+    means = {r["system"]: r["metrics"]["all"]["session"]["recall_all@5"] for r in loaded}
+    shown = [float(v) for v in column(browser, "#board-g1", strict)]
+    assert shown == sorted(means.values(), reverse=True) and len(shown) == 3
+    browser.click(f"#board-g1 thead th:nth-child({strict + 1})")  # first click on a number: best first
+    assert [float(v) for v in column(browser, "#board-g1", strict)] == sorted(means.values(), reverse=True)
+    browser.click(f"#board-g1 thead th:nth-child({strict + 1})")
+    assert [float(v) for v in column(browser, "#board-g1", strict)] == sorted(means.values())
+    assert browser.eval(f"document.querySelector('#board-g1 thead th:nth-child({strict + 1})')"
+                        ".getAttribute('aria-sort')") == "ascending"
+    browser.click(f"#board-g1 thead th:nth-child({system + 1})")
+    assert column(browser, "#board-g1", system) == sorted(means)
+    assert browser.eval("document.querySelectorAll('.charts img').length") == 5
+    assert browser.eval("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
+    assert browser.problems() == []
+
+
+def test_a_question_page_marks_the_gold_of_every_run(browser, board):
+    folder, loaded = board
+    index = next(i for i, record in enumerate(loaded[0]["records"])
+                 if all(any(c["metadata"]["turn_id"] in r["records"][i]["gold"]["turns"]
+                            for c in r["records"][i]["candidates"][:10]) for r in loaded))
+    browser.events.clear()
+    browser.open((folder / "g1" / "q" / f"{index + 1:05d}.html").as_uri())
+    assert browser.eval("document.querySelector('h1 code').textContent") == loaded[0]["records"][index]["question_id"]
+    sections = browser.eval("Array.from(document.querySelectorAll('section.answer')).map(s => "
+                            "[s.querySelector('h2').textContent, Array.from(s.querySelectorAll('tbody tr'))"
+                            ".map(r => [r.cells[0].textContent, r.className, r.cells[3].textContent])])")
+    assert len(sections) == 3
+    for title, rows in sections:
+        results = next(r for r in loaded if f" {r['system']}/" in title)
+        record = results["records"][index]
+        gold_turns, gold_sessions = set(record["gold"]["turns"]), set(record["gold"]["sessions"])
+        expected = [[str(c["rank"]), "gold-turn" if c["metadata"]["turn_id"] in gold_turns else
+                     "gold-session" if c["metadata"]["session_id"] in gold_sessions else "", c["metadata"]["turn_id"]]
+                    for c in record["candidates"][:10]]
+        assert rows == expected
+        assert any(row[1] == "gold-turn" for row in rows)
+    assert browser.problems() == []
+
+
+def test_the_questions_filter_by_type_missed_by_all_and_search(browser, board):
+    folder, loaded = board
+    browser.events.clear()
+    browser.open((folder / "g1" / "questions.html").as_uri())
+    assert browser.eval("document.getElementById('shown').textContent") == "24 of 24 questions shown"
+    visible = "Array.from(document.querySelectorAll('#questions tbody tr')).filter(r => !r.hidden).map(r => r.cells[0].textContent)"
+    strict = {r["question_id"]: [] for r in loaded[0]["records"]}
+    for results in loaded:
+        for record in results["records"]:
+            strict[record["question_id"]].append(record["metrics"]["session"]["recall_all@5"])
+    browser.click("#missed")
+    assert browser.eval(visible) == [q for q, values in strict.items() if not any(values)]
+    browser.click("#missed")
+    browser.click("#disagree")
+    assert browser.eval(visible) == [q for q, values in strict.items() if any(values) and not all(values)]
+    browser.click("#disagree")
+    kind = loaded[0]["records"][2]["question_type"]
+    browser.eval(f"(() => {{ const s = document.getElementById('type'); s.value = {json.dumps(kind)};"
+                 " s.dispatchEvent(new Event('change')); })()")
+    assert browser.eval(visible) == [r["question_id"] for r in loaded[0]["records"] if r["question_type"] == kind]
+    browser.eval("(() => { const s = document.getElementById('type'); s.value = '';"
+                 " s.dispatchEvent(new Event('change')); })()")
+    target = loaded[0]["records"][7]
+    browser.command("Runtime.evaluate", {"expression": "document.getElementById('search').focus()"})
+    browser.command("Input.insertText", {"text": target["question_id"]})
+    assert browser.eval(visible) == [target["question_id"]]
+    words = " ".join(target["query"].split()[-2:])
+    browser.open("about:blank")
+    browser.open((folder / "g1" / "questions.html").as_uri() + f"#type={kind}&q={words}")  # a shared, filtered view
+    assert browser.eval("document.getElementById('type').value") == kind
+    assert browser.eval(visible) == [r["question_id"] for r in loaded[0]["records"]
+                                     if r["question_type"] == kind and all(
+                                         w in f'{r["question_id"]} {r["query"]}'.lower() for w in words.lower().split())]
+    assert browser.problems() == []
+
+
+def test_wins_and_losses_are_one_click_from_the_leaderboard(browser, board):
+    folder, _ = board
+    browser.open((folder / "index.html").as_uri())
+    browser.events.clear()
+    link = browser.eval("document.querySelector('#board-g1 tbody tr:nth-child(2) td:last-child a').textContent")
+    wins, losses = (int(x) for x in link.split("/"))
+    browser.click("#board-g1 tbody tr:nth-child(2) td:last-child a")
+    browser.wait_for("Page.loadEventFired")
+    assert browser.eval("location.pathname").endswith("/g1/pair-2.html")
+    counts = browser.eval("Array.from(document.querySelectorAll('table.questions')).map(t => t.tBodies[0].rows.length)")
+    assert counts == [n for n in (wins, losses) if n] and browser.problems() == []
+
+
+def _pwned(browser) -> list:
+    return browser.eval("[typeof window.__pwned, document.querySelectorAll('img[src=\"x\"]').length, "
+                        "document.scripts.length]")
+
+
+def test_a_hostile_results_file_shows_as_text_and_runs_nothing(tmp_path, made, browser):
+    paths = write_runs(tmp_path / "runs", hostile_runs(made))
+    build_board(paths, tmp_path / "board", resamples=RESAMPLES)
+    folder = tmp_path / "board"
+    for page, scripts in (("index.html", 1), ("g1/questions.html", 1), ("g1/q/00001.html", 0), ("g1/runs.html", 0),
+                          ("g1/pair-2.html", 0)):
+        browser.events.clear()
+        browser.open((folder / page).as_uri())
+        assert _pwned(browser) == ["undefined", 0, scripts], page
+        assert HOSTILE in browser.eval("document.body.textContent"), page
+        assert browser.problems() == [], page
+    browser.open((folder / "index.html").as_uri())
+    assert browser.eval("document.querySelector('#board-g1 tbody tr td:nth-child(2) a').textContent") \
+        .startswith(HOSTILE)
+
+
+def test_the_page_policy_alone_stops_script_that_escaped_escaping(tmp_path, made, browser, monkeypatch):
+    """Defence in depth: were a text ever written unescaped, the Content-Security-Policy still runs none of it."""
+    for module in (board_html, board_pages, board_questions):
+        monkeypatch.setattr(module, "e", str)
+    paths = write_runs(tmp_path / "runs", hostile_runs(made))
+    build_board(paths, tmp_path / "board", resamples=RESAMPLES)
+    browser.events.clear()
+    browser.open((tmp_path / "board" / "g1" / "q" / "00001.html").as_uri())
+    typeof, images, scripts = _pwned(browser)
+    assert images > 0 and scripts > 0  # the markup did become elements...
+    assert typeof == "undefined"  # ...and none of it ran
+    assert any("Content Security Policy" in p for p in browser.problems())
