@@ -267,15 +267,19 @@ def resolve(embedder: str | None = None) -> Model:
 
 
 def check_unchanged(embedder: str | None = None) -> None:
-    """After a load: a local folder's files still hash as they did at the check (which runs once per process),
-    so its vectors are the ones its signature names. Packaged models are pinned and not re-read."""
+    """After a load: the model's files still hash as they did at the check (which runs once per process, maybe
+    long before the load), so its vectors are the ones its signature names. A packaged model is held to its
+    pinned hashes like a local folder to its first hashes: its folder is as writable as any other."""
     model = resolve(embedder)
-    if embedder_key(embedder) in _PACKAGED:
-        return
-    now = _files_hash(checked_files(model.root, None))
+    key = embedder_key(embedder)
+    detail = ""
+    try:
+        now = _files_hash(checked_files(model.root, _PACKAGED[key][1] if key in _PACKAGED else None))
+    except ModelFilesError as exc:
+        now, detail = None, f" ({exc})"
     if now != model.files_sha256:
-        raise ModelFilesError(f"{model.root}: the model's files changed since they were checked in this process "
-                              "(their vectors would carry the old files' signature); start the process again")
+        raise ModelFilesError(f"{model.root}: the model's files changed since they were checked in this process"
+                              f"{detail} (their vectors would carry the old files' signature); start the process again")
 
 
 def model_path(embedder: str | None = None) -> str:

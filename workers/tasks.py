@@ -19,6 +19,7 @@ from workers.ledger import Ledger, connect, stale_after
 from workers.ledger_values import shown
 from workers.run_settings import checked_settings
 from workers.version import CODE_VERSION
+from memoria.model_files import ModelFilesError
 
 logger = logging.getLogger(__name__)
 _SYSTEMS: dict[tuple, object] = {}
@@ -173,6 +174,10 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
             outcome.update(run_id=run_id, embedding_signature=getattr(system, "embedding_signature", None),
                            code_version=CODE_VERSION)
             return "done" if ledger.finish(run_id, item_id, attempt, outcome) else "superseded"
+        except ModelFilesError as exc:  # this machine's model is not the one checked: no attempt here can help
+            logger.error("item %s of run %s refused: %s", item_id, run_id, exc)
+            ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {exc}", final=True)
+            return "refused"
         except Exception as exc:
             logger.exception("item %s of run %s failed", item_id, run_id)
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
