@@ -78,7 +78,23 @@ def _system(meta: dict):
     embedder = getattr(getattr(system, "memory", None), "embedder", None)
     if hasattr(embedder, "shared"):  # a stored embedder: the run decides whether the farm shares vectors
         embedder.shared = _shared_vectors() if meta.get("shared_embeddings") else None
+        embedder.verify_share = _verify_share()
     return system
+
+
+def _verify_share() -> float:
+    """The share of fetched vectors this worker encodes again to check them (MEMFARM_SHARED_EMBEDDINGS_VERIFY,
+    0 to 1; 0 trusts every vector anyone with a worker credential wrote)."""
+    from memoria.embedding_store import SHARED_VERIFY_SHARE
+
+    value = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_VERIFY")
+    try:
+        share = float(value) if value else SHARED_VERIFY_SHARE
+    except ValueError:
+        share = -1.0
+    if not 0.0 <= share <= 1.0:
+        raise MemfarmError(f"MEMFARM_SHARED_EMBEDDINGS_VERIFY={value!r} is not a share between 0 and 1")
+    return share
 
 
 def _shared_vectors():
