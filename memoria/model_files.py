@@ -345,7 +345,7 @@ def signature(dimension: int, max_seq_length: int, backend: str = BACKENDS["torc
         "max_seq_length": max_seq_length,
         "normalized": True,
         "backend": backend,
-        "padding": f"canonical-{defaults.CANONICAL_PAD_STEP}",
+        "padding": f"canonical-{defaults.CANONICAL_PAD_STEP}x{defaults.CANONICAL_BATCH_ROWS}",
         "model_files": model.files_sha256,
     }
 
