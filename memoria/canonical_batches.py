@@ -8,6 +8,15 @@ is padded to a width set by its own token length alone (the next multiple of `CA
 the model's window), and texts are batched only with texts of the same width. Measured on 2 CPU cores
 with torch: a text encoded alone and the same text in any such batch (sizes 1 to 64) are bit-identical,
 while ordinary longest-in-batch padding changed 30 of 40 LoCoMo turns (by up to 1.6e-7).
+
+The width alone is not enough on every CPU: threaded matrix products choose how to split their work by the
+shape of the product, so on an AVX-512 machine a text encoded alone and in a batch of 32 differed by ~5e-8.
+So every batch the model runs has the same number of rows too (`CANONICAL_BATCH_ROWS`), the rows a batch
+lacks filled with copies of its first text, whose outputs are dropped: for a given width every product has
+one shape, and a text's vector depends only on its width, the machine and its thread count. What holds on
+any CPU: one machine with one thread count gives every text the same bits in any batch; two CPUs of other
+kinds, or other thread counts, may differ in the last bits (about 1e-7), below the tie grid of
+`memoria.ties` except for scores that lie on the grid's edge.
 """
 
 from __future__ import annotations
@@ -35,9 +44,15 @@ def canonical_batches(lengths: list[int], batch_size: int, max_length: int,
             for width, indices in sorted(by_width.items()) for start in range(0, len(indices), batch_size)]
 
 
+def full_rows(indices: list[int], rows: int = defaults.CANONICAL_BATCH_ROWS) -> list[int]:
+    """`indices` filled up to `rows` with copies of its first index: every batch the model runs has `rows` rows."""
+    return list(indices) + [indices[0]] * (rows - len(indices))
+
+
 def encode_sentence_transformer(model, texts: list[str], batch_size: int, max_length: int,
                                 dimension: int) -> np.ndarray:
-    """Unit-length float32 vectors of a SentenceTransformer, each padded to its canonical width.
+    """Unit-length float32 vectors of a SentenceTransformer, each padded to its canonical width, in batches of
+    `CANONICAL_BATCH_ROWS` rows whatever `batch_size` says (it stays the callers' unit of work).
 
     Texts are stripped as SentenceTransformer does before tokenizing; the model's own modules (transformer,
     mean pooling) run on each batch, then L2 normalisation.
@@ -51,11 +66,11 @@ def encode_sentence_transformer(model, texts: list[str], batch_size: int, max_le
     tokenizer = model.tokenizer
     lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
     with torch.inference_mode():
-        for width, indices in canonical_batches(lengths, batch_size, max_length):
-            features = tokenizer([texts[i] for i in indices], padding="max_length", truncation=True,
+        for width, indices in canonical_batches(lengths, defaults.CANONICAL_BATCH_ROWS, max_length):
+            features = tokenizer([texts[i] for i in full_rows(indices)], padding="max_length", truncation=True,
                                  max_length=width, return_tensors="pt")
             features = {name: tensor.to(model.device) for name, tensor in features.items()}
-            pooled = model(features)["sentence_embedding"]
+            pooled = model(features)["sentence_embedding"][:len(indices)]
             pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)
             out[indices] = pooled.cpu().numpy()
     return out

@@ -22,6 +22,9 @@ DEFAULT_BATCH_SIZE = 32
 #: width, so its vector never depends on its batch (memoria.canonical_batches). 16 keeps the batches
 #: full; exact lengths (a step of 1) made many tiny batches and encoding several times slower.
 CANONICAL_PAD_STEP = 16
+#: ... and every batch the model runs has this many rows, filled with copies where texts run out, so that a
+#: threaded matrix product splits its work the same way for every batch of a width (memoria.canonical_batches).
+CANONICAL_BATCH_ROWS = 8
 
 #: Ranking compares scores rounded to this many decimals and orders equal ones by id (memoria.ties):
 #: float noise in a cosine is about 1e-7, while scores that mean something differ by far more than 1e-6.

@@ -16,8 +16,8 @@ import numpy as np
 
 from memoria import defaults
 from memoria.canonical_batches import encode_sentence_transformer
-from memoria.model_files import (BACKENDS, DEFAULT_EMBEDDER, backend_label, check_unchanged, embedder_key,
-                                  offline_environment, packaged_signature, resolve, signature)
+from memoria.model_files import (BACKENDS, DEFAULT_EMBEDDER, backend_label, check_modules, check_unchanged,
+                                  embedder_key, offline_environment, packaged_signature, resolve, signature)
 from memoria.onnx_backend import OnnxEmbedder
 
 logger = logging.getLogger(__name__)
@@ -39,8 +39,10 @@ class Embedder:
 
         self.embedder = embedder_key(embedder)
         model = resolve(self.embedder)  # every file checked before the first load
-        self.model = SentenceTransformer(str(model.root), device=device, local_files_only=True)
-        check_unchanged(self.embedder)  # a local folder may have changed since its check, before this load
+        check_modules(model.root)  # again just before the load: modules.json may have changed since the check
+        self.model = SentenceTransformer(str(model.root), device=device, local_files_only=True,
+                                         trust_remote_code=False)
+        check_unchanged(self.embedder)  # the model's files may have changed since their check, before this load
         get_dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dimension = int(get_dimension())
         if max_seq_length:

@@ -8,13 +8,18 @@ a worker shares it safely: readers never block, writers wait their turn, and an
 insert of a vector another process wrote first is a no-op. Each row carries a
 checksum of its key and bytes; a row that fails it is deleted and encoded again.
 A size cap evicts the least recently used rows. Vectors are raw float32 bytes:
-no pickle anywhere.
+no pickle anywhere. Each row records where its vector came from (`origin`: encoded
+here, taken from the shared tier, or unknown for rows written before origins were
+kept), so that a machine can forget everything it took from elsewhere.
 
 `StoredEmbedder` wraps any embedder (same `encode`, `signature`, `dimension`) and
 counts texts encoded and texts served from the store; it may also ask a second,
 shared tier (a farm's Redis) before encoding, and give it what it encoded. A tier that
 can `claim` texts makes a fleet encode each new text once: a text another machine
 claimed is waited for rather than encoded a second time at the same moment.
+Anyone who may write to that tier can write any vector under any text's key, with a
+valid checksum: a vector from another machine is checked before it is used or kept
+(`SHARED_VERIFY_SHARE`, `SHARED_VERIFY_TOLERANCE`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import secrets
 import sqlite3
 import threading
 import time
@@ -47,12 +53,23 @@ CLAIM_WAIT_RATE = 20.0
 #: ... and never longer than this, whatever the rate (a first encode that included the model's load measures a
 #: rate far too low); below the claims' own lifetime (`workers.shared_vectors.CLAIM_TTL_SECONDS`, 10 minutes).
 CLAIM_MAX_WAIT_SECONDS = 120.0
+#: Where a stored vector came from: encoded on this machine, taken from the shared tier (another machine), or not
+#: known (a row written before origins were kept; it may have come from the shared tier).
+ORIGIN_LOCAL, ORIGIN_SHARED, ORIGIN_UNKNOWN = "local", "shared", "unknown"
+#: Each vector the shared tier returns is encoded here again with this probability, and at least one of every
+#: fetch, chosen by a random source no one else sees; a fetch holding one vector farther than the tolerance (per
+#: component) from this machine's own is refused whole, and this process reads the tier no more. A tier filled with
+#: forged vectors is caught at the first fetch; k forged vectors hidden among genuine ones go unseen with
+#: probability about (1 - share) ** k per machine that fetches them. Machines with other CPUs differ by ~1e-7.
+SHARED_VERIFY_SHARE = 0.05
+SHARED_VERIFY_TOLERANCE = 1e-4
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vectors (
     key TEXT PRIMARY KEY,
     vector BLOB NOT NULL,
     checksum TEXT NOT NULL,
-    used REAL NOT NULL
+    used REAL NOT NULL,
+    origin TEXT NOT NULL DEFAULT 'unknown'
 );
 CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used);
 """
@@ -81,6 +98,17 @@ def _while_locked(step):
             time.sleep(min(LOCKED_PAUSE_MAX, 0.01 * 2 ** attempt))
 
 
+def _add_origin(db: sqlite3.Connection) -> None:
+    """A store made before origins were kept gets the column; its rows' origin is unknown."""
+    if "origin" in {row[1] for row in db.execute("PRAGMA table_info(vectors)")}:
+        return
+    try:
+        db.execute(f"ALTER TABLE vectors ADD COLUMN origin TEXT NOT NULL DEFAULT '{ORIGIN_UNKNOWN}'")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):  # another process added it first
+            raise
+
+
 class EmbeddingStore:
     """Vectors by key in one SQLite file; safe for many processes and threads at once."""
 
@@ -92,6 +120,7 @@ class EmbeddingStore:
         self._local = threading.local()
         with self._connection() as db:
             _while_locked(lambda: db.executescript(_SCHEMA))
+            _while_locked(lambda: _add_origin(db))
 
     def _connection(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -137,16 +166,17 @@ class EmbeddingStore:
             db.execute("ROLLBACK")
             raise
 
-    def put(self, vectors: dict[str, np.ndarray]) -> None:
+    def put(self, vectors: dict[str, np.ndarray], origin: str = ORIGIN_LOCAL) -> None:
         if not vectors:
             return
         now = time.time()
         rows = []
         for key, vector in vectors.items():
             blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
-            rows.append((key, blob, vector_checksum(key, blob).hex(), now))
+            rows.append((key, blob, vector_checksum(key, blob).hex(), now, origin))
         with self._transaction() as tx:
-            tx.executemany("INSERT OR IGNORE INTO vectors (key, vector, checksum, used) VALUES (?, ?, ?, ?)", rows)
+            tx.executemany("INSERT OR IGNORE INTO vectors (key, vector, checksum, used, origin) VALUES (?, ?, ?, ?, ?)",
+                           rows)
         # Summing the store's size reads every row, so it is done once per slice of the cap this process
         # wrote, not after every insert.
         self._written += sum(len(row[1]) for row in rows)
@@ -163,24 +193,38 @@ class EmbeddingStore:
         excess = int(count * (size - self.max_bytes) / size) + 1
         db.execute("DELETE FROM vectors WHERE key IN (SELECT key FROM vectors ORDER BY used LIMIT ?)", (excess,))
 
+    def forget(self, origins=(ORIGIN_SHARED, ORIGIN_UNKNOWN)) -> int:
+        """Delete the rows of these origins (by default all this machine did not encode itself); returns how many."""
+        origins = list(origins)
+        with self._transaction() as tx:
+            return tx.execute(f"DELETE FROM vectors WHERE origin IN ({','.join('?' * len(origins))})",
+                              origins).rowcount
+
     def stats(self) -> dict:
-        count, size = self._connection().execute(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(vector)), 0) FROM vectors").fetchone()
-        return {"vectors": count, "bytes": size, "max_bytes": self.max_bytes, "path": str(self.path)}
+        db = self._connection()
+        count, size = db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(vector)), 0) FROM vectors").fetchone()
+        by_origin = dict(db.execute("SELECT origin, COUNT(*) FROM vectors GROUP BY origin ORDER BY origin"))
+        return {"vectors": count, "bytes": size, "max_bytes": self.max_bytes, "path": str(self.path),
+                "by_origin": by_origin}
 
 
 class StoredEmbedder:
     """An embedder that asks the store first and encodes only what it lacks."""
 
-    def __init__(self, embedder, store: EmbeddingStore, model_files: str = "", shared=None):
+    def __init__(self, embedder, store: EmbeddingStore, model_files: str = "", shared=None,
+                 verify_share: float = SHARED_VERIFY_SHARE):
         self.embedder = embedder
         self.store = store
         #: A second tier other machines also fill (e.g. a farm's Redis): `get(keys, dimension) -> {key: vector}`
         #: and `put({key: vector})`, asked after the local store and before the model; it may fail silently.
         self.shared = shared
+        #: The share of the shared tier's vectors encoded again to check them (0: trust the tier, unchecked).
+        self.verify_share = verify_share
+        #: Set once the tier served a vector that is not this machine's: it is not read again by this process.
+        self.shared_refused = False
         self.dimension = embedder.dimension
         self.space = json.dumps({"signature": embedder.signature, "model_files": model_files}, sort_keys=True)
-        self.counts = {"encoded": 0, "served": 0, "damaged": 0, "shared": 0}
+        self.counts = {"encoded": 0, "served": 0, "damaged": 0, "shared": 0, "verified": 0, "forged": 0}
         self._rate = CLAIM_WAIT_RATE  # texts a second this process last encoded at
 
     @property
@@ -192,6 +236,7 @@ class StoredEmbedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         key_of = {t: text_key(self.space, t) for t in dict.fromkeys(texts)}
+        verified_before = self.counts["verified"]
         found, damaged = self.store.get(list(key_of.values()), self.dimension)
         missing = [t for t, k in key_of.items() if k not in found]
         if missing and self.shared is not None:
@@ -201,18 +246,50 @@ class StoredEmbedder:
             missing, encoded = self._claimed(missing, key_of, found, batch_size)
         if missing:
             found.update(self._make(missing, key_of, batch_size))
+        encoded += self.counts["verified"] - verified_before  # encoded here again to check the shared tier
         self.counts["encoded"] += encoded
         self.counts["served"] += len(texts) - encoded
         self.counts["damaged"] += damaged
         return np.ascontiguousarray(np.stack([found[key_of[t]] for t in texts]), dtype=np.float32)
 
     def _from_shared(self, missing: list[str], key_of: dict, found: dict) -> list[str]:
+        if self.shared_refused:
+            return missing
         fetched = self.shared.get([key_of[t] for t in missing], self.dimension)
         if fetched:
-            self.store.put(fetched)
-            found.update(fetched)
-            self.counts["shared"] += len(fetched)
+            found.update(self._checked({t: key_of[t] for t in missing if key_of[t] in fetched}, fetched))
         return [t for t in missing if key_of[t] not in found]
+
+    def _checked(self, keys: dict[str, str], fetched: dict) -> dict:
+        """What of `fetched` (the tier's vectors of the texts `keys` maps to their keys) may be used and kept: all
+        of it when every vector encoded here again to check it agrees; else only those encoded here, the fetch
+        refused whole, its keys removed from the tier (this machine writes its own vectors there instead), and
+        the tier no more read by this process. Kept vectors carry their origin."""
+        if self.verify_share <= 0:
+            self.store.put(fetched, origin=ORIGIN_SHARED)
+            self.counts["shared"] += len(fetched)
+            return fetched
+        chooser = secrets.SystemRandom()
+        sample = [t for t in keys if chooser.random() < self.verify_share] or [chooser.choice(list(keys))]
+        mine = {keys[t]: v for t, v in zip(sample, self.embedder.encode(sample))}
+        self.counts["verified"] += len(sample)
+        self.store.put(mine, origin=ORIGIN_LOCAL)
+        forged = [k for k, v in mine.items() if np.abs(fetched[k] - v).max() > SHARED_VERIFY_TOLERANCE]
+        if forged:
+            self.counts["forged"] += len(forged)
+            self.shared_refused = True
+            logger.warning("shared embeddings: %d of %d vectors checked are not this machine's (farther than %g); "
+                           "the fetch of %d is refused and the shared tier no longer read by this process",
+                           len(forged), len(sample), SHARED_VERIFY_TOLERANCE, len(fetched))
+            forget = getattr(self.shared, "forget", None)
+            if callable(forget):
+                forget(list(fetched))
+                self.shared.put(mine)
+            return mine
+        rest = {k: v for k, v in fetched.items() if k not in mine}
+        self.store.put(rest, origin=ORIGIN_SHARED)
+        self.counts["shared"] += len(rest)
+        return {**rest, **mine}
 
     def _make(self, texts: list[str], key_of: dict, batch_size: int | None) -> dict:
         options = {"batch_size": batch_size} if batch_size else {}
@@ -240,7 +317,7 @@ class StoredEmbedder:
             return [], len(own)
         wait = min(CLAIM_MAX_WAIT_SECONDS, max(CLAIM_MIN_WAIT_SECONDS, len(others) / self._rate))
         deadline = time.monotonic() + wait
-        while others and time.monotonic() < deadline:
+        while others and time.monotonic() < deadline and not self.shared_refused:
             others = self._from_shared(others, key_of, found)
             if others:
                 time.sleep(CLAIM_POLL_SECONDS)

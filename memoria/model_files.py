@@ -150,6 +150,41 @@ def checked_files(root: Path, pinned: dict[str, str] | None) -> dict[str, str]:
     return dict(pinned)
 
 
+#: The module classes a model folder's `modules.json` may name: sentence-transformers' own, by class name. Any
+#: other type is code chosen by whoever wrote the folder (sentence-transformers before 6.0 imported a class from a
+#: file inside the folder without asking), so it is refused whatever version is installed.
+KNOWN_MODULES = frozenset({"Transformer", "Pooling", "Normalize", "Dense", "Dropout", "LayerNorm", "CNN", "LSTM",
+                           "BoW", "WordEmbeddings", "WordWeights", "WeightedLayerPooling", "StaticEmbedding"})
+#: The package every type in `modules.json` must come from.
+MODULES_PACKAGE = "sentence_transformers."
+
+
+def check_modules(root: Path) -> None:
+    """Refuse a folder whose `modules.json` names a module class that is not one of sentence-transformers' own
+    (`KNOWN_MODULES`) or a module path outside the folder, or that holds Python files: loading the model must
+    never run code that came with it."""
+    path = root / "modules.json"
+    try:
+        modules = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelFilesError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(modules, list):
+        raise ModelFilesError(f"{path}: a list of modules expected, found {type(modules).__name__}")
+    for position, module in enumerate(modules):
+        kind = module.get("type") if isinstance(module, dict) else None
+        where = module.get("path", "") if isinstance(module, dict) else None
+        if (not isinstance(kind, str) or not kind.startswith(MODULES_PACKAGE)
+                or kind.rsplit(".", 1)[-1] not in KNOWN_MODULES):
+            raise ModelFilesError(f"{path}: module {position} has type {kind!r}, not one of sentence-transformers' "
+                                  f"own modules ({', '.join(sorted(KNOWN_MODULES))}); a model folder may not bring "
+                                  "its own code")
+        if not isinstance(where, str) or os.path.isabs(where) or ".." in Path(where).parts:
+            raise ModelFilesError(f"{path}: module {position} has path {where!r}, not a folder inside the model")
+    code = sorted(rel for rel in _folder_files(root) if rel.endswith((".py", ".pyc", ".so")))
+    if code:
+        raise ModelFilesError(f"{root / code[0]}: a model folder may not hold code (.py, .pyc or .so files)")
+
+
 def _files_hash(files: dict[str, str]) -> str:
     """One SHA-256 over the (path, file SHA-256) pairs of a model folder: other weights, other vectors."""
     digest = hashlib.sha256()
@@ -284,6 +319,7 @@ def resolve(embedder: str | None = None) -> Model:
                                   "(needs config.json and modules.json)")
         model_id = f"local/{root.name}"
     files = checked_files(root, pinned)
+    check_modules(root)
     try:
         config = json.loads((root / "config.json").read_text(encoding="utf-8"))
         sbert_file = root / "sentence_bert_config.json"
@@ -296,15 +332,19 @@ def resolve(embedder: str | None = None) -> Model:
 
 
 def check_unchanged(embedder: str | None = None) -> None:
-    """After a load: a local folder's files still hash as they did at the check (which runs once per process),
-    so its vectors are the ones its signature names. Packaged models are pinned and not re-read."""
+    """After a load: the model's files still hash as they did at the check (which runs once per process, maybe
+    long before the load), so its vectors are the ones its signature names. A packaged model is held to its
+    pinned hashes like a local folder to its first hashes: its folder is as writable as any other."""
     model = resolve(embedder)
-    if embedder_key(embedder) in _PACKAGED:
-        return
-    now = _files_hash(checked_files(model.root, None))
+    key = embedder_key(embedder)
+    detail = ""
+    try:
+        now = _files_hash(checked_files(model.root, _PACKAGED[key][1] if key in _PACKAGED else None))
+    except ModelFilesError as exc:
+        now, detail = None, f" ({exc})"
     if now != model.files_sha256:
-        raise ModelFilesError(f"{model.root}: the model's files changed since they were checked in this process "
-                              "(their vectors would carry the old files' signature); start the process again")
+        raise ModelFilesError(f"{model.root}: the model's files changed since they were checked in this process"
+                              f"{detail} (their vectors would carry the old files' signature); start the process again")
 
 
 def model_path(embedder: str | None = None) -> str:
@@ -334,7 +374,7 @@ def signature(dimension: int, max_seq_length: int, backend: str = BACKENDS["torc
         "max_seq_length": max_seq_length,
         "normalized": True,
         "backend": backend,
-        "padding": f"canonical-{defaults.CANONICAL_PAD_STEP}",
+        "padding": f"canonical-{defaults.CANONICAL_PAD_STEP}x{defaults.CANONICAL_BATCH_ROWS}",
         "model_files": model.files_sha256,
     }
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from memoria import defaults
-from memoria.canonical_batches import canonical_batches
+from memoria.canonical_batches import canonical_batches, full_rows
 from memoria.checksums import file_sha256
 from memoria.model_files import (BACKENDS, ONNX_FAMILIES, ModelFilesError, backend_label,  # noqa: F401
                                   check_unchanged, embedder_key, model_files_sha256, offline_environment,
@@ -265,8 +265,8 @@ class OnnxEmbedder:
             return out
         encodings = self.tokenizer.encode_batch(texts)
         lengths = [len(e.ids) for e in encodings]
-        for width, indices in canonical_batches(lengths, batch_size, self.max_seq_length):
-            batch = [encodings[i] for i in indices]
+        for width, indices in canonical_batches(lengths, defaults.CANONICAL_BATCH_ROWS, self.max_seq_length):
+            batch = [encodings[i] for i in full_rows(indices)]  # every run of the graph has one shape per width
             ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros_like(ids)
             types = np.zeros_like(ids)
@@ -276,5 +276,5 @@ class OnnxEmbedder:
             hidden = self.session.run(None, {name: feed[name] for name in self.inputs})[0]
             pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-            out[indices] = pooled
+            out[indices] = pooled[:len(indices)]
         return out

@@ -44,7 +44,7 @@ class Worker:
     def __init__(self, broker: str, tmp: Path, name: str, *extra: str, **env):
         self.name = name
         self.log = tmp / f"{name}.log"
-        full_env = dict(os.environ, PYTHONPATH=str(REPO), **{k: str(v) for k, v in env.items()})
+        full_env = {**os.environ, "PYTHONPATH": str(REPO), **{k: str(v) for k, v in env.items()}}
         self.proc = start_worker(broker, name, tmp / f"cache_{name}", self.log, full_env,
                                  extra=("--loglevel", "INFO", *extra), cwd=REPO)
 

@@ -11,7 +11,9 @@ silent mismatch. Artifacts are SQLite, FAISS and JSON files: no pickle.
 Safe under concurrency: an entry's folder is named by a hash of (system, item
 id), so no two ids share one; it is written in a private temporary folder
 and put in place by one rename; a restore first copies the entry's bytes into
-a private folder, hashes those very bytes, and loads them.
+a private folder, hashes those very bytes, and loads them. That copy follows
+nothing: a link, a folder or a special file in an entry is refused unread, and
+no artifact is copied past the size its authenticated manifest records.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -36,6 +39,10 @@ MANIFEST = "entry.manifest.json"
 #: The manifest's MAC (hex), beside it.
 MAC = "entry.manifest.mac"
 #: What must match, in the order the reasons are looked for, with how a reason names it.
+#: The most bytes a manifest or its MAC may have: both are read before anything vouches for their size.
+MAX_MANIFEST_BYTES = 16 << 20
+#: Bytes copied at a time.
+COPY_CHUNK_BYTES = 1 << 20
 KEY_FIELDS = (("format_version", "cache format version"), ("item_hash", "item content"),
               ("embedding_signature", "embedding signature"), ("build", "index-building code or model files"))
 
@@ -96,18 +103,66 @@ class ItemCache:
             return f"entry holds {', '.join(unlisted)}, not listed in its manifest"
         return None
 
+    def _copy_entry(self, source: Path, copy: Path) -> str | None:
+        """Copy the entry at `source` into `copy`, or say why it is not used. Nothing is followed: a link (the entry
+        itself, or a file in it), a folder or a special file is refused before a byte of it is read; the manifest
+        and its MAC are read first, under a small bound, and the MAC checked; then each listed artifact is copied
+        up to the size the authenticated manifest records, never more (a link to /dev/zero once copied without
+        end before any check)."""
+        try:
+            folder = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return "no cache entry"
+        except OSError as exc:  # ELOOP: a link; ENOTDIR: a file
+            return f"entry is not a plain folder ({exc.strerror}): rebuilt"
+        try:
+            with os.scandir(folder) as entries:
+                names = {entry.name: entry.is_file(follow_symlinks=False) for entry in entries}
+            odd = sorted(name for name, plain in names.items() if not plain)
+            if odd:
+                return f"entry holds {', '.join(odd)}, not a plain file (a link, a folder or a device): rebuilt"
+            if MANIFEST not in names:
+                return "no cache entry"
+            if MAC not in names:
+                return "entry carries no MAC (written before entries were authenticated): rebuilt"
+            copy.mkdir()
+            for name in (MANIFEST, MAC):
+                reason = _copy_bounded(folder, name, copy / name, MAX_MANIFEST_BYTES, exact=False)
+                if reason:
+                    return reason
+            if not mac_matches(self._key, (copy / MANIFEST).read_bytes(), (copy / MAC).read_bytes()):
+                return None  # `_check` says why, as for any entry whose MAC does not match
+            manifest = read_json(copy / MANIFEST, "cache manifest", top=dict)
+            artifacts, sizes = manifest.get("artifacts"), manifest.get("artifact_bytes")
+            if not isinstance(artifacts, dict) or not isinstance(sizes, dict) or set(sizes) != set(artifacts):
+                return "manifest records no size for each artifact (written before sizes were recorded): rebuilt"
+            unlisted = sorted(set(names) - set(artifacts) - {MANIFEST, MAC})
+            if unlisted:
+                return f"entry holds {', '.join(unlisted)}, not listed in its manifest"
+            for name, size in sorted(sizes.items()):
+                if Path(name).name != name or name not in names:
+                    return f"artifact {name} missing"
+                if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                    return f"manifest records size {size!r} for artifact {name}"
+                reason = _copy_bounded(folder, name, copy / name, size, exact=True)
+                if reason:
+                    return reason
+            return None
+        finally:
+            os.close(folder)
+
     def restore(self, item_id: str, system, expected: dict) -> str | None:
         """Restore `system` from the cache; returns None on a hit, else the rebuild reason (never raises)."""
         if self.rebuild:
             return "--rebuild-cache"
         source = self.folder(item_id, system.name)
-        if not source.is_dir():
+        if not os.path.lexists(source):
             return "no cache entry"
         try:
             with tempfile.TemporaryDirectory(dir=self.directory, prefix=".read-") as private:
                 copy = Path(private) / "entry"
-                shutil.copytree(source, copy)  # from here on, no writer can change what is checked and loaded
-                reason = self._check(copy, item_id, system.name, expected)
+                # from here on, no writer can change what is checked and loaded
+                reason = self._copy_entry(source, copy) or self._check(copy, item_id, system.name, expected)
                 if reason is None:
                     system.restore(copy)
         except Exception as exc:  # a cache that cannot be read or loaded is only ever a miss
@@ -129,6 +184,7 @@ class ItemCache:
             manifest = {
                 "item_id": item_id, "system": system.name, "dataset_sha256": dataset_sha256, **expected,
                 "artifacts": {Path(f).name: file_sha256(f) for f in files},
+                "artifact_bytes": {Path(f).name: os.path.getsize(f) for f in files},
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
             write_json(staging / MANIFEST, manifest)
@@ -142,6 +198,32 @@ class ItemCache:
         finally:
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)
+
+
+def _copy_bounded(folder: int, name: str, dest: Path, limit: int, exact: bool) -> str | None:
+    """Copy the plain file `name` of the open folder `folder` to `dest`: at most `limit` bytes, exactly that many
+    when `exact`; None when copied, else why not. Opened without following a link and without blocking on a
+    pipe, so what is read is the file that was checked."""
+    try:
+        source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+    except OSError as exc:
+        return f"{name} cannot be opened as a plain file ({exc.strerror}): rebuilt"
+    with os.fdopen(source, "rb") as handle, open(dest, "wb") as out:
+        facts = os.fstat(source)
+        if not stat.S_ISREG(facts.st_mode):
+            return f"{name} is not a plain file: rebuilt"
+        if facts.st_size > limit or (exact and facts.st_size != limit):
+            bound = f"its manifest records {limit}" if exact else f"at most {limit} allowed"
+            return f"{name} holds {facts.st_size} bytes, {bound}: rebuilt"
+        left = limit
+        while block := handle.read(min(COPY_CHUNK_BYTES, left + 1)):
+            if len(block) > left:
+                return f"{name} grew past {limit} bytes while it was read: rebuilt"
+            left -= len(block)
+            out.write(block)
+    if exact and left:
+        return f"{name} shrank below {limit} bytes while it was read: rebuilt"
+    return None
 
 
 def _replace_folder(new: Path, target: Path) -> None:

@@ -185,4 +185,6 @@ def _store_counts(before: dict | None, system) -> dict:
     if before is None or after is None:
         return {}
     return {"texts_encoded": after["encoded"] - before["encoded"], "texts_served": after["served"] - before["served"],
-            "texts_from_shared": after.get("shared", 0) - before.get("shared", 0)}
+            "texts_from_shared": after.get("shared", 0) - before.get("shared", 0),
+            "texts_verified": after.get("verified", 0) - before.get("verified", 0),
+            "texts_forged": after.get("forged", 0) - before.get("forged", 0)}

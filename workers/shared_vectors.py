@@ -7,7 +7,9 @@ fetched by the others instead of encoded again. Each vector is stored under
 model files and the exact text) as float32 bytes after a 16-byte checksum; outside
 every run's `memfarm:<run id>:` keys, so no run's forget or expiry touches them.
 The checksum catches damage, not forgery: anyone who may write to the farm's Redis
-can already write its records. A vector that is not finite is never served; a damaged one is deleted
+can write a vector with a valid checksum under any text's key. So a fetching machine
+checks what it gets against its own encoding of a random sample (`memoria.embedding_store`)
+and, when one disagrees, refuses the fetch and removes its keys here (`forget`). A vector that is not finite is never served; a damaged one is deleted
 when read, so that the next worker to encode its text writes it again (writes never replace a vector).
 
 Float32, not float16: a vector fetched from Redis is then bit for bit the one the
@@ -62,7 +64,7 @@ class RedisVectors:
         self.max_bytes = max_bytes
         self.ttl_seconds = ttl_seconds
         self.counts = {"fetched": 0, "written": 0, "damaged": 0, "skipped_full": 0, "errors": 0, "claimed": 0,
-                       "claimed_elsewhere": 0}
+                       "claimed_elsewhere": 0, "forgotten": 0}
         self._warned = False
 
     def _failed(self, exc: Exception) -> None:
@@ -97,6 +99,14 @@ class RedisVectors:
             self._failed(exc)
         self.counts["fetched"] += len(found)
         return found
+
+    def forget(self, keys: list[str]) -> None:
+        """Remove these vectors (a fetch that held a forged one): the next worker to encode their texts writes them."""
+        try:
+            for start in range(0, len(keys), 1000):
+                self.counts["forgotten"] += self.r.delete(*(PREFIX + k for k in keys[start:start + 1000]))
+        except redis.RedisError as exc:
+            self._failed(exc)
 
     def put(self, vectors: dict) -> None:
         if not vectors:

@@ -21,6 +21,7 @@ from workers.ledger import Ledger, connect, stale_after
 from workers.ledger_values import shown
 from workers.run_settings import checked_settings
 from workers.version import CODE_VERSION
+from memoria.model_files import ModelFilesError
 
 logger = logging.getLogger(__name__)
 _SYSTEMS: dict[tuple, object] = {}
@@ -79,7 +80,23 @@ def _system(meta: dict):
     embedder = getattr(getattr(system, "memory", None), "embedder", None)
     if hasattr(embedder, "shared"):  # a stored embedder: the run decides whether the farm shares vectors
         embedder.shared = _shared_vectors() if meta.get("shared_embeddings") else None
+        embedder.verify_share = _verify_share()
     return system
+
+
+def _verify_share() -> float:
+    """The share of fetched vectors this worker encodes again to check them (MEMFARM_SHARED_EMBEDDINGS_VERIFY,
+    0 to 1; 0 trusts every vector anyone with a worker credential wrote)."""
+    from memoria.embedding_store import SHARED_VERIFY_SHARE
+
+    value = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_VERIFY")
+    try:
+        share = float(value) if value else SHARED_VERIFY_SHARE
+    except ValueError:
+        share = -1.0
+    if not 0.0 <= share <= 1.0:
+        raise MemfarmError(f"MEMFARM_SHARED_EMBEDDINGS_VERIFY={value!r} is not a share between 0 and 1")
+    return share
 
 
 def _shared_vectors():
@@ -201,6 +218,10 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
             outcome.update(run_id=run_id, embedding_signature=getattr(system, "embedding_signature", None),
                            code_version=CODE_VERSION)
             return "done" if ledger.finish(run_id, item_id, attempt, outcome) else "superseded"
+        except ModelFilesError as exc:  # this machine's model is not the one checked: no attempt here can help
+            logger.error("item %s of run %s refused: %s", item_id, run_id, exc)
+            ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {exc}", final=True)
+            return "refused"
         except Exception as exc:
             logger.exception("item %s of run %s failed", item_id, run_id)
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"

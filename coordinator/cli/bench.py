@@ -174,6 +174,34 @@ def bench_shared_embeddings(questions, scale, workers, workdir, output):
     click.echo(run_shared_embeddings_bench(questions, scale, workers, workdir, output))
 
 
+@bench.command("shared-verify")
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True, help="A LoCoMo file.")
+@click.option("--conversations", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--turns", type=click.IntRange(1), default=300, show_default=True, help="Turns per conversation.")
+@click.option("--questions", type=click.IntRange(0), default=20, show_default=True,
+              help="Questions per conversation.")
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/shared_verify.json",
+              show_default=True)
+def bench_shared_verify(dataset, conversations, turns, questions, output):
+    """What checking shared vectors costs a machine (shares side by side) and what a forged tier meets."""
+    from coordinator.benches.shared_verify import run_shared_verify_bench
+
+    click.echo(run_shared_verify_bench(dataset, conversations, turns, questions, output))
+
+
+@bench.command("batch-rows")
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True, help="A LoCoMo file.")
+@click.option("--turns", type=click.IntRange(16), default=400, show_default=True)
+@click.option("--questions", type=click.IntRange(1), default=40, show_default=True)
+@click.option("--rounds", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/batch_rows.json", show_default=True)
+def bench_batch_rows(dataset, turns, questions, rounds, output):
+    """Encoding speed with a fixed number of rows per batch, next to the rule before, side by side."""
+    from coordinator.benches.batch_rows import run_batch_rows_bench
+
+    click.echo(run_batch_rows_bench(dataset, turns, questions, rounds, output))
+
+
 @bench.command("longmemeval-m")
 @click.option("--questions", type=click.IntRange(1), default=500, show_default=True,
               help="Questions of the generated M file that is staged (500: the full file, about 2.6 GB).")

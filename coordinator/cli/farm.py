@@ -173,7 +173,27 @@ def forget_shared_embeddings_command(cli, broker):
     from workers.shared_vectors import forget_all
 
     ledger, _ = cli.connect(broker)
-    click.echo(f"forgot the shared embeddings: {forget_all(ledger.r)} keys removed")
+    click.echo(f"forgot the shared embeddings: {forget_all(ledger.r)} keys removed; each machine's own store keeps "
+               "what it took from them until `memfarm forget-stored-embeddings` runs there")
+
+
+@main.command("forget-stored-embeddings")
+@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default="cache/worker",
+              show_default=True, help="The cache directory whose embedding store is cleaned (a worker's, or a run's).")
+@click.option("--all", "everything", is_flag=True, help="Forget every vector, those encoded on this machine too.")
+def forget_stored_embeddings_command(cache_dir, everything):
+    """Remove from this machine's embedding store what it took from elsewhere: vectors from the farm's shared tier,
+    and those of unknown origin (stored before origins were kept); with --all, every vector."""
+    from adapters.defaults import EMBEDDING_STORE_FILE
+    from memoria.embedding_store import ORIGIN_LOCAL, ORIGIN_SHARED, ORIGIN_UNKNOWN, EmbeddingStore
+
+    path = Path(cache_dir) / EMBEDDING_STORE_FILE
+    if not path.is_file():
+        raise MemfarmError(f"{path}: no embedding store there (give the --cache-dir its runs or worker used)")
+    store = EmbeddingStore(path)
+    origins = (ORIGIN_SHARED, ORIGIN_UNKNOWN) + ((ORIGIN_LOCAL,) if everything else ())
+    removed = store.forget(origins)
+    click.echo(f"{path}: forgot {removed} vectors ({', '.join(origins)}); {store.stats()['vectors']} left")
 
 
 @main.command()

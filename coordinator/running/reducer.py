@@ -177,6 +177,9 @@ def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
         "texts_encoded": sum(o.get("stats", {}).get("texts_encoded", 0) for o in outcomes),
         "texts_served": sum(o.get("stats", {}).get("texts_served", 0) for o in outcomes),
         "texts_from_shared": sum(o.get("stats", {}).get("texts_from_shared", 0) for o in outcomes),  # of those served
+        # shared vectors encoded again to check them (among those encoded), and those found forged
+        "texts_verified": sum(o.get("stats", {}).get("texts_verified", 0) for o in outcomes),
+        "texts_forged": sum(o.get("stats", {}).get("texts_forged", 0) for o in outcomes),
     }
     signature = context.get("embedding_signature") or {}
     failures = failure_summary(records, context["benchmark"])

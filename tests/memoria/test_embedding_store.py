@@ -28,7 +28,7 @@ def test_a_text_two_items_share_is_encoded_once_and_the_vectors_are_the_models(e
     first = stored.encode(["We adopted a puppy.", "hello there", "We adopted a puppy."])
     second = stored.encode(["hello there", "a new text"])  # another item: one text seen before
     assert counting.texts == ["We adopted a puppy.", "hello there", "a new text"]
-    assert stored.counts == {"encoded": 3, "served": 2, "damaged": 0, "shared": 0}
+    assert stored.counts == {"encoded": 3, "served": 2, "damaged": 0, "shared": 0, "verified": 0, "forged": 0}
     direct = embedder.encode(["We adopted a puppy.", "hello there", "a new text"])
     np.testing.assert_allclose(first[[0, 1]], direct[:2], atol=1e-6)
     np.testing.assert_allclose(second, direct[1:], atol=1e-6)

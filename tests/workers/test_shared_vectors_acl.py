@@ -38,10 +38,12 @@ def test_the_worker_user_may_claim_write_and_read_shared_vectors(users, tmp_path
     assert all(coordinator.exists(PREFIX + k) for k in keys) and coordinator.exists(BUDGET_KEY)
     assert not any(coordinator.exists(CLAIM_PREFIX + k) for k in keys), "the worker removed its claims"
     second = RedisVectors(worker)
-    other = StoredEmbedder(Counting(), EmbeddingStore(tmp_path / "b.sqlite"), shared=second)
+    other = StoredEmbedder(Counting(), EmbeddingStore(tmp_path / "b.sqlite"), shared=second, verify_share=1.0)
     assert other.encode(texts).tobytes() == Counting().encode(texts).tobytes()
-    assert second.counts["errors"] == 0 and second.counts["fetched"] == 3 and other.embedder.asked == []
+    assert second.counts["errors"] == 0 and second.counts["fetched"] == 3 and other.counts["verified"] == 3
     assert forget_all(coordinator) == 4 and not coordinator.exists(PREFIX + keys[0])  # forget-shared-embeddings
+    second.forget(keys[:1])  # what a machine that met a forged vector does: allowed to the worker user
+    assert second.counts["errors"] == 0
 
 
 def test_a_budget_that_is_not_a_number_leaves_the_worker_encoding(users, tmp_path):

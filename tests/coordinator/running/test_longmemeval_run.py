@@ -337,7 +337,8 @@ def test_two_processes_storing_and_restoring_the_same_entries_agree(tmp_path, da
 def test_the_embedding_store_encodes_shared_texts_once_and_changes_no_ranking(dataset, first_run, tmp_path):
     """A run with the store encodes each distinct text once and ranks as the run without it (first_run) does."""
     _, plain, plain_manifest = first_run
-    assert plain_manifest["embedding_store"] == {"texts_encoded": 0, "texts_served": 0, "texts_from_shared": 0}
+    assert plain_manifest["embedding_store"] == {"texts_encoded": 0, "texts_served": 0, "texts_from_shared": 0,
+                                                 "texts_verified": 0, "texts_forged": 0}
     out = tmp_path / "stored.json"
     result = _run("--dataset", dataset / "data.json", "--questions", dataset / "questions.json", "--cache-dir",
                   tmp_path / "cache", "--output", out)

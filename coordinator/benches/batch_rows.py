@@ -1,0 +1,86 @@
+"""`memfarm bench batch-rows`: what a fixed number of rows per batch costs the encoder.
+
+Every batch the model runs has `CANONICAL_BATCH_ROWS` rows (filled with copies where texts run out), so that a
+threaded matrix product splits its work one way per width on any CPU (`memoria.canonical_batches`). Before, a
+batch had as many rows as texts of its width, up to the batch size. Side by side, round by round in one process,
+on real LoCoMo turns and questions: bulk encoding (an item's turns in one call) and one question at a time, for
+the rule before and for fixed rows of several sizes; medians and their ratio to the rule before.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from coordinator.benches.common import write_bench
+from memoria import defaults
+
+
+def _encode(model, texts: list[str], max_length: int, dimension: int, rows: int | None) -> np.ndarray:
+    """Canonical widths, in batches of up to 32 texts of one width (`rows` None: the rule before) or of exactly
+    `rows` rows, filled with copies of the batch's first text."""
+    import torch
+
+    from memoria.canonical_batches import canonical_batches
+
+    texts = [str(t).strip() for t in texts]
+    out = np.zeros((len(texts), dimension), dtype=np.float32)
+    lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
+    with torch.inference_mode():
+        for width, indices in canonical_batches(lengths, rows or defaults.DEFAULT_BATCH_SIZE, max_length):
+            batch = list(indices) + [indices[0]] * ((rows or len(indices)) - len(indices))
+            features = model.tokenizer([texts[i] for i in batch], padding="max_length", truncation=True,
+                                       max_length=width, return_tensors="pt")
+            pooled = model(dict(features))["sentence_embedding"][:len(indices)]
+            out[indices] = torch.nn.functional.normalize(pooled.float(), p=2, dim=1).numpy()
+    return out
+
+
+def run_batch_rows_bench(dataset: str | Path, turns: int, questions: int, rounds: int, output) -> str:
+    from memoria.embedder import Embedder
+
+    embedder = Embedder.shared()
+    data = json.loads(Path(dataset).read_text(encoding="utf-8"))
+    texts = [t["text"] for c in data for key, session in c["conversation"].items()
+             if key.startswith("session_") and isinstance(session, list) for t in session if t.get("text")][:turns]
+    asked = [q["question"] for c in data for q in c["qa"]][:questions]
+    rules = {"before: up to 32 rows of a width": None,
+             **{f"fixed {rows} rows": rows for rows in sorted({1, defaults.CANONICAL_BATCH_ROWS, 32})}}
+    def encode(batch, rows):
+        return _encode(embedder.model, batch, embedder.max_seq_length, embedder.dimension, rows)
+
+    encode(texts[:16], None)  # the model warm before any clock starts
+    seconds = {name: {"turns": [], "questions": []} for name in rules}
+    for _ in range(rounds):
+        for name, rows in rules.items():
+            started = time.perf_counter()
+            encode(texts, rows)
+            middle = time.perf_counter()
+            for question in asked:
+                encode([question], rows)
+            seconds[name]["turns"].append(middle - started)
+            seconds[name]["questions"].append(time.perf_counter() - middle)
+    median = {name: {part: sorted(v)[len(v) // 2] for part, v in parts.items()} for name, parts in seconds.items()}
+    before = median["before: up to 32 rows of a width"]
+    rows_out = [{"rule": name, "rows": rules[name] or "up to 32",
+                 "turns_per_second": round(len(texts) / m["turns"], 1),
+                 "question_ms": round(1000 * m["questions"] / len(asked), 1),
+                 "turns_seconds_ratio": round(m["turns"] / before["turns"], 3),
+                 "question_seconds_ratio": round(m["questions"] / before["questions"], 3),
+                 "chosen": rules[name] == defaults.CANONICAL_BATCH_ROWS} for name, m in median.items()]
+    import torch
+
+    result = {"dataset": str(dataset), "turns": len(texts), "questions": len(asked), "rounds": rounds,
+              "torch_threads": torch.get_num_threads(), "rules": rows_out,
+              "note": "medians over rounds, the rules interleaved in each round; ratios to the rule before"}
+    path = write_bench("batch_rows", result, output)
+    lines = [f"{len(texts)} turns and {len(asked)} questions, {rounds} rounds, "
+             f"{result['torch_threads']} torch threads",
+             f"{'':<36}{'turns/s':>9}{'q ms':>8}{'turns x':>9}{'q x':>7}"]
+    lines += [f"{r['rule']:<36}{r['turns_per_second']:>9.1f}{r['question_ms']:>8.1f}{r['turns_seconds_ratio']:>9.2f}"
+              f"{r['question_seconds_ratio']:>7.2f}" for r in rows_out]
+    lines.append(f"wrote {path}")
+    return "\n".join(lines)
