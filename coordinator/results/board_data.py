@@ -28,6 +28,7 @@ import numpy as np
 
 from adapters.errors import ResultsError
 from coordinator.results import compare
+from coordinator.results.checks import check_results
 from coordinator.results.analyze import load_results
 from coordinator.running.reducer import RESULTS_FORMAT
 
@@ -111,6 +112,8 @@ def load_run(path: str | Path) -> dict:
     if duplicated:
         raise ResultsError(f"{path}: records: question {duplicated[0]} appears {Counter(ids)[duplicated[0]]} times")
     judged = any(r.get("judgement") for r in records)
+    if not judged:  # checked here, whole: the paired test sees only a view without candidates; judged runs are not paired
+        check_results(data)
     summary = (data.get("metrics") or {}).get("all") or {}
     tuning = data.get("tuning") or {}
     failures = data.get("failures") or {}
@@ -314,7 +317,7 @@ def leaderboard(group: dict, *, resamples: int = compare.DEFAULT_RESAMPLES, seed
             row["pair"] = {"not_paired": "no question scored on the strict metric"}
     if leader and len(paired) > 1:
         table = compare.compare_files([r["run"]["compare_view"] for r in paired], (STRICT_METRIC,),
-                                      resamples=resamples, seed=seed)
+                                      resamples=resamples, seed=seed, checked=True)
         for row, entry in zip(paired[1:], table["comparisons"]):
             row["pair"] = entry
     return {"rows": rows, "leader": leader}

@@ -62,6 +62,7 @@ def test_runs_of_the_same_questions_form_one_group_and_another_dataset_its_own(t
     other[0]["system"] = "elsewhere"
     dropped = copy.deepcopy(made[1])
     dropped[0]["records"] = dropped[0]["records"][:-2]
+    dropped[0]["question_count"] = len(dropped[0]["records"])  # a file that agrees with itself: fewer questions
     dropped[0]["system"] = "fewer"
     paths = write_runs(tmp_path, runs + [other, dropped])
     groups = board_data.group_runs([board_data.load_run(p) for p in paths])
