@@ -425,3 +425,31 @@ def test_max_pieces_that_no_sentence_weight_reads_is_named_in_a_warning(tmp_path
     used = RunSpec("locomo", dataset="d.json", retrieval_mode="full", memoria_settings={"max_pieces": 4})
     assert used.check(farm=False) == []
     assert used.system_settings()["max_pieces"] == 4
+
+
+def test_a_full_item_s_cache_entry_is_stored_again_with_its_candidates_pieces_and_a_warm_run_encodes_none(
+        tmp_path, monkeypatch):
+    """Cold: the state is cached after ingest (no pieces yet), the questions encode their candidates' pieces, and
+    the entry is stored again holding them. Warm: restored, the same rankings, no piece encoded, nothing stored."""
+    from adapters.longmemeval import LongMemEval
+    from tests.helpers import write_dataset
+    from workers.cache_key import CACHE_KEY_ENV
+    from workers.item import evaluate_item
+
+    monkeypatch.setenv(CACHE_KEY_ENV, str(tmp_path / "config" / "cache.key"))
+    item = next(LongMemEval(write_dataset(tmp_path / "d.json", questions=1, seed=5, scale=0.1)).iter_items())
+    cache = ItemCache(tmp_path / "cache")
+
+    def system():
+        return MemoriaSystem(mode="full", embedder=VocabularyEmbedder(), parallel_extract=False)
+
+    cold = evaluate_item(item, system(), cache=cache)
+    assert cold["cache"] == {"hit": False, "reason": "no cache entry", "stored_after_questions": True}
+    assert cold["stats"]["texts_encoded_by_kind"]["pieces"] > 0
+    entry = json.loads((cache.folder(item["item_id"], "memoria") / "pieces.json").read_text())
+    assert len(set(entry["texts"])) == cold["stats"]["texts_encoded_by_kind"]["pieces"]  # a repeated piece once
+    warm = evaluate_item(item, system(), cache=cache)
+    assert warm["cache"] == {"hit": True, "reason": None}  # nothing new: not stored again
+    assert warm["stats"]["texts_encoded_by_kind"] == {"turns": 0, "windows": 0, "pieces": 0, "questions": 1}
+    assert [[c["id"] for c in r["candidates"]] for r in warm["records"]] == \
+        [[c["id"] for c in r["candidates"]] for r in cold["records"]]
