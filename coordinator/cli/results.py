@@ -104,8 +104,12 @@ def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss,
                                      metrics or DEFAULT_METRICS, resamples=resamples, seed=seed,
                                      permutations=permutations, count_failed_as_miss=count_failed_as_miss)
     click.echo(comparison.render_comparison(table))
-    if json_output:
-        write_json(json_output, table)
+    if json_output:  # what wrote it travels with it, so that a published comparison can be made again
+        from coordinator.benches.common import invoking_command
+        from coordinator.running.reducer import git_commit
+
+        write_json(json_output, {"command": invoking_command(), "commit": git_commit(),
+                                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **table})
         click.echo(f"comparison: {json_output}")
 
 

@@ -179,6 +179,7 @@ def test_compare_prints_the_table_and_writes_the_json(tmp_path):
     assert first["wins"]["question_ids"] == ["c1:q1"] and first["losses"]["question_ids"] == ["c2:q1"]
     assert first["delta"] == 0 and first["p_value"] == 1.0 and len(first["ci95"]) == 2
     assert table["resamples"] == 500 and table["seed"] == 4 and table["permutations"] == 10_000
+    assert table["command"] and table["commit"] and table["created"]  # the process's own command line (pytest here)
 
 
 def test_metric_option_chooses_the_rows(tmp_path):
