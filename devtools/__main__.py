@@ -13,6 +13,20 @@ def devtools():
     """Developer benches: mutation testing, the fleet fault campaign and the ranking lab."""
 
 
+@devtools.command("same-rankings")
+@click.option("--before", type=click.Path(exists=True, dir_okay=False), required=True, help="A results file.")
+@click.option("--after", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="A results file of the same questions.")
+@click.option("--label", default="", help="What the two runs are, in words.")
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/same_rankings.json",
+              show_default=True)
+def same_rankings(before, after, label, output):
+    """Two runs of the same questions, question by question: rankings identical in order, score gaps, texts encoded."""
+    from devtools.same_rankings import same_rankings as compare_runs
+
+    click.echo(compare_runs(before, after, output, label))
+
+
 @devtools.command("fleet")
 @click.option("--questions", type=click.IntRange(4), default=12, show_default=True)
 @click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.05, show_default=True)

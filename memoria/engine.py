@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 #: File names of a snapshot; the item cache hashes each of them.
 SNAPSHOT_FILES = {"store": "memory.sqlite", "vectors": "vectors.faiss", "bm25": "bm25.json"}
+#: What a memory encodes: its turns, their windows, their sentence pieces, and the questions it is asked.
+ENCODED_KINDS = ("turns", "windows", "pieces", "questions")
 #: Files of the turn windows, in a snapshot only when windows were built; without them they are built again.
 WINDOW_FILES = {"window_vectors": "windows.faiss", "windows": "windows.json"}
 
@@ -59,6 +61,9 @@ class MemoryInterface:
         self.mode_sources: dict[str, tuple[str, ...]] = {}
         self._pending_vectors: list[tuple[list[int], np.ndarray]] = []
         self._view = None
+        #: Texts the model encoded for this memory, by kind, since it was made (a reset keeps counting): with an
+        #: embedding store, only those it did not serve.
+        self.encoded = dict.fromkeys(ENCODED_KINDS, 0)
         self.dimension = embedder.dimension
         self.store = MemoryStore()
         self.vectors = VectorIndex(self.dimension)
@@ -151,7 +156,7 @@ class MemoryInterface:
             return 0
         windows = build_windows(self.store.all_rows(), self.window_size, self.window_overlap, self.window_turn_chars)
         texts = [w["text"] for w in windows]
-        self.window_vectors, _, encoded = encode_reusing(texts, self.window_vectors, self._window_texts, self.embedder,
+        self.window_vectors, _, encoded = encode_reusing(texts, self.window_vectors, self._window_texts, self.counted("windows"),
                                                          self.dimension, batch_size)
         self.window_turns = [w["turns"] for w in windows]
         self._window_texts = texts
@@ -173,10 +178,31 @@ class MemoryInterface:
         return self.max_pieces >= 2 and self.weights.get("sentence", 0.0) > 0
 
     def build_pieces(self, batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
-        """Build (or bring up to date) the sentence vectors of every stored turn; returns how many were encoded."""
-        if self.max_pieces < 2 or self.pieces.current(self.max_pieces, len(self.store)):
-            return 0
-        return self.pieces.build(self.store.all_rows(), self.embedder, self.max_pieces, batch_size)
+        """Split and encode the sentence pieces of every stored turn not split yet; returns how many texts were
+        given to the embedder. A recall needs none of this: it splits the turns that reach its ranking."""
+        return self._pieces_of(self.store.get(self.view().ids), batch_size) if self.max_pieces >= 2 else 0
+
+    def _pieces_of(self, rows: dict, batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
+        """Bring the sentence vectors of `rows` ({id: (text, metadata)}) up to date; texts given to the embedder."""
+        return self.pieces.ensure(rows, self.counted("pieces"), self.max_pieces, batch_size)
+
+    def _best_pieces(self, query_vector, lists) -> dict[int, float] | None:
+        """Each candidate's best sentence cosine, its pieces encoded now if it never reached ranking before."""
+        if not self.pieces_wanted:
+            return None
+        pool = {i for pairs in lists.values() for i, _ in pairs}
+        if self.pieces.max_pieces != self.max_pieces:
+            missing = pool
+        else:
+            missing = pool - self.pieces.checked
+        if missing:
+            self._pieces_of(self.store.get(sorted(missing)))
+        return self.pieces.best(query_vector, sorted(pool))
+
+    # -- what was encoded, by kind ------------------------------------------------
+    def counted(self, kind: str) -> "_Tally":
+        """This memory's embedder, adding what it encodes to `encoded[kind]` (one of `ENCODED_KINDS`)."""
+        return _Tally(self, kind)
 
     # -- reading -----------------------------------------------------------
     def view(self) -> DerivedView:
@@ -241,14 +267,12 @@ class MemoryInterface:
             return None, {}, None, diagnostics
         if "window" in submitted:
             self.build_windows()
-        if mode in defaults.RANKED_MODES and self.pieces_wanted:
-            self.build_pieces()
         query_vector, embed_ms, dense_query = None, 0.0, query
         if mode in defaults.RANKED_MODES and self.speaker_strip:
             dense_query = without_names(query, self.view().speakers)
         if mode in defaults.RANKED_MODES or {"faiss", "fusion", "window"} & set(submitted):
             t0 = time.perf_counter()
-            query_vector = self.embedder.encode([dense_query])[0]
+            query_vector = self.counted("questions").encode([dense_query])[0]
             embed_ms = _ms(t0)
         calls = {name: self.custom_sources.get(name) or partial(self._source, name, query, query_vector, pool)
                  for name in submitted}
@@ -267,7 +291,7 @@ class MemoryInterface:
     def _ranking_context(self, query: str, query_vector, lists) -> RankingContext:
         return RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids, query,
                               lexical_search=lambda terms: self.bm25.search_terms(terms, len(self.store)),
-                              best_pieces=self.pieces.best(query_vector) if self.pieces_wanted else None)
+                              best_pieces=self._best_pieces(query_vector, lists))
 
     def ranking_context(self, query: str, mode: str = "full", limit: int = defaults.DEFAULT_RECALL_LIMIT):
         """What the ranking of a ranked `mode` reads for `query` (the sources' candidates, the question's vector),
@@ -329,8 +353,8 @@ class MemoryInterface:
             self.window_vectors.save(paths["window_vectors"])
             paths["windows"].write_text(json.dumps({"built": self._windows_built, "turns": self.window_turns,
                                                     "texts": self._window_texts}), encoding="utf-8")
-        if self.pieces.built is not None and self.pieces.current(self.max_pieces, len(self.store)):
-            paths.update(self.pieces.save(directory))
+        if self.pieces.owners and self.pieces.max_pieces == self.max_pieces:
+            paths.update(self.pieces.save(directory, len(self.store)))
         for name, filename in {**WINDOW_FILES, **PIECE_FILES}.items():  # an earlier snapshot's, now stale
             if name not in paths:
                 (directory / filename).unlink(missing_ok=True)
@@ -395,3 +419,20 @@ def _round_robin(lists: dict[str, list[tuple[int, float]]], order: list[str]) ->
 
 def _ms(since: float) -> float:
     return round((time.perf_counter() - since) * 1000.0, 3)
+
+
+class _Tally:
+    """A memory's embedder that counts, under one kind, the texts the model encodes: an embedder that counts
+    its own (`counts["encoded"]`, an embedding store) says how many it did not serve; any other encodes all."""
+
+    def __init__(self, memory: MemoryInterface, kind: str):
+        self.memory, self.kind = memory, kind
+        self.dimension = memory.embedder.dimension
+
+    def encode(self, texts, **options) -> np.ndarray:
+        embedder = self.memory.embedder
+        before = getattr(embedder, "counts", {}).get("encoded")
+        vectors = embedder.encode(texts, **options)
+        after = getattr(embedder, "counts", {}).get("encoded")
+        self.memory.encoded[self.kind] += len(texts) if before is None or after is None else after - before
+        return vectors

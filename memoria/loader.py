@@ -50,7 +50,7 @@ class BatchLoader:
         vectors = None
         started = time.perf_counter()
         if not skip_embedding and texts:
-            vectors = self.memory.embedder.encode(texts, batch_size=batch_size)
+            vectors = self.memory.counted("turns").encode(texts, batch_size=batch_size)
         encoded = time.perf_counter()
         derived = extract_many(texts, metadatas, parallel=parallel_extract, max_workers=max_workers)
         extracted = time.perf_counter()

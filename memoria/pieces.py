@@ -2,8 +2,9 @@
 
 A turn often answers in one clause among several ("Glad you have support! Unconditional
 love is so important. Here's a pic of my family camping at the beach."), and one vector
-of the whole turn dilutes that clause. Each turn of two pieces or more keeps a vector
-per piece; the signal is a candidate's best cosine over the turn and its pieces.
+of the whole turn dilutes that clause. Each turn of two pieces or more that reaches the
+ranking stage gets a vector per piece; the signal is a candidate's best cosine over the
+turn and its pieces.
 
 Pieces are the turn's sentences (split after `.`, `!` or `?`, and before a bracketed
 aside such as a shared photo's caption), without the speaker's `name: ` opening; a
@@ -60,61 +61,87 @@ def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _expected(rows, max_pieces: int) -> list[tuple[int, str]]:
-    """(memory id, piece) of every piece of `rows` ((id, text, metadata), in id order)."""
-    return [(memory_id, piece) for memory_id, text, metadata in rows
-            for piece in split_pieces(text, str(metadata.get("speaker") or ""), max_pieces)]
-
-
 class SentenceVectors:
-    """The pieces of every stored turn, their vectors, and for a question each turn's best piece."""
+    """The pieces of the turns asked about so far, their vectors, and for a question each such turn's best piece.
+
+    Only the turns that reach the ranking stage are ever read, so a turn is split and its pieces encoded
+    when it first does (`ensure`), never a whole memory at ingest: the candidates of all of a haystack's
+    questions are a fraction of its turns. A turn's pieces are appended together, so its rows stay one run;
+    a piece whose text is already held (another turn said the same) reuses that vector.
+    """
 
     def __init__(self, dimension: int):
         self.dimension = dimension
         self.vectors = VectorIndex(dimension)
-        self.owners: list[int] = []  # the memory id of each piece, in the order of the rows
+        self.owners: list[int] = []  # the memory id of each piece; a turn's pieces are one run
         self.texts: list[str] = []
-        self.built: dict | None = None  # the setting and row count the pieces were built for
+        self.max_pieces: int | None = None  # the setting the pieces were split under (None: nothing split yet)
+        self.checked: set[int] = set()  # the turns split under it (a turn of one piece holds no rows)
         self.matrix = None
+        self._runs: dict[int, tuple[int, int]] | None = None  # each turn's [start, end) among the rows
+        #: Pieces encoded since the last save or load, which a cached state made before lacks.
+        self.unsaved = 0
 
-    def current(self, max_pieces: int, rows: int) -> bool:
-        return self.built == {"max_pieces": max_pieces, "rows": rows}
-
-    def build(self, rows, embedder, max_pieces: int, batch_size: int) -> int:
-        """Split and encode `rows` ((id, text, metadata)); a piece whose text is unchanged since the last build
-        keeps its vector. Returns how many texts were encoded."""
-        pairs = _expected(rows, max_pieces)
-        owners, texts = [owner for owner, _ in pairs], [text for _, text in pairs]
-        self.vectors, self.matrix, encoded = encode_reusing(texts, self.vectors, self.texts, embedder, self.dimension,
-                                                            batch_size)
-        self.owners, self.texts = owners, texts
-        self.built = {"max_pieces": max_pieces, "rows": len(rows)}
+    def ensure(self, rows: dict, embedder, max_pieces: int, batch_size: int) -> int:
+        """Split and encode the pieces of the turns of `rows` ({memory id: (text, metadata)}) not split yet;
+        returns how many texts were given to the embedder. Under another `max_pieces` than the pieces held,
+        those are dropped first, their vectors kept for a piece whose text comes again."""
+        previous, previous_texts = self.vectors, self.texts
+        if max_pieces != self.max_pieces:
+            self.__init__(self.dimension)
+            self.max_pieces = max_pieces
+        fresh = sorted(set(rows) - self.checked)
+        new = [(memory_id, piece) for memory_id in fresh
+               for piece in split_pieces(rows[memory_id][0], str(rows[memory_id][1].get("speaker") or ""), max_pieces)]
+        self.checked.update(fresh)
+        if not new:
+            return 0
+        texts = [text for _, text in new]
+        _, matrix, encoded = encode_reusing(texts, previous, previous_texts, embedder, self.dimension, batch_size)
+        start = len(self.owners)
+        self.vectors.add(list(range(start, start + len(texts))), matrix)
+        self.matrix = matrix if self.matrix is None else np.vstack([self.matrix, matrix])
+        self.owners += [owner for owner, _ in new]
+        self.texts += texts
+        self._runs = None
+        self.unsaved += len(texts)
         return encoded
 
-    def best(self, query_vector) -> dict[int, float]:
-        """Each turn with pieces: its best piece's cosine with the question ({} when no turn has two pieces)."""
+    def best(self, query_vector, ids=None) -> dict[int, float]:
+        """Each turn of `ids` (None: every turn) with pieces held: its best piece's cosine with the question.
+
+        Each cosine is one vector's dot product, as the turn's own cosine is (memoria.ranking): a product of
+        the whole matrix rounds a row by where it stands in it, and so by which other turns are held."""
         if query_vector is None or not self.owners:
             return {}
         if self.matrix is None:
             self.matrix = self.vectors.read_back(Path("pieces"))
-        scores = self.matrix @ np.asarray(query_vector, dtype=np.float32)
-        owners = np.asarray(self.owners)
-        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])  # owners run in row order
-        return dict(zip(owners[starts].tolist(), np.maximum.reduceat(scores, starts).tolist()))
+        if self._runs is None:
+            self._runs = {}
+            for position, owner in enumerate(self.owners):  # a turn's pieces are one run
+                start, _ = self._runs.get(owner, (position, position))
+                self._runs[owner] = (start, position + 1)
+        query = np.asarray(query_vector, dtype=np.float32)
+        wanted = self._runs if ids is None else [i for i in ids if i in self._runs]
+        return {owner: max(float(np.dot(self.matrix[k], query)) for k in range(*self._runs[owner]))
+                for owner in wanted}
 
-    def save(self, directory: Path) -> dict[str, Path]:
+    def save(self, directory: Path, rows: int) -> dict[str, Path]:
+        """Write the pieces held (of a memory of `rows` rows) into `directory`."""
         paths = {name: directory / filename for name, filename in FILES.items()}
         self.vectors.save(paths["piece_vectors"])
-        paths["pieces"].write_text(json.dumps({"built": self.built, "owners": self.owners, "texts": self.texts}),
-                                   encoding="utf-8")
+        paths["pieces"].write_text(json.dumps({"built": {"max_pieces": self.max_pieces, "rows": rows},
+                                               "owners": self.owners, "texts": self.texts}), encoding="utf-8")
+        self.unsaved = 0
         return paths
 
     @classmethod
     def load(cls, directory: Path, rows, dimension: int) -> "SentenceVectors":
         """Snapshotted sentence vectors of `rows` ((id, text, metadata) of the restored store).
 
-        The saved owners and texts must be what `split_pieces` makes of the rows under the saved
-        `max_pieces`, and the vectors rows 0..n-1 of finite numbers: a piece credited to another turn, or a text
+        Each saved turn's run of pieces must be what `split_pieces` makes of its row under the saved
+        `max_pieces` (a snapshot holds the turns that reached ranking, or, made by earlier code, every
+        turn), and the vectors rows 0..n-1 of finite numbers: a piece credited to another turn, or a text
         that later builds would reuse a wrong vector for, is refused, not ranked."""
         path = directory / FILES["pieces"]
         try:
@@ -132,16 +159,30 @@ class SentenceVectors:
             raise SnapshotError(f"{directory}: pieces disagree with the snapshot ({len(owners)} pieces, "
                                 f"{len(texts)} texts, {len(vectors)} vectors, built for {built['rows']} of "
                                 f"{len(rows)} rows)")
-        expected = _expected(rows, built["max_pieces"])
-        found = [(o, t) for o, t in zip(owners, texts) if _whole(o) and isinstance(t, str)]
-        if found != expected:
-            wrong = next((k for k, pair in enumerate(zip(found, expected)) if pair[0] != pair[1]),
-                         min(len(found), len(expected)))
-            raise SnapshotError(f"{path}: pieces disagree with the snapshot's rows from piece {wrong} on "
-                                f"({len(expected)} pieces expected under max_pieces {built['max_pieces']}, "
-                                f"{len(owners)} saved)")
+        _check_runs(path, owners, texts, rows, built["max_pieces"])
         loaded = cls(dimension)
         loaded.matrix = vectors.read_back(directory / FILES["piece_vectors"])
         loaded.vectors, loaded.owners, loaded.texts = vectors, list(owners), list(texts)
-        loaded.built = {"max_pieces": built["max_pieces"], "rows": built["rows"]}
+        loaded.max_pieces, loaded.checked = built["max_pieces"], set(owners)
         return loaded
+
+
+def _check_runs(path: Path, owners: list, texts: list, rows, max_pieces: int) -> None:
+    """Refuse saved pieces unless each owner is a stored row whose pieces are exactly its one run of texts."""
+    by_id = {memory_id: (text, metadata) for memory_id, text, metadata in rows}
+    position = 0
+    seen: set[int] = set()
+    while position < len(owners):
+        owner = owners[position]
+        if not _whole(owner) or owner not in by_id or owner in seen:
+            raise SnapshotError(f"{path}: pieces disagree with the snapshot's rows at piece {position} (owner "
+                                f"{owner!r} is not a stored row, or its pieces are not one run)")
+        seen.add(owner)
+        text, metadata = by_id[owner]
+        expected = split_pieces(text, str(metadata.get("speaker") or ""), max_pieces)
+        end = position + len(expected)
+        if not expected or owners[position:end] != [owner] * len(expected) or texts[position:end] != expected \
+                or (end < len(owners) and owners[end] == owner):
+            raise SnapshotError(f"{path}: pieces disagree with the snapshot's rows from piece {position} on (turn "
+                                f"{owner} has {len(expected)} pieces under max_pieces {max_pieces})")
+        position = end

@@ -114,6 +114,7 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
         reason = cache.restore(item["item_id"], system, expected)
         cache_state = {"hit": reason is None, "reason": reason}
     counts_before = getattr(system, "embedding_counts", None)
+    kinds_before = getattr(system, "encoded_by_kind", None)
     phases = {"cache_ms": (time.perf_counter() - started) * 1000}
     if not cache_state["hit"]:
         system.reset()
@@ -159,12 +160,20 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
         if measures:
             records[-1]["measures"] = measures
         scoring_ms += (time.perf_counter() - t1) * 1000
+    if can_cache and getattr(system, "unsaved_state", False):  # what the questions built (sentence vectors of
+        stored = time.perf_counter()  # their candidates) goes into the entry, so the next run of the item reads it
+        failure = cache.store(item["item_id"], system, expected, dataset_sha256)
+        phases["cache_ms"] += (time.perf_counter() - stored) * 1000
+        cache_state["stored_after_questions"] = failure is None
+        if failure:
+            cache_state["store_error"] = failure
     phases.update(recall_ms=recall_ms, scoring_ms=scoring_ms, parse_ms=item.get("stats", {}).get("parse_ms", 0.0))
     return outcome(item["item_id"], records, cache=cache_state,
                    timings={"build_or_restore_ms": round(build_ms, 3),
                             "total_ms": round((time.perf_counter() - started) * 1000, 3),
                             "phases_ms": {name: round(value, 3) for name, value in phases.items()}},
                    stats={"docs": len(docs), **item.get("stats", {}), **_store_counts(counts_before, system),
+                          **_kind_counts(kinds_before, system),
                           **({"write": system.write_stats()} if callable(getattr(system, "write_stats", None)) else {})})
 
 
@@ -177,6 +186,14 @@ def _context_measures(system, task: dict, question: dict, hits, by_id: dict, ret
                               forbidden=[], texts=[by_id[h["external_id"]]["text"] for h in hits
                                                    if isinstance(h, dict) and h.get("external_id") in by_id])
     return {**measures, "answer": answer}
+
+
+def _kind_counts(before: dict | None, system) -> dict:
+    """Texts the model encoded for this item by kind (turns, windows, pieces, questions), where the system says."""
+    after = getattr(system, "encoded_by_kind", None)
+    if before is None or after is None:
+        return {}
+    return {"texts_encoded_by_kind": {kind: after[kind] - before.get(kind, 0) for kind in after}}
 
 
 def _store_counts(before: dict | None, system) -> dict:

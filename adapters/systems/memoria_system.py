@@ -117,6 +117,17 @@ class MemoriaSystem:
         return dict(counts) if counts is not None else None
 
     @property
+    def encoded_by_kind(self) -> dict:
+        """Texts the model encoded for this system so far, by kind (`memoria.engine.ENCODED_KINDS`)."""
+        return dict(self.memory.encoded)
+
+    @property
+    def unsaved_state(self) -> bool:
+        """Whether questions added to the state since it was snapshotted or restored (sentence vectors of the
+        turns that reached ranking), so that a cache entry should be stored again to hold them."""
+        return self.memory.pieces.unsaved > 0
+
+    @property
     def embedding_signature(self) -> dict:
         """The signature of the vectors this system makes; read without loading the model when it is not loaded."""
         return self.memory.embedder.signature
@@ -158,12 +169,9 @@ class MemoriaSystem:
             parallel_extract=self.parallel_extract, max_workers=self.max_workers,
         )
         self.ingest_timings = dict(loader.timings)  # vectors go into FAISS inside the insert: index_ms holds it
-        builds = [self.memory.build_windows] if "window" in self.sources else []
-        if self.mode in defaults.RANKED_MODES and self.memory.pieces_wanted:
-            builds.append(self.memory.build_pieces)
-        for build in builds:  # windows and sentence vectors are built now, so that the cached state holds them
-            started = time.perf_counter()
-            build(batch_size=self.batch_size)
+        if "window" in self.sources:  # windows are built now, so that the cached state holds them; sentence
+            started = time.perf_counter()  # vectors wait for the turns that reach ranking (memoria.pieces)
+            self.memory.build_windows(batch_size=self.batch_size)
             self.ingest_timings["encode_ms"] = self.ingest_timings.get("encode_ms", 0.0) + \
                 (time.perf_counter() - started) * 1000
 

@@ -1,6 +1,8 @@
-"""`memfarm bench coldrun`: a cold LongMemEval-S run with and without the embedding store (torch, onnx,
-onnx-int8), in interleaved rounds: seconds per question, texts encoded, peak RSS, the same metrics; and,
-given a LoCoMo file, each embedder backend's quality on it."""
+"""`memfarm bench coldrun`: what a cold LongMemEval-S run costs in each mode (fusion, full, full without the
+sentence signal), with each embedding model and backend, in interleaved rounds: seconds per question, texts
+encoded by kind, peak RSS, the session metrics, each mode's cost over fusion's and over full without sentences
+side by side, and machine-hours for 500 questions; optionally one LongMemEval-M question cold in full mode and,
+given a LoCoMo file, each backend's quality on it."""
 
 from __future__ import annotations
 
@@ -13,15 +15,6 @@ from pathlib import Path
 from adapters.errors import MemfarmError
 from coordinator.benches.common import fresh_workdir, measure_memfarm, sharing_statistics, write_bench
 from coordinator.running.reducer import summarize
-
-
-def _extrapolate(seconds_per_question: float, scale: float) -> dict:
-    """500 full-scale questions from a measured cold rate, on 1, 4 and 8 two-core workers."""
-    one = 500 * seconds_per_question / scale
-    hours = {n: round(one / n / 3600 * 1.01 if n > 1 else one / 3600, 2) for n in (1, 4, 8)}
-    return {"hours": hours, "assumes": "cost per question grows linearly with haystack size (scale); this file's "
-            "sharing; the farm's 1% overhead (bench farm); independent items spread evenly over workers",
-            "text": ", ".join(f"{n} worker{'s' if n > 1 else ''} {h:.2f} h" for n, h in hours.items())}
 
 
 def backend_quality(locomo: str | Path, workdir: Path) -> dict:
@@ -75,106 +68,189 @@ def round_ratios(baseline_seconds: list[float], variant_seconds: list[float]) ->
     return {"per_round": [round(r, 3) for r in ratios], "median": round(statistics.median(ratios), 3)}
 
 
+#: The modes the bench compares: (name, `memfarm run` options).
+MODES = {"fusion": ["--retrieval-mode", "fusion"],
+         "full": ["--retrieval-mode", "full"],
+         "full-nosentence": ["--retrieval-mode", "full", "--without", "sentence"]}
+#: Texts a run encodes, by kind, as its items count them (memoria.engine.ENCODED_KINDS).
+KINDS = ("turns", "windows", "pieces", "questions")
+#: The memory bound of one LongMemEval-M question in one process, MiB.
+M_BOUND_MIB = 1536
+#: Machines a farm is planned for.
+FLEETS = (1, 8, 32)
+
+
+def _variants(modes, embedders, backends) -> list[dict]:
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise MemfarmError(f"--modes: unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
+    return [{"mode": m, "embedder": e, "backend": b, "slug": f"{m}_{e}_{b}".replace("/", "-")}
+            for e in embedders for b in backends for m in modes]
+
+
+def _onnx_folder(onnx_dir: Path, embedder: str) -> Path:
+    """Where a run looks for `embedder`'s ONNX files (memoria.embedder.LazyEmbedder.loaded)."""
+    from memoria.model_files import DEFAULT_EMBEDDER, embedder_key, resolve
+
+    key = embedder_key(embedder)
+    return onnx_dir if key == DEFAULT_EMBEDDER else onnx_dir / resolve(key).files_sha256[:16]
+
+
+def _run_one(workdir: Path, variant: dict, data: Path, companion: Path, tag: str) -> dict:
+    """One cold `memfarm run` of `data` under `variant` (its store lives on across the variant's rounds)."""
+    out = workdir / f"{variant['slug']}_{tag}.json"
+    _, rss = measure_memfarm(["run", "longmemeval", "--dataset", str(data), "--questions", str(companion),
+                              *MODES[variant["mode"]], "--embedder", variant["embedder"],
+                              "--embedder-backend", variant["backend"],
+                              "--cache-dir", str(workdir / f"cache_{variant['slug']}"), "--output", str(out)])
+    manifest = json.loads(out.with_name(out.stem + ".manifest.json").read_text())
+    items = manifest["items"]
+    return {"ms": sum(i["timings"].get("total_ms", 0) + i["stats"].get("parse_ms", 0) for i in items), "rss": rss,
+            "kinds": {k: sum(i["stats"].get("texts_encoded_by_kind", {}).get(k, 0) for i in items) for k in KINDS},
+            "records": json.loads(out.read_text())["records"]}
+
+
+def _hours(seconds_per_question: float, scale: float) -> dict:
+    """A cold 500-question run at full scale from a measured rate: machine-hours, and wall hours on N machines."""
+    one = 500 * seconds_per_question / scale / 3600
+    return {"machine_hours": round(one, 2),
+            "wall_hours": {str(n): round(one / n * (1.01 if n > 1 else 1.0), 2) for n in FLEETS}}
+
+
+def _ratio(rounds: dict, variant: dict, baseline_mode: str) -> dict | None:
+    """The variant's seconds over its baseline mode's (same embedder and backend) in each round, and the median."""
+    base = rounds.get(f"{baseline_mode}_{variant['embedder']}_{variant['backend']}".replace("/", "-"))
+    if base is None or variant["mode"] == baseline_mode:
+        return None
+    return round_ratios(rounds[variant["slug"]], base)
+
+
+def _m_question(workdir: Path, sessions: int, embedder: str, backend: str) -> dict:
+    """One full-size LongMemEval-M question in one process, cold, in `full` mode: seconds, peak RSS against the
+    bound, texts by kind."""
+    from adapters.longmemeval import extract_questions
+
+    data, companion = workdir / "m_one.json", workdir / "m_one_q.json"
+    measure_memfarm(["synth", "longmemeval", "--shape", "m", "--questions", "1", "--sessions", str(sessions),
+                     "--seed", "33", "--output", str(data)])
+    extract_questions(data, companion)
+    variant = {"mode": "full", "embedder": embedder, "backend": backend, "slug": f"m_full_{embedder}_{backend}"}
+    run = _run_one(workdir, variant, data, companion, "m")
+    seconds = run["ms"] / 1000
+    return {"sessions": sessions, "mode": "full", "embedder": embedder, "backend": backend,
+            "seconds": round(seconds, 1), "peak_rss_mib": round(run["rss"] / 2**20, 1), "bound_mib": M_BOUND_MIB,
+            "within_bound": run["rss"] / 2**20 <= M_BOUND_MIB,
+            **{f"encoded_{k}": v for k, v in run["kinds"].items()}, **_hours(seconds, 1.0),
+            "assumes": "each of 500 questions costs what this one did cold (no sharing between questions counted: "
+                       "an upper bound for one machine's store); one question per two-core machine at a time"}
+
+
 def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output, locomo: str | Path | None = None,
-                      rounds: int = 4) -> str:
-    """A cold run with and without the embedding store, side by side on one generated file whose sessions
-    repeat as often as the real file's; with `locomo`, each backend's quality on that file too."""
+                      rounds: int = 2, modes=("fusion", "full", "full-nosentence"), embedders=("minilm",),
+                      backends=("torch",), m_sessions: int = 0) -> str:
+    """Cold LongMemEval-S runs under every mode x embedder x backend, interleaved in rounds on one generated file
+    whose sessions repeat as often as the real file's; each variant keeps its own embedding store across its
+    rounds, as one long run would. With `m_sessions`, one LongMemEval-M question of that many sessions, cold,
+    in full mode; with `locomo`, each backend's quality on that file too."""
     workdir = fresh_workdir(workdir)  # cold means cold: no item cache, no store from an earlier bench
     from adapters.longmemeval import extract_questions
     from adapters.longmemeval_synth import DISTINCT_SESSION_SHARE, write
 
+    variants = _variants(modes, embedders, backends)
     data, companion = workdir / "bench.json", workdir / "bench_q.json"
     write(data, questions, seed=29, scale=scale, distinct_share=DISTINCT_SESSION_SHARE)
     extract_questions(data, companion)
     sharing = sharing_statistics(data)
-    # the ONNX files are made once per machine: export them first, so that the runs time running, not exporting
-    from memoria.onnx_backend import export
+    export_seconds = None
+    if any(b != "torch" for b in backends):  # the ONNX files are made once per machine: not a run's cost
+        from memoria.onnx_backend import export
 
-    onnx_dir = workdir / "onnx"
-    os.environ["MEMFARM_ONNX_DIR"] = str(onnx_dir)
-    started = time.perf_counter()
-    export(onnx_dir, "onnx")
-    export(onnx_dir, "onnx-int8")
-    export_seconds = round(time.perf_counter() - started, 1)
-    # Rounds: each variant runs a slice of the questions in turn, so that a change in the machine's load
-    # falls on every variant alike; a variant's store lives on across its rounds, as in one long run.
-    # Seconds are the items' own (process start and model load are not a question's cost).
-    rounds = _question_slices(data, workdir, max(1, min(rounds, questions)))
-    setups = (("torch, no store (the old path)", "plain", ["--no-embedding-store"]),
-              ("store + torch", "store", []),
-              ("store + onnx", "onnx", ["--embedder-backend", "onnx"]),
-              ("store + onnx-int8", "int8", ["--embedder-backend", "onnx-int8"]))
-    runs = {slug: {"round_ms": [], "rss": 0, "encoded": 0, "records": []} for _, slug, _ in setups}
-    for number, (chunk, chunk_questions) in enumerate(rounds):
-        for _, slug, extra in setups:
-            out = workdir / f"{slug}_{number}.json"
-            _, rss = measure_memfarm(["run", "longmemeval", "--dataset", str(chunk),
-                                      "--questions", str(chunk_questions), "--cache-dir", str(workdir / f"cache_{slug}"),
-                                      *extra, "--output", str(out)])
-            manifest = json.loads((workdir / f"{slug}_{number}.manifest.json").read_text())
-            run = runs[slug]
-            run["round_ms"].append(sum(i["timings"].get("total_ms", 0) + i["stats"].get("parse_ms", 0)
-                                       for i in manifest["items"]))
-            run["rss"] = max(run["rss"], rss)
-            run["encoded"] += manifest["embedding_store"]["texts_encoded"]
-            run["records"] += json.loads(out.read_text())["records"]
-    variants = []
-    for name, slug, _ in setups:
-        run = runs[slug]
+        onnx_dir = workdir / "onnx"
+        os.environ["MEMFARM_ONNX_DIR"] = str(onnx_dir)
+        started = time.perf_counter()
+        for embedder in embedders:
+            for backend in sorted({b for b in backends if b != "torch"}):
+                export(_onnx_folder(onnx_dir, embedder), backend, embedder=embedder)
+        export_seconds = round(time.perf_counter() - started, 1)
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    slices = _question_slices(data, workdir, max(1, min(rounds, questions)))
+    runs = {v["slug"]: {"round_ms": [], "rss": 0, "kinds": dict.fromkeys(KINDS, 0), "records": []} for v in variants}
+    for number, (chunk, chunk_questions) in enumerate(slices):
+        order = variants if number % 2 == 0 else variants[::-1]  # no variant always first (or last) in a round
+        for variant in order:
+            one = _run_one(workdir, variant, chunk, chunk_questions, str(number))
+            run = runs[variant["slug"]]
+            run["round_ms"].append(one["ms"])
+            run["rss"] = max(run["rss"], one["rss"])
+            run["records"] += one["records"]
+            for kind in KINDS:
+                run["kinds"][kind] += one["kinds"][kind]
+    round_seconds = {slug: run["round_ms"] for slug, run in runs.items()}
+    rows = []
+    for variant in variants:
+        run = runs[variant["slug"]]
         session = summarize(run["records"], None)["all"]["session"]
-        encoded = sharing["texts_given_to_the_model"] if slug == "plain" else run["encoded"]
-        ratios = round_ratios(runs["plain"]["round_ms"], run["round_ms"])
-        variants.append({"name": name, "seconds_per_question": round(sum(run["round_ms"]) / 1000 / questions, 3),
-                         "seconds_per_round": [round(ms / 1000, 2) for ms in run["round_ms"]],
-                         "ratio_to_the_old_path_per_round": ratios["per_round"],
-                         "ratio_to_the_old_path_median_of_rounds": ratios["median"],
-                         "texts_encoded": encoded, "peak_rss_mib": round(run["rss"] / 2**20, 1),
-                         "session_metrics": {k: round(v, 4) for k, v in session.items()}})
-    plain, stored, onnx, int8 = variants
-
-    def gap(variant):
-        return round(max(abs(plain["session_metrics"][k] - variant["session_metrics"][k])
-                         for k in plain["session_metrics"]), 4)
-
-    data_out = {"questions": questions, "scale": scale, "rounds": len(rounds), "sharing": sharing, "variants": variants,
-                "seconds": "the items' own time (reading, build or restore, questions), summed over the rounds; "
-                           "process start and model load are left out",
-                "round_ratios": "the old path's seconds over the variant's in each round (every round runs each "
-                                "variant on the same slice, in turn), and their median: a round that a change in "
-                                "the machine's load distorted moves the whole-run speedup, hardly the median; the "
-                                "rounds are not alike, though: a store filled in the early rounds makes the later "
-                                "ones cheaper, so the median is read beside the whole-run speedup, not instead",
-                "speedup": round(plain["seconds_per_question"] / onnx["seconds_per_question"], 3),
-                "speedup_store_torch": round(plain["seconds_per_question"] / stored["seconds_per_question"], 3),
-                "speedup_store_int8": round(plain["seconds_per_question"] / int8["seconds_per_question"], 3),
-                "target_speedup": 2.0,
-                "largest_session_metric_difference": {"store + torch": gap(stored), "store + onnx": gap(onnx),
-                                                      "store + onnx-int8": gap(int8)},
-                "extrapolation": _extrapolate(onnx["seconds_per_question"], scale),
-                "onnx_export_seconds_once_per_machine": export_seconds}
+        per_question = sum(run["round_ms"]) / 1000 / questions
+        to_fusion, to_plain = _ratio(round_seconds, variant, "fusion"), _ratio(round_seconds, variant,
+                                                                               "full-nosentence")
+        hours = _hours(per_question, scale)
+        rows.append({"mode": variant["mode"], "embedder": variant["embedder"], "backend": variant["backend"],
+                     "seconds_per_question": round(per_question, 3),
+                     "seconds_per_round": [round(ms / 1000, 2) for ms in run["round_ms"]],
+                     **{f"encoded_{k}": v for k, v in run["kinds"].items()},
+                     "peak_rss_mib": round(run["rss"] / 2**20, 1),
+                     "session_recall_any@5": round(session["recall_any@5"], 4),
+                     "session_recall_all@5": round(session["recall_all@5"], 4),
+                     "session_ndcg_any@10": round(session["ndcg_any@10"], 4),
+                     "x_fusion": to_fusion["median"] if to_fusion else None,
+                     "x_fusion_per_round": to_fusion["per_round"] if to_fusion else None,
+                     "x_full_nosentence": to_plain["median"] if to_plain else None,
+                     "x_full_nosentence_per_round": to_plain["per_round"] if to_plain else None,
+                     "machine_hours_500": hours["machine_hours"],
+                     **{f"wall_hours_500_on_{n}": h for n, h in hours["wall_hours"].items()}})
+    result = {"questions": questions, "scale": scale, "rounds": len(slices), "sharing": sharing,
+              "load_before": load_before, "variants": rows, "target_full_over_full_nosentence": 1.15,
+              "onnx_export_seconds_once_per_machine": export_seconds,
+              "seconds": "the items' own time (reading, build, questions, cache writes), summed over the rounds; "
+                         "process start and model load are left out",
+              "ratios": "x_fusion: the variant's seconds over fusion's with the same embedder and backend, in each "
+                        "round (the variants run in turn on the same slice, the order reversed every other round), "
+                        "and their median; x_full_nosentence likewise against full without the sentence signal",
+              "hours": "machine_hours_500: a cold 500-question LongMemEval-S run at full scale on one two-core "
+                       "machine, from seconds_per_question / scale (cost per question taken as linear in haystack "
+                       "size; this file's sharing, each machine its own store); wall_hours_500_on_N: the same on N "
+                       "machines, items spread evenly, 1% farm overhead (bench farm)"}
+    if m_sessions:
+        result["longmemeval_m"] = [_m_question(workdir, m_sessions, embedder, backends[0]) for embedder in embedders]
     if locomo:
-        data_out["backend_quality"] = backend_quality(locomo, workdir)
-    path = write_bench("coldrun", data_out, output)
-    lines = [f"{questions} questions at scale {scale}: {sharing['distinct_sessions']} distinct sessions in "
-             f"{sharing['session_occurrences']} occurrences, {sharing['distinct_texts']} distinct texts in "
-             f"{sharing['texts_given_to_the_model']} (the real file: 19,195 sessions in 23,867)",
-             f"{'variant':<32}{'s/question':>11}{'texts encoded':>15}{'peak RSS MiB':>14}{'sess R@5':>10}"
-             f"{'median of rounds':>18}"]
-    lines += [f"{v['name']:<32}{v['seconds_per_question']:>11.3f}{v['texts_encoded']:>15}{v['peak_rss_mib']:>14.1f}"
-              f"{v['session_metrics']['recall_any@5']:>10.3f}{v['ratio_to_the_old_path_median_of_rounds']:>17.2f}x"
-              for v in variants]
-    lines.append(f"speedup over the old path, whole run: store + torch {data_out['speedup_store_torch']:.2f}x, "
-                 f"store + onnx {data_out['speedup']:.2f}x (target 2.0), store + onnx-int8 "
-                 f"{data_out['speedup_store_int8']:.2f}x")
-    lines.append("in each round: " + "; ".join(
-        f"{v['name']} " + " ".join(f"{r:.2f}x" for r in v["ratio_to_the_old_path_per_round"]) for v in variants[1:]))
-    lines.append(f"largest session metric difference from the old path: {data_out['largest_session_metric_difference']}")
-    if locomo:
-        quality = data_out["backend_quality"]["backends"]
-        lines.append(f"{'backend on ' + Path(locomo).name:<32}{'sess R@5':>10}{'turn R@10':>11}{'vs torch':>18}")
-        lines += [f"{name:<32}{row['session_recall_any@5']:>10.3f}{row['turn_recall_any@10']:>11.3f}"
-                  + (f"{row['cost_vs_torch']['session_recall_any@5']:>+9.3f}"
-                     f"{row['cost_vs_torch']['turn_recall_any@10']:>+9.3f}" if "cost_vs_torch" in row else "")
-                  for name, row in quality.items()]
-    lines.append(f"500 questions at full scale, store + onnx: {data_out['extrapolation']['text']}; wrote {path}")
+        result["backend_quality"] = backend_quality(locomo, workdir)
+    path = write_bench("coldrun", result, output)
+    return _table(result, path)
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _table(r: dict, path) -> str:
+    lines = [f"{r['questions']} questions at scale {r['scale']} in {r['rounds']} rounds; load before "
+             f"{r['load_before']}, after {r['load']}",
+             f"{'mode':<16}{'embedder':<9}{'backend':<10}{'s/q':>7}{'turns':>7}{'pieces':>7}{'windows':>8}"
+             f"{'RSS MiB':>8}{'sR@5':>7}{'sRall@5':>8}{'x fusion':>9}{'x nosent':>9}{'mach-h':>8}"]
+    for v in r["variants"]:
+        lines.append(f"{v['mode']:<16}{v['embedder']:<9}{v['backend']:<10}{v['seconds_per_question']:>7.2f}"
+                     f"{v['encoded_turns']:>7}{v['encoded_pieces']:>7}{v['encoded_windows']:>8}"
+                     f"{v['peak_rss_mib']:>8.0f}{v['session_recall_any@5']:>7.3f}{v['session_recall_all@5']:>8.3f}"
+                     f"{_fmt(v['x_fusion'], '>8.2f')}x{_fmt(v['x_full_nosentence'], '>8.2f')}x"
+                     f"{v['machine_hours_500']:>8.2f}")
+    for m in r.get("longmemeval_m", []):
+        lines.append(f"LongMemEval-M, one question of {m['sessions']} sessions, full, {m['embedder']} "
+                     f"{m['backend']}: {m['seconds']:.0f}s cold, peak RSS {m['peak_rss_mib']:.0f} MiB (bound "
+                     f"{m['bound_mib']}), pieces {m['encoded_pieces']} of {m['encoded_turns']} turns encoded; 500 "
+                     f"questions {m['machine_hours']} machine-hours")
+    if "backend_quality" in r:
+        for name, row in r["backend_quality"]["backends"].items():
+            lines.append(f"{name:<12} on LoCoMo: session R@5 {row['session_recall_any@5']:.3f}, turn R@10 "
+                         f"{row['turn_recall_any@10']:.3f}")
+    lines.append(f"wrote {path}")
     return "\n".join(lines)

@@ -112,20 +112,40 @@ def bench_systems(locomo, questions, scale, limit, systems, workdir, output):
 
 
 @bench.command("coldrun")
-@click.option("--questions", type=click.IntRange(2), default=60, show_default=True)
-@click.option("--scale", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
+@click.option("--questions", type=click.IntRange(2), default=6, show_default=True)
+@click.option("--scale", type=click.FloatRange(min=0.01), default=0.1, show_default=True,
               help="Haystack size relative to the real file's.")
+@click.option("--modes", default="fusion,full,full-nosentence", show_default=True,
+              help="Comma-separated: fusion, full, full-nosentence (full without the sentence signal).")
+@click.option("--embedder", "embedders", default="minilm", show_default=True, metavar="minilm,mpnet,...",
+              help="Comma-separated embedding models.")
+@click.option("--backends", default="torch", show_default=True, help="Comma-separated: torch, onnx, onnx-int8.")
+@click.option("--m-sessions", type=click.IntRange(0), default=0, show_default=True,
+              help="Also one LongMemEval-M question of this many sessions (476: full size), cold, in full mode.")
 @click.option("--locomo", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Also measure each backend's session R@5 / turn R@10 on this LoCoMo file (e.g. locomo_dev5.json).")
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_coldrun", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/coldrun.json", show_default=True)
-@click.option("--rounds", type=click.IntRange(1), default=4, show_default=True,
+@click.option("--rounds", type=click.IntRange(1), default=2, show_default=True,
               help="Slices of the questions each variant runs in turn, so load changes hit every variant alike.")
-def bench_coldrun(questions, scale, locomo, workdir, output, rounds):
-    """A cold LongMemEval-S run with and without the embedding store, side by side."""
+def bench_coldrun(questions, scale, modes, embedders, backends, m_sessions, locomo, workdir, output, rounds):
+    """Cold LongMemEval-S runs per mode, embedding model and backend, side by side."""
     from coordinator.benches.coldrun import run_coldrun_bench
+    from memoria.model_files import BACKENDS
 
-    click.echo(run_coldrun_bench(questions, scale, workdir, output, locomo=locomo, rounds=rounds))
+    def listed(value, name, known=None):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+        wrong = [v for v in items if known is not None and v not in known]
+        if not items or wrong:
+            raise click.BadParameter(f"{', '.join(wrong) or 'nothing'} not among {', '.join(known or [])}"
+                                     if known else "give at least one", param_hint=name)
+        return tuple(dict.fromkeys(items))
+
+    from coordinator.benches.coldrun import MODES
+
+    click.echo(run_coldrun_bench(questions, scale, workdir, output, locomo=locomo, rounds=rounds,
+                                 modes=listed(modes, "--modes", MODES), embedders=listed(embedders, "--embedder"),
+                                 backends=listed(backends, "--backends", BACKENDS), m_sessions=m_sessions))
 
 
 @bench.command("encoders")

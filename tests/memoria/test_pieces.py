@@ -9,6 +9,7 @@ from adapters.systems.memoria_system import MemoriaSystem
 from memoria import BatchLoader, MemoryInterface
 from memoria.errors import SnapshotError
 from memoria.pieces import split_pieces, without_speaker
+from memoria.ranking import SIGNALS
 
 CAMPING = ("Melanie: Glad you have support, Caroline! Unconditional love is so important. "
            "Here's a pic of my family camping at the beach.")
@@ -81,8 +82,9 @@ def test_sentence_vectors_are_built_once_and_only_what_changed_is_encoded(embedd
                                      [{"speaker": "Nate", "session_index": 5}], parallel_extract=False)
     counting.texts.clear()
     memory.recall("What pet does Nate have?", mode="full", limit=2)
-    # the new turn's two sentences, then the question (without the speaker's name): nothing encoded twice
-    assert counting.texts == ["I adopted a turtle.", "His name is Tilly and he loves the tank.", "What pet does have?"]
+    # the question (without the speaker's name), then the new turn's two sentences once it is a candidate:
+    # nothing encoded twice
+    assert counting.texts == ["What pet does have?", "I adopted a turtle.", "His name is Tilly and he loves the tank."]
     assert len(memory.pieces.owners) == 5 and memory.pieces.owners == sorted(memory.pieces.owners)
     memory.recall("What pet does Nate have?", mode="fusion", limit=2)  # the unranked modes read no pieces
     assert memory.ranking_settings["max_pieces"] == memory.max_pieces
@@ -114,14 +116,62 @@ def test_sentence_vectors_travel_in_a_snapshot_and_a_damaged_one_is_refused(embe
     assert later.recall("Where has Melanie camped?", mode="full", limit=1)["results"][0]["text"] == CAMPING
 
 
-def test_a_full_system_builds_sentence_vectors_at_ingest_unless_the_part_is_off(embedder):
+def test_a_full_system_encodes_sentence_vectors_for_its_candidates_only_and_not_when_the_part_is_off(embedder):
     docs = [{"external_id": f"x-{i:06d}", "label": "x", "text": text, "props": {"speaker": speaker}}
             for i, (text, speaker) in enumerate(TURNS)]
     on = MemoriaSystem(mode="full", embedder=embedder, parallel_extract=False)
     on.ingest(docs)
-    assert len(on.memory.pieces.owners) == 3  # cached with the state
+    assert on.memory.pieces.owners == [] and on.encoded_by_kind["pieces"] == 0  # nothing read yet, nothing encoded
+    assert not on.unsaved_state
+    on.retrieve("x", "Where has Melanie camped?", 4)
+    assert len(on.memory.pieces.owners) == 3 and on.encoded_by_kind == {"turns": 4, "windows": 0, "pieces": 3,
+                                                                         "questions": 1}
+    assert on.unsaved_state  # the item cache stores the state again, with them
     for system in (MemoriaSystem(mode="full", embedder=embedder, parallel_extract=False, without=("sentence",)),
                    MemoriaSystem(mode="fusion", embedder=embedder, parallel_extract=False),
                    MemoriaSystem(mode="full", embedder=embedder, parallel_extract=False, max_pieces=0)):
         system.ingest(docs)
-        assert system.memory.pieces.owners == []
+        system.retrieve("x", "Where has Melanie camped?", 4)
+        assert system.memory.pieces.owners == [] and system.encoded_by_kind["pieces"] == 0
+        assert not system.unsaved_state
+
+
+def _locomo_turns(path, sessions: int):
+    """The first `sessions` sessions of the first real LoCoMo conversation: (text, metadata) as the adapter
+    renders them, and that conversation's questions."""
+    from adapters.locomo import render
+
+    conversation = json.loads(path.read_text(encoding="utf-8"))[0]
+    turns = [(render(turn), {"speaker": turn["speaker"], "session_index": number})
+             for number in range(1, sessions + 1) for turn in conversation["conversation"][f"session_{number}"]]
+    return turns, [qa["question"] for qa in conversation["qa"]]
+
+
+@pytest.mark.slow
+def test_candidates_only_pieces_give_every_candidate_the_signal_pieces_for_every_turn_give(embedder, locomo_path):
+    """Real turns, the real model: a memory that encodes the pieces of the turns reaching ranking, and one that
+    encodes every turn's first, rank every question alike, to the bit; the first encoded fewer pieces."""
+    turns, questions = _locomo_turns(locomo_path, sessions=4)
+
+    def memory():
+        made = MemoryInterface(embedder=embedder, window_size=0, candidate_pool=8)  # a pool well short of the memory
+        BatchLoader(made).insert_batch([t for t, _ in turns], [m for _, m in turns], parallel_extract=False)
+        return made
+
+    every, candidates = memory(), memory()
+    every.build_pieces()
+    assert len(set(every.pieces.owners)) > 20 and candidates.pieces.owners == []
+    for question in questions[:12]:
+        full, lazy = every.ranking_context(question, limit=10), candidates.ranking_context(question, limit=10)
+        pool = sorted({i for pairs in full.lists.values() for i in pairs})
+        assert pool == sorted({i for pairs in lazy.lists.values() for i in pairs}) and len(pool) < len(turns)
+        with_pieces = [i for i in pool if i in full.best_pieces]
+        assert {i: lazy.best_pieces[i] for i in with_pieces} == {i: full.best_pieces[i] for i in with_pieces}
+        assert not set(pool) - set(with_pieces) & set(lazy.best_pieces)  # a one-piece turn has none either way
+        assert SIGNALS["sentence"](lazy, pool) == SIGNALS["sentence"](full, pool)
+        ranked = [(r["id"], r["score"]) for r in every.recall(question, mode="full", limit=10)["results"]]
+        assert [(r["id"], r["score"]) for r in candidates.recall(question, mode="full", limit=10)["results"]] == ranked
+    assert set(candidates.pieces.owners) < set(every.pieces.owners)
+    assert len(candidates.pieces.texts) < len(every.pieces.texts)
+    assert every.encoded["pieces"] == len(set(every.pieces.texts))  # a piece said twice is encoded once
+    assert 0 < candidates.encoded["pieces"] <= every.encoded["pieces"]

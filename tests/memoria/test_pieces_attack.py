@@ -166,7 +166,7 @@ def test_after_a_reset_the_pieces_are_those_of_the_new_rows_only():
     memory = _memory()
     memory.build_pieces()
     memory.reset()
-    assert memory.pieces.owners == [] and memory.pieces.built is None
+    assert memory.pieces.owners == [] and memory.pieces.max_pieces is None
     other = [(text.replace("alpha", "omega"), speaker) for text, speaker in TURNS]  # as many rows, other texts
     _insert(memory, other)
     memory.build_pieces()
@@ -183,21 +183,25 @@ def test_restoring_a_snapshot_without_pieces_drops_the_pieces_of_rows_that_are_g
     memory = _memory()
     memory.build_pieces()
     memory.restore(tmp_path / "plain")
-    assert memory.pieces.owners == [] and memory.pieces.built is None
+    assert memory.pieces.owners == [] and memory.pieces.max_pieces is None
     memory.ranking_context(QUESTION)  # builds them for the restored rows
     assert memory.pieces.texts == [p for t, s in other for p in split_pieces(t, s)]
     _assert_best_pieces(memory)
 
 
-def test_pieces_made_stale_by_an_insert_are_not_snapshotted(tmp_path):
+def test_pieces_held_before_an_insert_stay_valid_travel_in_a_snapshot_and_the_new_turns_get_theirs(tmp_path):
     memory = _memory()
     memory.build_pieces()
+    held = list(memory.pieces.owners)
     _insert(memory, MORE)
     files = memory.snapshot(tmp_path / "state")
-    assert "pieces" not in files and not (tmp_path / "state" / "pieces.json").exists()
+    assert json.loads(files["pieces"].read_text())["owners"] == held  # the turns split before the insert only
     restored = MemoryInterface(embedder=VocabularyEmbedder(), window_size=0, weights={"sentence": 1.0})
     restored.restore(tmp_path / "state")
-    restored.ranking_context(QUESTION)
+    assert restored.pieces.owners == held
+    restored.embedder.texts.clear()
+    restored.ranking_context(QUESTION)  # every turn is a candidate: only the inserted turn's pieces are encoded
+    assert restored.embedder.texts == [QUESTION, "delta alpha again here.", "quiet words only."]
     _assert_best_pieces(restored)
 
 
@@ -206,9 +210,13 @@ def test_a_snapshot_over_an_earlier_one_leaves_none_of_its_stale_pieces_or_windo
     memory.build_pieces()
     memory.build_windows()
     assert {"pieces", "windows"} <= set(memory.snapshot(tmp_path / "state"))
-    _insert(memory, MORE)  # both now stale: the next snapshot into the same folder writes neither
+    _insert(memory, MORE)  # windows now stale: the next snapshot into the same folder leaves them out
     files = memory.snapshot(tmp_path / "state")
-    assert not {"pieces", "piece_vectors", "windows", "window_vectors"} & set(files)
+    assert not {"windows", "window_vectors"} & set(files) and {"pieces", "piece_vectors"} <= set(files)
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == sorted(p.name for p in files.values())
+    memory.max_pieces = 2  # pieces split under another setting are stale too: none is written
+    files = memory.snapshot(tmp_path / "state")
+    assert not {"pieces", "piece_vectors"} & set(files)
     assert sorted(p.name for p in (tmp_path / "state").iterdir()) == sorted(p.name for p in files.values())
     restored = MemoryInterface(embedder=VocabularyEmbedder(), window_size=3, weights={"sentence": 1.0})
     restored.restore(tmp_path / "state")
@@ -224,9 +232,9 @@ def test_pieces_snapshotted_under_another_max_pieces_are_built_again(tmp_path):
     two.snapshot(tmp_path / "state")
     eight = MemoryInterface(embedder=VocabularyEmbedder(), window_size=0, weights={"sentence": 1.0})
     eight.restore(tmp_path / "state")
-    assert eight.pieces.built == {"max_pieces": 2, "rows": len(TURNS)}
+    assert eight.pieces.max_pieces == 2
     eight.ranking_context(QUESTION)
-    assert "alpha delta upsilon phi." in eight.pieces.texts and eight.pieces.built["max_pieces"] == 8
+    assert "alpha delta upsilon phi." in eight.pieces.texts and eight.pieces.max_pieces == 8
     _assert_best_pieces(eight)
 
 
@@ -308,7 +316,7 @@ def test_damaged_pieces_are_refused_with_a_snapshot_error_naming_the_file(snapsh
 def test_the_undamaged_snapshot_restores_and_ranks_as_it_was(snapshot_dir):
     memory = MemoryInterface(embedder=VocabularyEmbedder(), window_size=0, weights={"sentence": 1.0})
     memory.restore(snapshot_dir)
-    assert memory.pieces.current(memory.max_pieces, len(memory.store)) and memory.build_pieces() == 0
+    assert memory.build_pieces() == 0 and memory.pieces.unsaved == 0
     _assert_best_pieces(memory)
 
 
@@ -356,6 +364,7 @@ def test_a_cache_entry_holding_files_its_manifest_does_not_list_is_a_miss(tmp_pa
                          expected) is None
     forged = MemoriaSystem(mode="full", embedder=VocabularyEmbedder(), parallel_extract=False)
     forged.ingest(docs)
+    forged.retrieve("x", QUESTION, 5)  # its candidates get sentence vectors
     forged.snapshot(tmp_path / "forged")
     for name in ("pieces.json", "pieces.faiss"):
         shutil.copy(tmp_path / "forged" / name, cache.folder("item", "memoria") / name)
@@ -416,3 +425,31 @@ def test_max_pieces_that_no_sentence_weight_reads_is_named_in_a_warning(tmp_path
     used = RunSpec("locomo", dataset="d.json", retrieval_mode="full", memoria_settings={"max_pieces": 4})
     assert used.check(farm=False) == []
     assert used.system_settings()["max_pieces"] == 4
+
+
+def test_a_full_item_s_cache_entry_is_stored_again_with_its_candidates_pieces_and_a_warm_run_encodes_none(
+        tmp_path, monkeypatch):
+    """Cold: the state is cached after ingest (no pieces yet), the questions encode their candidates' pieces, and
+    the entry is stored again holding them. Warm: restored, the same rankings, no piece encoded, nothing stored."""
+    from adapters.longmemeval import LongMemEval
+    from tests.helpers import write_dataset
+    from workers.cache_key import CACHE_KEY_ENV
+    from workers.item import evaluate_item
+
+    monkeypatch.setenv(CACHE_KEY_ENV, str(tmp_path / "config" / "cache.key"))
+    item = next(LongMemEval(write_dataset(tmp_path / "d.json", questions=1, seed=5, scale=0.1)).iter_items())
+    cache = ItemCache(tmp_path / "cache")
+
+    def system():
+        return MemoriaSystem(mode="full", embedder=VocabularyEmbedder(), parallel_extract=False)
+
+    cold = evaluate_item(item, system(), cache=cache)
+    assert cold["cache"] == {"hit": False, "reason": "no cache entry", "stored_after_questions": True}
+    assert cold["stats"]["texts_encoded_by_kind"]["pieces"] > 0
+    entry = json.loads((cache.folder(item["item_id"], "memoria") / "pieces.json").read_text())
+    assert len(set(entry["texts"])) == cold["stats"]["texts_encoded_by_kind"]["pieces"]  # a repeated piece once
+    warm = evaluate_item(item, system(), cache=cache)
+    assert warm["cache"] == {"hit": True, "reason": None}  # nothing new: not stored again
+    assert warm["stats"]["texts_encoded_by_kind"] == {"turns": 0, "windows": 0, "pieces": 0, "questions": 1}
+    assert [[c["id"] for c in r["candidates"]] for r in warm["records"]] == \
+        [[c["id"] for c in r["candidates"]] for r in cold["records"]]
