@@ -19,9 +19,21 @@ def _need(module: str, extra: str):
         skip_outside_ci(f"{module} is not installed (`make test` installs it; pip install -e '.[{extra}]')")
 
 
+SESSIONS_KEPT = 6  # a real conversation cut to its first sessions and the questions they answer: lean in CI
+
+
 def _one_conversation(locomo_path, tmp_path):
+    """The first real conversation's first SESSIONS_KEPT sessions, with the questions whose evidence lies in them."""
+    conversation = json.loads(locomo_path.read_text())[0]
+    talk = conversation["conversation"]
+    kept = {f"D{n}" for n in range(1, SESSIONS_KEPT + 1)}
+    for key in [k for k in talk if k.startswith("session_") and k.split("_")[1] not in
+                {str(n) for n in range(1, SESSIONS_KEPT + 1)}]:
+        del talk[key]
+    conversation["qa"] = [q for q in conversation["qa"]
+                          if q.get("evidence") and all(str(e).split(":")[0] in kept for e in q["evidence"])]
     path = tmp_path / "conv1.json"
-    path.write_text(json.dumps(json.loads(locomo_path.read_text())[:1]))
+    path.write_text(json.dumps([conversation]))
     return path
 
 
@@ -51,12 +63,16 @@ def test_mnem_and_mempalace_on_one_locomo_conversation_here_and_on_a_farm(locomo
     assert "MNEM_BENCH" not in os.environ
     for results in (hybrid, dense, palace):
         ok = [r for r in results["records"] if r["status"] == "ok"]
-        assert len(ok) == 199 and all(r["candidates"] for r in ok if not r.get("abstention") and not r.get("excluded"))
+        assert len(ok) == len(json.loads(data.read_text())[0]["qa"]) > 20
+        assert all(r["candidates"] for r in ok if not r.get("abstention") and not r.get("excluded"))
         assert all(r["diagnostics"]["rejected_hits"] == [] for r in ok)
-        assert results["metrics"]["all"]["session"]["recall_any@10"] > 0.5  # far above chance on ~19 sessions
+        turns = sum(len(v) for k, v in json.loads(data.read_text())[0]["conversation"].items()
+                    if k.startswith("session_") and isinstance(v, list))
+        # far above chance: ten turns drawn at random from the kept sessions' turns
+        assert results["metrics"]["all"]["turn"]["recall_any@10"] > 3 * 10 / turns
     assert hybrid["settings_system"]["retrieval_mode"] == "mnem:hybrid" and hybrid["settings_system"]["version"] == "0.1.0"
     assert manifest["system"]["query"] == "text + vector" and dense["settings_system"]["query"] == "vector"
-    assert manifest["embedding_signature"]["model_id"].endswith("all-MiniLM-L6-v2")
+    assert manifest["system"]["embedding_signature"]["model_id"].endswith("all-MiniLM-L6-v2")
     assert palace_manifest["system"]["version"] == "3.11.0"
     # mnem 0.1.0's text lane ranks nothing: its fused retrieve orders exactly as the vector alone
     assert _rankings(hybrid) == _rankings(dense)
