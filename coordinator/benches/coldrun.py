@@ -225,7 +225,7 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output,
     if locomo:
         result["backend_quality"] = backend_quality(locomo, workdir)
     path = write_bench("coldrun", result, output)
-    return _table(result, path)
+    return _table(json.loads(Path(path).read_text()), path)  # as written: with the load the bench ended at
 
 
 def _fmt(value, spec: str) -> str:
