@@ -57,13 +57,19 @@ def test_a_store_shared_by_two_workers_serves_pieces_as_it_serves_turns(redis_se
     ranked = first.retrieve("item", QUESTION, 4)
     assert first.encoded_by_kind["pieces"] == len(first.memory.pieces.texts) > 4  # the first worker encodes them
     assert set(first.memory.pieces.texts) <= set(first_model.asked)
+    total = len(TURNS) + len(first.memory.pieces.texts) + 1
     for store, shared in ((tmp_path / "machine-a.sqlite", None), (tmp_path / "machine-b.sqlite", client)):
         # a second worker on the same machine (its store), then one on another machine (the farm's Redis)
         second, second_model = _worker(store, shared)
         assert second.retrieve("item", QUESTION, 4) == ranked
-        assert second_model.asked == [], "turns, pieces and the question all served, none encoded"
-        assert second.encoded_by_kind == {"turns": 0, "windows": 0, "pieces": 0, "questions": 0}
         assert second.memory.pieces.texts == first.memory.pieces.texts
         counts = second.embedding_counts
-        assert counts["encoded"] == 0 and counts["served"] == len(TURNS) + len(first.memory.pieces.texts) + 1
-        assert counts["shared"] == (0 if shared is None else counts["served"])
+        if shared is None:
+            assert second_model.asked == [], "turns, pieces and the question all served, none encoded"
+            assert second.encoded_by_kind == {"turns": 0, "windows": 0, "pieces": 0, "questions": 0}
+            assert counts["encoded"] == 0 and counts["served"] == total and counts["shared"] == 0
+        else:  # another machine encodes only the sample it checks the tier's vectors with; the rest is served
+            assert 0 < len(second_model.asked) == counts["verified"] == counts["encoded"]
+            assert set(second_model.asked) <= set(first_model.asked)  # nothing the first worker did not encode
+            assert counts["forged"] == 0 and counts["served"] == total - counts["encoded"]
+            assert counts["shared"] > 0 and counts["shared"] + counts["verified"] == total
