@@ -154,9 +154,9 @@ def test_the_build_context_leaves_out_the_venv_results_and_git():
     assert not ignored & {"wheels", "memoria", "adapters", "workers", "coordinator", "pyproject.toml", "README.md"}
 
 
-def test_ci_runs_the_compose_check_after_the_suite():
+def test_ci_runs_the_suite_the_manual_build_and_the_compose_check():
     ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.strip().startswith("make")]
-    assert ci == ["make test", "make compose-check"]
+    assert ci == ["make test", "make docs", "make compose-check"]
     assert re.search(r"^compose-check:\n\tbash tools/compose-check$", (REPO / "Makefile").read_text(), re.M)
 
 

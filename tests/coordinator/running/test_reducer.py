@@ -43,7 +43,9 @@ def test_a_run_measures_its_own_peak_memory_not_an_earlier_runs():
     from coordinator.running.local_executor import peak_rss_bytes, reset_peak_rss
 
     block = np.ones(256 * 2 ** 20 // 8)  # 256 MiB, touched
-    assert peak_rss_bytes() >= 256 * 2 ** 20
+    with_block = peak_rss_bytes()
+    assert with_block >= 256 * 2 ** 20
     del block
     reset_peak_rss()
-    assert peak_rss_bytes() < 256 * 2 ** 20
+    # the process may hold gigabytes of its own (a whole suite's models): the block's share must be gone
+    assert peak_rss_bytes() < with_block - 128 * 2 ** 20
