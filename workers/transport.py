@@ -154,6 +154,27 @@ class Channel(redis.Channel):
                     self.dropped(QUEUE if key in (self.unacked_key, self.unacked_index_key) else key.split(self.sep)[0],
                                  "key of another type", f"{key!r} held a {found}, not a {kind}: deleted")
 
+    def _queue_bind(self, exchange, routing_key, pattern, queue):
+        """kombu's declare of a binding (SADD to the exchange's tables); where a table held another type than the
+        set kombu writes, it is deleted, counted, and the binding made again. A worker's password may SET any
+        kombu key: a worker declares the task queue's, the control channel's and the events' tables as it
+        starts, and each such SADD failed, so that every worker started (or restarted) after the plant
+        stopped before it was ready, and the farm had none left to take the queued messages."""
+        try:
+            return super()._queue_bind(exchange, routing_key, pattern, queue)
+        except redis_client.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+        with self.conn_or_acquire() as client:
+            for key in (self.keyprefix_queue % (exchange,), self.keyprefix_binding_permanent % (exchange,)):
+                found = client.type(key)
+                found = found.decode() if isinstance(found, bytes) else found
+                if found not in ("set", "none"):
+                    client.delete(key)
+                    self.dropped(QUEUE if exchange == QUEUE else key, "key of another type",
+                                 f"{key!r} held a {found}, not a set: deleted")
+        return super()._queue_bind(exchange, routing_key, pattern, queue)
+
     def _receive_one(self, c):
         return self._dropping_undecodable("a control channel", super()._receive_one, c)
 

@@ -149,6 +149,25 @@ def test_a_queued_message_poisoned_in_any_field_is_dropped_counted_and_the_worke
                  what="the worker to take a message after the planted keys")
         assert worker.proc.poll() is None, worker.proc.output()[-3000:]
         assert int(coordinator.r.hget(DROPPED_KEY, "key of another type")) == 2
+
+        # kombu's binding tables made strings: the task queue's, the control channel's and the events'. A worker
+        # declares each as it starts (SADD), which failed: every worker started after the plant stopped before it
+        # was ready; now the tables are made again
+        for table in ("_kombu.binding.memfarm", "_kombu.binding.celery.pidbox", "_kombu.binding.celeryev"):
+            attacker.set(table, "not a set")
+        worker.stop()
+        fresh = workers(state["brokers"]["worker"], "w2", **state.get("tls", {})).wait_ready(180)
+        app = make_app(state["broker"])
+
+        def taken() -> int:  # task messages w2 was handed so far (its own count, not the queue's)
+            stats = app.control.inspect(timeout=5).stats() or {}
+            answer = next((a for name, a in stats.items() if name.startswith("w2@")), {"total": {}})
+            return answer["total"].get("memfarm.evaluate_item", 0)
+
+        enqueue(coordinator, app, run_id, coordinator.order(run_id)[:1])
+        wait_for(lambda: taken() == 1, 90, what=f"w2 to be handed a message past the planted tables ({fresh.log})")
+        assert all(attacker.type(t) == b"set" for t in ("_kombu.binding.memfarm", "_kombu.binding.celery.pidbox"))
+        assert fresh.proc.poll() is None, fresh.proc.output()[-3000:]
     finally:
         CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(tmp_path / "state")])
 
