@@ -139,6 +139,12 @@ DEFAULT_WINDOW_TURN_CHARS = 200
 #: Sentence vectors (memoria.pieces, signal `sentence`): a turn keeps at most this many. LoCoMo turns hold two to
 #: four sentences, so nearly every sentence of them gets its own; a long LongMemEval turn is cut into this many runs.
 DEFAULT_MAX_PIECES = 8
+#: The sentence signal is read for the head of a first ranking, not for every candidate: the candidates are ranked by
+#: every other signal of the first stage, and only the best `DEFAULT_SENTENCE_HEAD` of them have their pieces split,
+#: encoded and read (the rest keep their whole cosine, as a turn of one sentence does). 0 reads every candidate.
+#: The sources together reach nearly every turn of a LongMemEval haystack, so pieces for every candidate cost a cold
+#: run nearly every turn's pieces; the head bounds that by the question (see docs/cost.md for how it was set).
+DEFAULT_SENTENCE_HEAD = 30
 #: Session aggregation: a session scores the mean of its best `n` turn scores.
 DEFAULT_SESSION_TOP_N = 3
 #: Lexical feedback (memoria.ranking.feedback_terms): how many of the best first-stage turns give words, and how

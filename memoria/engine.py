@@ -91,6 +91,7 @@ class MemoryInterface:
         """The settings of the ranked modes as a manifest discloses them."""
         return {"weights": dict(self.weights), "mmr_lambda": self.mmr_lambda, "mmr_window": self.mmr_window,
                 "graph_seeds": self.graph_seeds, "session_top_n": self.session_top_n, "max_pieces": self.max_pieces,
+                "sentence_head": self.sentence_head,
                 "feedback": {"turns": self.feedback_turns, "terms": self.feedback_terms},
                 "speaker_strip": self.speaker_strip}
 
@@ -186,18 +187,18 @@ class MemoryInterface:
         """Bring the sentence vectors of `rows` ({id: (text, metadata)}) up to date; texts given to the embedder."""
         return self.pieces.ensure(rows, self.counted("pieces"), self.max_pieces, batch_size)
 
-    def _best_pieces(self, query_vector, lists) -> dict[int, float] | None:
-        """Each candidate's best sentence cosine, its pieces encoded now if it never reached ranking before."""
-        if not self.pieces_wanted:
-            return None
-        pool = {i for pairs in lists.values() for i, _ in pairs}
+    def _best_pieces(self, query_vector, ids) -> dict[int, float]:
+        """The best sentence cosine of each of `ids` (the head of a first ranking) that has pieces, its pieces
+        encoded now if it never reached that head before. Only `ids` are read, whatever else holds pieces, so a
+        ranking never depends on which questions came before it."""
+        wanted = set(ids)
         if self.pieces.max_pieces != self.max_pieces:
-            missing = pool
+            missing = wanted
         else:
-            missing = pool - self.pieces.checked
+            missing = wanted - self.pieces.checked
         if missing:
             self._pieces_of(self.store.get(sorted(missing)))
-        return self.pieces.best(query_vector, sorted(pool))
+        return self.pieces.best(query_vector, sorted(wanted))
 
     # -- what was encoded, by kind ------------------------------------------------
     def counted(self, kind: str) -> "_Tally":
@@ -291,7 +292,8 @@ class MemoryInterface:
     def _ranking_context(self, query: str, query_vector, lists) -> RankingContext:
         return RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids, query,
                               lexical_search=lambda terms: self.bm25.search_terms(terms, len(self.store)),
-                              best_pieces=self._best_pieces(query_vector, lists))
+                              pieces_for=(partial(self._best_pieces, query_vector) if self.max_pieces >= 2
+                                          and query_vector is not None else None))
 
     def ranking_context(self, query: str, mode: str = "full", limit: int = defaults.DEFAULT_RECALL_LIMIT):
         """What the ranking of a ranked `mode` reads for `query` (the sources' candidates, the question's vector),
@@ -306,7 +308,7 @@ class MemoryInterface:
         """Best-first `(id, score, diagnostics)` of a ranking context under this memory's ranking settings
         (`weights` replaces its weights for this call), and the ranking's diagnostics."""
         return rank(context, self.weights if weights is None else weights, limit, self.mmr_lambda, self.mmr_window,
-                    self.session_top_n, self.feedback_turns, self.feedback_terms)
+                    self.session_top_n, self.feedback_turns, self.feedback_terms, self.sentence_head)
 
     def _fuse(self, lists: dict[str, list[tuple[int, float]]]) -> list[tuple[int, float, dict]]:
         fused = reciprocal_rank_fusion({s: [i for i, _ in pairs] for s, pairs in lists.items()}, k=self.rrf_k)

@@ -35,11 +35,16 @@ class RankingContext:
     """What signals may read: the query's vector, the sources' lists, the derived view, the vectors."""
 
     def __init__(self, query_vector, lists: dict[str, list[tuple[int, float]]], view, vectors, total_ids: list[int],
-                 query: str = "", lexical_search=None, best_pieces: dict[int, float] | None = None):
+                 query: str = "", lexical_search=None, best_pieces: dict[int, float] | None = None,
+                 pieces_for=None):
         self.query_vector = query_vector
-        #: Each turn with sentence vectors: its best sentence's cosine with the question (memoria.pieces); None
-        #: where the memory keeps none (the `sentence` signal is then 0).
+        #: Each turn read for the sentence signal that has sentence vectors: its best sentence's cosine with the
+        #: question (memoria.pieces); None where the memory keeps none (the `sentence` signal is then 0). Given, or
+        #: filled by `rank` from `pieces_for` for the head of its first ranking.
         self.best_pieces = best_pieces
+        #: `pieces_for(ids)` -> {id: best sentence cosine} for those of `ids` with pieces (encoding them if need
+        #: be); None: the memory keeps no sentence vectors.
+        self.pieces_for = pieces_for
         self.query = query
         #: `lexical_search(terms)` -> [(id, BM25 score)] over the whole memory for tokenized terms; None: no
         #: lexical feedback.
@@ -187,10 +192,12 @@ def session_aggregate(scores: dict[int, float], session_of, top_n: int) -> dict[
 def rank(ctx: RankingContext, weights: dict[str, float], limit: int,
          mmr_lambda: float = defaults.DEFAULT_MMR_LAMBDA, mmr_window: int = defaults.DEFAULT_MMR_WINDOW,
          session_top_n: int = defaults.DEFAULT_SESSION_TOP_N,
-         feedback_turns: int = defaults.DEFAULT_FEEDBACK_TURNS, feedback_count: int = defaults.DEFAULT_FEEDBACK_TERMS):
+         feedback_turns: int = defaults.DEFAULT_FEEDBACK_TURNS, feedback_count: int = defaults.DEFAULT_FEEDBACK_TERMS,
+         sentence_head: int = defaults.DEFAULT_SENTENCE_HEAD):
     """Best-first `(id, final_score, diagnostics)` and the ranking's own diagnostics.
 
-    First every signal's weighted sum; with a `feedback` weight, each candidate
+    First every signal's weighted sum, the `sentence` signal read for the best
+    `sentence_head` candidates by every other signal (`_read_sentences`); with a `feedback` weight, each candidate
     then gains its BM25 score for words taken from the best `feedback_turns` of
     those sums (`feedback_terms`); then, with a `session` weight, each candidate
     gains its session's aggregate of the sums so far (normalised by the best
@@ -200,7 +207,9 @@ def rank(ctx: RankingContext, weights: dict[str, float], limit: int,
     if unknown:
         raise ValueError(f"unknown ranking signals {sorted(unknown)}; known: {sorted(KNOWN_SIGNALS)}")
     pool = sorted({i for pairs in ctx.lists.values() for i in pairs})
-    values = {name: SIGNALS[name](ctx, pool) for name in SIGNALS}
+    values = {name: SIGNALS[name](ctx, pool) for name in SIGNALS if name != "sentence"}
+    head = _read_sentences(ctx, weights, values, pool, sentence_head)
+    values["sentence"] = SIGNALS["sentence"](ctx, pool)
     first = {}
     for memory_id in pool:
         signal_values = {name: values[name][memory_id] for name in SIGNALS}
@@ -229,9 +238,25 @@ def rank(ctx: RankingContext, weights: dict[str, float], limit: int,
     reordered, mmr = _mmr(ctx, scored, mmr_lambda, mmr_window)
     final = reordered[:limit]
     diagnostics = {"pool": len(pool), "weights": dict(weights), "session_top_n": session_top_n,
+                   "sentence_head": {"size": sentence_head, "read": head},
                    "feedback": {"turns": feedback_turns, "terms": terms},
                    "mmr": {**mmr, "lambda": mmr_lambda, "window": mmr_window}}
     return final, diagnostics
+
+
+def _read_sentences(ctx: RankingContext, weights: dict, values: dict, pool, head_size: int) -> int | None:
+    """Fill `ctx.best_pieces` from `ctx.pieces_for` for the head of a first ranking: the best `head_size`
+    candidates by the weighted sum of every other first-stage signal (ties by id; 0: every candidate). The rest
+    keep their whole cosine in the sentence signal. Returns how many candidates were read (None: none could be,
+    or the signal weighs nothing, or the context came with its pieces)."""
+    if ctx.pieces_for is None or not weights.get("sentence", 0.0) or ctx.query_vector is None:
+        return None
+    first = {i: sum(weights.get(name, 0.0) * signal[i] for name, signal in values.items()) for i in pool}
+    head = sorted(pool, key=lambda i: (-score_key(first[i]), i))
+    if head_size:
+        head = head[:head_size]
+    ctx.best_pieces = ctx.pieces_for(head)
+    return len(head)
 
 
 def _mmr(ctx: RankingContext, scored, mmr_lambda: float, window: int):

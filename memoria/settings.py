@@ -64,6 +64,9 @@ class MemoriaSettings:
                                      minimum=1, ranked=True)
     max_pieces: int = setting(defaults.DEFAULT_MAX_PIECES, "sentence vectors a turn keeps at most (0: none)",
                               minimum=0, ranked=True, option=True)
+    sentence_head: int = setting(defaults.DEFAULT_SENTENCE_HEAD,
+                                 "best candidates of a first ranking whose sentence pieces are read (0: every one)",
+                                 minimum=0, ranked=True, option=True)
     session_top_n: int = setting(defaults.DEFAULT_SESSION_TOP_N, "a session scores the mean of its best N turns",
                                  minimum=1, ranked=True, option=True)
     feedback_turns: int = setting(defaults.DEFAULT_FEEDBACK_TURNS, "best turns that give feedback words", minimum=1,

@@ -148,30 +148,57 @@ def _locomo_turns(path, sessions: int):
 
 
 @pytest.mark.slow
-def test_candidates_only_pieces_give_every_candidate_the_signal_pieces_for_every_turn_give(embedder, locomo_path):
-    """Real turns, the real model: a memory that encodes the pieces of the turns reaching ranking, and one that
-    encodes every turn's first, rank every question alike, to the bit; the first encoded fewer pieces."""
+def test_head_only_pieces_give_the_rankings_pieces_for_every_turn_give(embedder, locomo_path):
+    """Real turns, the real model: a memory that encodes the pieces of the head of each first ranking, and one
+    that encodes every turn's first, read the same head and rank every question alike, to the bit, whatever else
+    either holds pieces for; the first encoded fewer pieces, and none outside the heads it read."""
     turns, questions = _locomo_turns(locomo_path, sessions=4)
 
-    def memory():
-        made = MemoryInterface(embedder=embedder, window_size=0, candidate_pool=8)  # a pool well short of the memory
+    def memory():  # a pool well short of the memory, a head well short of the pool
+        made = MemoryInterface(embedder=embedder, window_size=0, candidate_pool=8, sentence_head=5)
         BatchLoader(made).insert_batch([t for t, _ in turns], [m for _, m in turns], parallel_extract=False)
         return made
 
     every, candidates = memory(), memory()
     every.build_pieces()
     assert len(set(every.pieces.owners)) > 20 and candidates.pieces.owners == []
+    heads: set[int] = set()
     for question in questions[:12]:
         full, lazy = every.ranking_context(question, limit=10), candidates.ranking_context(question, limit=10)
         pool = sorted({i for pairs in full.lists.values() for i in pairs})
         assert pool == sorted({i for pairs in lazy.lists.values() for i in pairs}) and len(pool) < len(turns)
-        with_pieces = [i for i in pool if i in full.best_pieces]
-        assert {i: lazy.best_pieces[i] for i in with_pieces} == {i: full.best_pieces[i] for i in with_pieces}
-        assert not set(pool) - set(with_pieces) & set(lazy.best_pieces)  # a one-piece turn has none either way
+        read = lazy.pieces_for
+        lazy.pieces_for = lambda ids: (heads.update(ids), read(ids))[1]
+        ranked, diagnostics = every.rank(full, 10)
+        assert candidates.rank(lazy, 10)[0] == ranked  # ids, scores and every signal's value
+        assert diagnostics["sentence_head"] == {"size": 5, "read": 5} and set(full.best_pieces) <= set(pool)
+        assert lazy.best_pieces == full.best_pieces and len(lazy.best_pieces) <= 5
         assert SIGNALS["sentence"](lazy, pool) == SIGNALS["sentence"](full, pool)
         ranked = [(r["id"], r["score"]) for r in every.recall(question, mode="full", limit=10)["results"]]
         assert [(r["id"], r["score"]) for r in candidates.recall(question, mode="full", limit=10)["results"]] == ranked
-    assert set(candidates.pieces.owners) < set(every.pieces.owners)
+    assert set(candidates.pieces.owners) <= heads and set(candidates.pieces.owners) < set(every.pieces.owners)
     assert len(candidates.pieces.texts) < len(every.pieces.texts)
     assert every.encoded["pieces"] == len(set(every.pieces.texts))  # a piece said twice is encoded once
     assert 0 < candidates.encoded["pieces"] <= every.encoded["pieces"]
+
+
+def test_the_sentence_signal_is_read_for_the_head_of_the_first_ranking_only(embedder):
+    """With a head of one, the one candidate every other signal ranks first is split and read; the others keep
+    their whole cosine. A head of 0 reads every candidate."""
+    question = "Where has Melanie camped?"
+    weights = {"semantic": 1.0, "sentence": 1.0}
+    one = _memory(embedder, weights=weights, sentence_head=1)
+    context = one.ranking_context(question, limit=4)
+    pool = sorted({i for pairs in context.lists.values() for i in pairs})
+    first_stage = SIGNALS["semantic"](context, pool)
+    top = min(pool, key=lambda i: (-first_stage[i], i))
+    ranked, diagnostics = one.rank(context, 4)
+    assert diagnostics["sentence_head"] == {"size": 1, "read": 1}
+    assert set(one.pieces.checked) == {top} and set(context.best_pieces) <= {top}
+    every = _memory(embedder, weights=weights, sentence_head=0)
+    every_context = every.ranking_context(question, limit=4)
+    assert every.rank(every_context, 4)[1]["sentence_head"] == {"size": 0, "read": len(pool)}
+    assert set(every.pieces.checked) == set(pool) and len(every_context.best_pieces) > len(context.best_pieces or {})
+    # no sentence weight: nothing read, and the diagnostics say so
+    assert _memory(embedder, weights={"semantic": 1.0}).recall(question, mode="full", limit=4)["diagnostics"][
+        "ranking"]["sentence_head"]["read"] is None

@@ -81,6 +81,11 @@ def _best_by_hand(memory) -> dict[int, float]:
     return best
 
 
+def _rank(memory):
+    """Rank QUESTION in `full`: the head of its first ranking has its pieces built."""
+    return memory.rank(memory.ranking_context(QUESTION), 10)
+
+
 def _assert_best_pieces(memory):
     got = memory.pieces.best(memory.embedder.encode([QUESTION])[0])
     expected = _best_by_hand(memory)
@@ -121,6 +126,7 @@ def test_the_sentence_signal_is_the_better_of_a_turn_s_whole_cosine_and_its_best
     memory = _memory(turns)
     context = memory.ranking_context(QUESTION, limit=3)
     first, irrelevant, single = memory.view().ids
+    context.best_pieces = context.pieces_for([first, irrelevant, single])  # as `rank` reads its head
     assert set(context.best_pieces) == {first, irrelevant}
     raw = {first: max(_cosine(TURNS[0][0], QUESTION), _cosine("alpha beta gamma.", QUESTION)),
            irrelevant: 0.0, single: _cosine(TURNS[2][0], QUESTION)}
@@ -137,8 +143,9 @@ def test_with_no_turn_of_two_sentences_the_sentence_signal_is_the_whole_turn_s_c
              ("Ann: kappa lambda mu nu", "Ann")]
     memory = _memory(turns)
     context = memory.ranking_context(QUESTION, limit=3)
-    assert context.best_pieces == {}
     ids = memory.view().ids
+    context.best_pieces = context.pieces_for(ids)
+    assert context.best_pieces == {}
     assert SIGNALS["sentence"](context, ids) == pytest.approx(SIGNALS["semantic"](context, ids))
     assert SIGNALS["sentence"](context, ids)[ids[1]] == 1.0
 
@@ -184,7 +191,7 @@ def test_restoring_a_snapshot_without_pieces_drops_the_pieces_of_rows_that_are_g
     memory.build_pieces()
     memory.restore(tmp_path / "plain")
     assert memory.pieces.owners == [] and memory.pieces.max_pieces is None
-    memory.ranking_context(QUESTION)  # builds them for the restored rows
+    _rank(memory)  # builds them for the restored rows
     assert memory.pieces.texts == [p for t, s in other for p in split_pieces(t, s)]
     _assert_best_pieces(memory)
 
@@ -200,7 +207,7 @@ def test_pieces_held_before_an_insert_stay_valid_travel_in_a_snapshot_and_the_ne
     restored.restore(tmp_path / "state")
     assert restored.pieces.owners == held
     restored.embedder.texts.clear()
-    restored.ranking_context(QUESTION)  # every turn is a candidate: only the inserted turn's pieces are encoded
+    _rank(restored)  # every turn is a candidate: only the inserted turn's pieces are encoded
     assert restored.embedder.texts == [QUESTION, "delta alpha again here.", "quiet words only."]
     _assert_best_pieces(restored)
 
@@ -221,7 +228,7 @@ def test_a_snapshot_over_an_earlier_one_leaves_none_of_its_stale_pieces_or_windo
     restored = MemoryInterface(embedder=VocabularyEmbedder(), window_size=3, weights={"sentence": 1.0})
     restored.restore(tmp_path / "state")
     assert len(restored) == len(TURNS) + len(MORE) and restored.pieces.owners == []
-    restored.ranking_context(QUESTION)
+    _rank(restored)
     _assert_best_pieces(restored)
 
 
@@ -233,7 +240,7 @@ def test_pieces_snapshotted_under_another_max_pieces_are_built_again(tmp_path):
     eight = MemoryInterface(embedder=VocabularyEmbedder(), window_size=0, weights={"sentence": 1.0})
     eight.restore(tmp_path / "state")
     assert eight.pieces.max_pieces == 2
-    eight.ranking_context(QUESTION)
+    _rank(eight)
     assert "alpha delta upsilon phi." in eight.pieces.texts and eight.pieces.max_pieces == 8
     _assert_best_pieces(eight)
 

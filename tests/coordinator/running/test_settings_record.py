@@ -25,12 +25,13 @@ def test_arguments_already_written_read_back_into_the_same_spec_and_record():
     assert spec.memoria_settings == {"window_size": 3, "window_overlap": 1, "feedback_terms": 4}
     again = spec.arguments()
     # the same keys, in the same order; a file written before `--embedder` existed reads back as MiniLM's, one
-    # written before `--max-pieces` with the default (None: not given)
+    # written before `--max-pieces` or `--sentence-head` with the default (None: not given)
     written = dict(WRITTEN_ARGUMENTS)
     command_at = list(written).index("command")
     written = dict([*list(written.items())[:command_at], ("embedder", "minilm"), *list(written.items())[command_at:]])
     pieces_at = list(written).index("session_top_n")
-    written = dict([*list(written.items())[:pieces_at], ("max_pieces", None), *list(written.items())[pieces_at:]])
+    written = dict([*list(written.items())[:pieces_at], ("max_pieces", None), ("sentence_head", None),
+                    *list(written.items())[pieces_at:]])
     assert list(again) == list(written)
     assert json.loads(json.dumps(again)) == written
     assert json.loads(json.dumps(spec.system_settings())) == WRITTEN_SYSTEM_SETTINGS
