@@ -77,9 +77,11 @@ if __name__ == "__main__":
 @click.option("--weights", "weights_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Also rank under these weights (a weights file), beside the embedder's defaults.")
 @click.option("--by-type", is_flag=True, help="A row per question type as well.")
+@click.option("--sentence-heads", default="", help="Also rank with the sentence signal read for each of these "
+              "head sizes (comma-separated; 0: every candidate), with the turns whose pieces were read.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/ranking_lab", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/ranking_lab.json", show_default=True)
-def ranking_lab(locomo_files, longmemeval_files, embedder, weights_file, by_type, workdir, output):
+def ranking_lab(locomo_files, longmemeval_files, embedder, weights_file, by_type, sentence_heads, workdir, output):
     """fusion and full on LoCoMo and LongMemEval-format files at once, each question's sources asked once."""
     from pathlib import Path
 
@@ -100,7 +102,14 @@ def ranking_lab(locomo_files, longmemeval_files, embedder, weights_file, by_type
         datasets += [(Path(path).name, "locomo", path), (converted.name, "longmemeval", str(converted))]
     datasets += [(Path(path).name, "longmemeval", path) for path in longmemeval_files]
     weights = load_weights(weights_file) if weights_file else None
-    report = lab_report(datasets, embedder, weights, work / "memories", by_type,
+    try:
+        heads = [int(h) for h in sentence_heads.split(",") if h.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{sentence_heads!r} is no comma-separated list of integers",
+                                 param_hint="--sentence-heads") from None
+    if any(h < 0 for h in heads):
+        raise click.BadParameter("a head size is 0 or more", param_hint="--sentence-heads")
+    report = lab_report(datasets, embedder, weights, work / "memories", by_type, sentence_heads=heads,
                         progress=lambda item, n: click.echo(f"  {item}: {n} questions asked", err=True))
     click.echo(render(report))
     write_json(output, report)

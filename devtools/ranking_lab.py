@@ -146,10 +146,34 @@ def table(rows: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def evaluate_heads(asked: list[Asked], heads) -> dict[str, dict]:
+    """`full` with the sentence signal read for each head size in `heads` (memoria's `sentence_head`; 0: every
+    candidate): its table row, and how many distinct turns had their pieces read, summed over the memories."""
+    rows = {}
+    for head in heads:
+        read: dict[int, set] = {}
+        for entry in asked:
+            entry.memory.sentence_head = head
+        try:
+            per_question = []
+            for entry in asked:
+                per_question.append(entry.metrics(ranked_ids(entry)))
+                read.setdefault(id(entry.memory), set()).update(entry.context.best_pieces or {})
+        finally:
+            from memoria.defaults import DEFAULT_SENTENCE_HEAD
+
+            for entry in asked:
+                entry.memory.sentence_head = DEFAULT_SENTENCE_HEAD
+        rows[f"full, sentence head {head}"] = {**summary(per_question),
+                                               "turns_with_pieces_read": sum(len(ids) for ids in read.values())}
+    return rows
+
+
 def lab_report(datasets: list[tuple[str, str, str]], embedder: str, weights: dict | None, cache_dir, by_type: bool,
-               progress=None) -> dict:
-    """fusion, `full` at the embedder's default weights and, given `weights`, `full` under them, per dataset
-    (label, kind, path): the table a change of the ranking is judged by, on every format at once."""
+               progress=None, sentence_heads=()) -> dict:
+    """fusion, `full` at the embedder's default weights and, given `weights`, `full` under them (and under each
+    of `sentence_heads`), per dataset (label, kind, path): the table a change of the ranking is judged by, on
+    every format at once."""
     from memoria.defaults import weights_for
 
     report = {"embedder": embedder, "default_weights": weights_for(embedder), "weights": weights, "datasets": {}}
@@ -162,6 +186,7 @@ def lab_report(datasets: list[tuple[str, str, str]], embedder: str, weights: dic
             result = evaluate(asked, chosen, by_type=by_type)
             rows[name] = result["all"]
             rows.update({f"{name}: {kind_}": values for kind_, values in result.items() if kind_ != "all"})
+        rows.update(evaluate_heads(asked, sentence_heads))
         report["datasets"][label] = {"kind": kind, "path": str(path), "profile": profile, "rows": rows}
     return report
 

@@ -60,7 +60,8 @@ def test_the_lab_command_scores_a_locomo_file_in_both_formats(small_locomo, tmp_
     weights.write_text(json.dumps({"weights": {"semantic": 1.0}}))
     output = tmp_path / "lab.json"
     result = CliRunner().invoke(devtools, ["lab", "--locomo", str(small_locomo), "--weights", str(weights),
-                                           "--by-type", "--workdir", str(tmp_path / "work"), "--output", str(output)])
+                                           "--by-type", "--sentence-heads", "0,2,30", "--workdir", str(tmp_path / "work"),
+                                           "--output", str(output)])
     assert result.exit_code == 0, result.output
     report = json.loads(output.read_text())
     assert list(report["datasets"]) == ["small_locomo.json", "small_locomo.longmemeval.json"]
@@ -69,8 +70,14 @@ def test_the_lab_command_scores_a_locomo_file_in_both_formats(small_locomo, tmp_
         assert {"fusion", "full", "full, given weights"} <= set(rows)
         assert any(label.startswith("full: ") for label in rows)  # a row per question type
         assert rows["full"]["questions"] == rows["fusion"]["questions"] > 8
+        # the default head is 30: its row is `full`'s; a head of 2 reads fewer turns' pieces than every candidate
+        heads = {h: rows[f"full, sentence head {h}"] for h in (0, 2, 30)}
+        assert {k: v for k, v in heads[30].items() if k != "turns_with_pieces_read"} == rows["full"]
+        assert 0 < heads[2]["turns_with_pieces_read"] < heads[0]["turns_with_pieces_read"]
     assert report["datasets"]["small_locomo.longmemeval.json"]["profile"] == OFFICIAL
     headers = [line.split() for line in result.output.splitlines() if "t:recall_any@10" in line]
     assert len(headers) == 2 and all(h[0] == "s:recall_all@5" for h in headers)  # the strict metric first
+    bad = CliRunner().invoke(devtools, ["lab", "--locomo", str(small_locomo), "--sentence-heads", "30,x"])
+    assert bad.exit_code != 0 and "--sentence-heads" in bad.output
     missing = CliRunner().invoke(devtools, ["lab"])
     assert missing.exit_code != 0 and "--locomo or --longmemeval" in missing.output
