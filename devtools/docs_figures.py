@@ -193,9 +193,11 @@ def render_table(rows, columns: dict, digits: int, data: dict, path: str, dotted
         if absent:
             raise FigureError(f"{page}: {path}: row {number} of {dotted!r} has no {', '.join(absent)}")
         values.append([_find(row, k) for k in keys])
-    cells = [[format_value(v, digits, path, f"{dotted}.{n}.{k}", page) for k, v in zip(keys, row)]
-             for n, row in enumerate(values)]
-    numeric = [all(isinstance(row[i], (int, float)) and not isinstance(row[i], bool) for row in values)
+    # a cell with no value (a ratio of a row to itself) is a dash, not the word null
+    cells = [["—" if v is None else format_value(v, digits, path, f"{dotted}.{n}.{k}", page)
+              for k, v in zip(keys, row)] for n, row in enumerate(values)]
+    numeric = [all(row[i] is None or isinstance(row[i], (int, float)) and not isinstance(row[i], bool)
+                   for row in values)
                for i in range(len(keys))]
     lines = ["| " + " | ".join(str(columns[k]) for k in keys) + " |",
              "| " + " | ".join("---:" if n else "---" for n in numeric) + " |"]

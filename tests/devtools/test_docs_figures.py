@@ -93,6 +93,14 @@ def test_a_column_may_reach_into_a_row_and_a_tiny_value_keeps_its_magnitude(tmp_
     assert text.splitlines()[2] == "| 108 | 2e-17 | [-0.002, 0.500] |"
 
 
+def test_a_cell_without_a_value_is_a_dash_and_the_column_stays_numeric(tmp_path):
+    path = _published(tmp_path, "n.json", {**PROVENANCE, "rows": [{"mode": "fusion", "x": None},
+                                                                  {"mode": "full", "x": 1.054}]})
+    lines = render_figures(f'{{{{ fig_table("{path}", "rows", columns={{"mode": "mode", "x": "x fusion"}}) }}}}',
+                           tmp_path, "docs/p.md")[0].splitlines()
+    assert lines[1:4] == ["| --- | ---: |", "| fusion | \u2014 |", "| full | 1.054 |"]
+
+
 def test_a_macro_shown_as_code_is_left_alone(tmp_path):
     text = 'Write `{{ fig("results/published/NAME.json", "a") }}` in a page.'
     assert render_figures(text, tmp_path, "docs/p.md")[0] == text
