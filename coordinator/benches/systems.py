@@ -47,10 +47,11 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
     selected = only or extra
     chosen = [(label, options) for label, options in SYSTEMS if not selected or label in only or label == REFERENCE]
     chosen += [(spec, ["--system", spec]) for spec in extra]
-    datasets = {"locomo": (Path(locomo), []),
+    # `limit` cuts the LoCoMo file to its first conversations; the generated file is sized by `questions`.
+    datasets = {"locomo": (Path(locomo), ["--limit", str(limit)] if limit else []),
                 "longmemeval": (generated_longmemeval(workdir, questions, scale, seed=7), [])}
     rows, skipped = [], {}
-    for benchmark, (path, extra) in datasets.items():
+    for benchmark, (path, dataset_args) in datasets.items():
         files = {}
         for label, options in chosen:
             vendor = VENDOR_MODULES.get(options[options.index("--system") + 1])
@@ -58,9 +59,7 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
                 skipped[label] = f"{vendor} is not installed (pip install 'memoria-farm[{options[1]}]')"
                 continue
             out = workdir / f"{benchmark}_{len(files)}_{re.sub(r'[^A-Za-z0-9_.-]+', '-', label)}.json"
-            args = ["run", benchmark, "--dataset", str(path), *options, "--output", str(out), *extra]
-            if limit:
-                args += ["--limit", str(limit)]
+            args = ["run", benchmark, "--dataset", str(path), *options, "--output", str(out), *dataset_args]
             seconds, rss = measure_memfarm(args)
             files[label] = (out, seconds, rss)
         rows += _dataset_rows(benchmark, files, resamples)

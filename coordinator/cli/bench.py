@@ -86,7 +86,8 @@ def bench_ablation(locomo, questions, scale, workdir, output):
               help="Questions of the generated LongMemEval-S file.")
 @click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.1, show_default=True,
               help="Haystack size of the generated file (1.0: the real file's ~48 sessions a question).")
-@click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N items of each dataset.")
+@click.option("--limit", type=click.IntRange(1), default=None,
+              help="Only the first N conversations of the LoCoMo file (the generated file is sized by --questions).")
 @click.option("--system", "systems", multiple=True, metavar="SYSTEM",
               help="Only these rows (repeatable; memoria full, the reference, always runs): a row's label "
                    "('mnem dense'), or another system, a server (http://HOST:PORT[/PREFIX]) or a Python class, "

@@ -9,7 +9,7 @@ from coordinator.cli import main
 from tests.helpers import skip_outside_ci
 
 
-def _conversation():
+def _conversation(sample_id="tiny"):
     turns = [("Ann", "I hiked the Alps with Tom last week."), ("Bo", "I adopted a cat named Miso."),
              ("Ann", "My new job at the bakery starts Monday."), ("Bo", "We painted the kitchen yellow.")]
     conversation = {f"session_{i + 1}": [{"speaker": who, "dia_id": f"D{i + 1}:1", "text": text}]
@@ -18,7 +18,7 @@ def _conversation():
     qa = [{"question": "Where did Ann hike?", "answer": "the Alps", "evidence": ["D1:1"], "category": 4},
           {"question": "What is the cat called?", "answer": "Miso", "evidence": ["D2:1"], "category": 4},
           {"question": "Where does Ann work now?", "answer": "bakery", "evidence": ["D3:1"], "category": 4}]
-    return {"sample_id": "tiny", "conversation": conversation, "qa": qa}
+    return {"sample_id": sample_id, "conversation": conversation, "qa": qa}
 
 
 @pytest.mark.slow
@@ -28,10 +28,10 @@ def test_a_system_is_set_against_memoria_full_with_its_cost(tmp_path):
     except ImportError:
         skip_outside_ci("mnem is not installed (`make test` installs it; pip install -e '.[mnem]')")
     locomo = tmp_path / "locomo.json"
-    locomo.write_text(json.dumps([_conversation()]))
+    locomo.write_text(json.dumps([_conversation(), _conversation("left-out")]))
     out = tmp_path / "systems.json"
     result = CliRunner().invoke(main, ["bench", "systems", "--locomo", str(locomo), "--questions", "2",
-                                       "--scale", "0.02", "--system", "mnem dense", "--workdir", str(tmp_path / "wd"),
+                                       "--scale", "0.02", "--limit", "1", "--system", "mnem dense", "--workdir", str(tmp_path / "wd"),
                                        "--output", str(out)])
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
@@ -39,7 +39,9 @@ def test_a_system_is_set_against_memoria_full_with_its_cost(tmp_path):
     assert set(rows) == {(d, s) for d in ("locomo", "longmemeval") for s in ("memoria full", "mnem dense")}
     reference, mnem = rows[("locomo", "memoria full")], rows[("locomo", "mnem dense")]
     assert "session_recall_all_5_delta" not in reference and mnem["config"] == "mnem:dense"
-    assert mnem["n"] == 3 and mnem["session_recall_all_5_delta"] == pytest.approx(
+    # --limit keeps the LoCoMo file's first conversation and leaves the generated file its --questions
+    assert mnem["n"] == 3 and rows[("longmemeval", "mnem dense")]["n"] == 2 and data["limit"] == 1
+    assert mnem["session_recall_all_5_delta"] == pytest.approx(
         mnem["session_recall_all_5"] - reference["session_recall_all_5"], abs=1e-4)
     assert mnem["session_recall_all_5_ci_low"] <= mnem["session_recall_all_5_delta"] <= mnem["session_recall_all_5_ci_high"]
     assert 0 <= mnem["session_recall_all_5_p_holm"] <= 1
