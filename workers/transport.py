@@ -103,6 +103,16 @@ def unacked_problem(raw: bytes, queues) -> str | None:
     return f"holds a message whose {problem[0]} {problem[1]}" if problem else None
 
 
+#: Delete KEYS[1] where it holds a type other than ARGV[1] (nothing held is fine); returns the type it held.
+_DELETE_IF_OTHER_TYPE = """
+local found = redis.call('TYPE', KEYS[1]).ok
+if found ~= ARGV[1] and found ~= 'none' then
+    redis.call('DEL', KEYS[1])
+    return found
+end
+return false
+"""
+
 class QoS(redis.QoS):
     """kombu's acknowledgement emulation, dropping an unacknowledged entry it could not put back.
 
@@ -155,25 +165,58 @@ class Channel(redis.Channel):
                                  "key of another type", f"{key!r} held a {found}, not a {kind}: deleted")
 
     def _queue_bind(self, exchange, routing_key, pattern, queue):
-        """kombu's declare of a binding (SADD to the exchange's tables); where a table held another type than the
-        set kombu writes, it is deleted, counted, and the binding made again. A worker's password may SET any
-        kombu key: a worker declares the task queue's, the control channel's and the events' tables as it
-        starts, and each such SADD failed, so that every worker started (or restarted) after the plant
-        stopped before it was ready, and the farm had none left to take the queued messages."""
+        """kombu's declare of a binding (SADD to the exchange's tables, and for an expiring queue a ZADD to the
+        deadlines); where one of those keys held another type, it is deleted, counted, and the binding made again.
+        A worker's password may SET any kombu key: a worker declares the task queue's, the control channel's and
+        the events' tables as it starts, and each such declare failed, so that every worker started (or
+        restarted) after the plant stopped before it was ready, and the farm had none left to take the queued
+        messages."""
         try:
             return super()._queue_bind(exchange, routing_key, pattern, queue)
         except redis_client.ResponseError as exc:
             if "WRONGTYPE" not in str(exc):
                 raise
-        with self.conn_or_acquire() as client:
-            for key in (self.keyprefix_queue % (exchange,), self.keyprefix_binding_permanent % (exchange,)):
-                found = client.type(key)
-                found = found.decode() if isinstance(found, bytes) else found
-                if found not in ("set", "none"):
-                    client.delete(key)
-                    self.dropped(QUEUE if exchange == QUEUE else key, "key of another type",
-                                 f"{key!r} held a {found}, not a set: deleted")
+        self._drop_binding_keys_of_another_type([exchange])
         return super()._queue_bind(exchange, routing_key, pattern, queue)
+
+    def _refresh_bindings(self, queues):
+        """kombu's periodic refresh of an expiring queue's binding (the control channel's): a table planted as
+        another type while the worker ran made every refresh fail and the worker deaf to its broadcasts until a
+        restart. The keys are healed as a declare heals them, and the refresh made again."""
+        try:
+            return super()._refresh_bindings(queues)
+        except redis_client.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+        exchanges = {exchange for queue in queues for exchange, _, _ in self.state.queue_bindings(queue)}
+        self._drop_binding_keys_of_another_type(sorted(exchanges))
+        return super()._refresh_bindings(queues)
+
+    def sweep_bindings(self, limit=100):
+        try:
+            return super().sweep_bindings(limit)
+        except redis_client.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+        self._drop_binding_keys_of_another_type([])
+        return super().sweep_bindings(limit)
+
+    def _drop_binding_keys_of_another_type(self, exchanges) -> None:
+        """Delete each binding key of `exchanges` (and the shared deadlines) that holds another type than kombu
+        writes, type check and delete in one script: a worker that has just bound again never loses its table
+        to another worker's check made a moment before."""
+        wanted = {self.keyprefix_binding_deadlines: "zset"}
+        for exchange in exchanges:
+            wanted.update({self.keyprefix_queue % (exchange,): "set",
+                           self.keyprefix_binding_permanent % (exchange,): "set"})
+        with self.conn_or_acquire() as client:
+            for key, kind in wanted.items():
+                found = client.eval(_DELETE_IF_OTHER_TYPE, 1, key, kind)
+                if found:
+                    found = found.decode() if isinstance(found, bytes) else found
+                    exchange = next((e for e in exchanges if key.endswith("." + e)), None)
+                    self.dropped(QUEUE if exchange == QUEUE else key, "key of another type",
+                                 f"{key!r} held a {found}, not a {kind}: deleted")
 
     def _receive_one(self, c):
         return self._dropping_undecodable("a control channel", super()._receive_one, c)

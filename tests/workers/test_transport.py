@@ -106,3 +106,40 @@ def test_an_unacknowledged_entry_kombu_cannot_put_back_is_dropped_and_the_genuin
     assert [json.loads(m)["headers"]["id"] for m in raw.lrange(QUEUE, 0, -1)] == [genuine["headers"]["id"]]
     assert not raw.exists("memfarm:r:order")
     assert int(raw.hget(DROPPED_KEY, "unacked")) == len(planted)
+
+
+@pytest.mark.server
+def test_binding_keys_planted_as_another_type_are_healed_by_declare_refresh_and_sweep(redis_server):
+    """kombu's binding tables and the deadlines of expiring bindings, planted as strings: the declare of an
+    expiring queue (as the control channel's is), the periodic refresh of a consumed one and the sweep each
+    delete what they find planted, count it and do their work; a key of the right type is left alone."""
+    import workers.transport as transport
+
+    raw = connect(redis_server.url)
+    table, deadlines = "_kombu.binding.probe.pidbox", "_kombu.binding_deadlines"
+    before = sum(transport.DROPPED.values())
+    with Connection(redis_server.url) as conn:
+        channel = conn.channel()
+        queue = Queue("w1.probe.pidbox", Exchange("probe.pidbox", type="fanout"), expires=10.0, channel=channel)
+        raw.set(table, "not a set")
+        raw.set(deadlines, "not a zset")
+        queue.declare()
+        assert (raw.type(table), raw.type(deadlines)) == (b"set", b"zset")
+        assert sum(transport.DROPPED.values()) == before + 2
+        members = raw.smembers(table)
+
+        channel._active_queues.append(queue.name)  # consumed, so refreshed
+        raw.set(table, "not a set")
+        raw.set(deadlines, "not a zset")
+        channel._binding_expiry_refreshed_at = 0
+        channel._bindings_swept_at = float("inf")  # the refresh alone
+        channel.maybe_refresh_binding_expiry()
+        assert (raw.type(table), raw.type(deadlines)) == (b"set", b"zset") and raw.smembers(table) == members
+        assert sum(transport.DROPPED.values()) == before + 4
+
+        raw.set(deadlines, "not a zset")
+        channel.sweep_bindings()
+        assert raw.type(deadlines) == b"none" and raw.smembers(table) == members  # nothing overdue: none swept
+        assert sum(transport.DROPPED.values()) == before + 5
+        channel.maybe_refresh_binding_expiry()  # nothing planted: nothing counted
+        assert sum(transport.DROPPED.values()) == before + 5

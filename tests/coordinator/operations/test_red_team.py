@@ -152,8 +152,10 @@ def test_a_queued_message_poisoned_in_any_field_is_dropped_counted_and_the_worke
 
         # kombu's binding tables made strings: the task queue's, the control channel's and the events'. A worker
         # declares each as it starts (SADD), which failed: every worker started after the plant stopped before it
-        # was ready; now the tables are made again
-        for table in ("_kombu.binding.memfarm", "_kombu.binding.celery.pidbox", "_kombu.binding.celeryev"):
+        # was ready; now the tables are made again. The deadlines of expiring bindings (the control channel's
+        # queue expires) are a sorted set kombu writes in the same declare: planted too
+        for table in ("_kombu.binding.memfarm", "_kombu.binding.celery.pidbox", "_kombu.binding.celeryev",
+                      "_kombu.binding_deadlines"):
             attacker.set(table, "not a set")
         worker.stop()
         fresh = workers(state["brokers"]["worker"], "w2", **state.get("tls", {})).wait_ready(180)
@@ -167,7 +169,12 @@ def test_a_queued_message_poisoned_in_any_field_is_dropped_counted_and_the_worke
         enqueue(coordinator, app, run_id, coordinator.order(run_id)[:1])
         wait_for(lambda: taken() == 1, 90, what=f"w2 to be handed a message past the planted tables ({fresh.log})")
         assert all(attacker.type(t) == b"set" for t in ("_kombu.binding.memfarm", "_kombu.binding.celery.pidbox"))
+        assert attacker.type("_kombu.binding_deadlines") == b"zset"
         assert fresh.proc.poll() is None, fresh.proc.output()[-3000:]
+        # each deleted table counted: the task queue's in Redis (two before), the rest by the worker that met them
+        assert int(coordinator.r.hget(DROPPED_KEY, "key of another type")) == 3
+        mine = next(a for name, a in (app.control.inspect(timeout=5).stats() or {}).items() if name.startswith("w2@"))
+        assert mine["memfarm_dropped_messages"].get("other key of another type", 0) >= 2, mine
     finally:
         CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(tmp_path / "state")])
 
