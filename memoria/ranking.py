@@ -249,7 +249,10 @@ def _read_sentences(ctx: RankingContext, weights: dict, values: dict, pool, head
     candidates by the weighted sum of every other first-stage signal (ties by id; 0: every candidate). The rest
     keep their whole cosine in the sentence signal. Returns how many candidates were read (None: none could be,
     or the signal weighs nothing, or the context came with its pieces)."""
-    if ctx.pieces_for is None or not weights.get("sentence", 0.0) or ctx.query_vector is None:
+    if ctx.pieces_for is None:
+        return None
+    if not weights.get("sentence", 0.0) or ctx.query_vector is None:
+        ctx.best_pieces = None  # a context ranked before under a sentence weight keeps no stale pieces
         return None
     first = {i: sum(weights.get(name, 0.0) * signal[i] for name, signal in values.items()) for i in pool}
     head = sorted(pool, key=lambda i: (-score_key(first[i]), i))

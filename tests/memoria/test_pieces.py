@@ -202,3 +202,52 @@ def test_the_sentence_signal_is_read_for_the_head_of_the_first_ranking_only(embe
     # no sentence weight: nothing read, and the diagnostics say so
     assert _memory(embedder, weights={"semantic": 1.0}).recall(question, mode="full", limit=4)["diagnostics"][
         "ranking"]["sentence_head"]["read"] is None
+
+
+def test_a_head_reads_only_its_own_pieces_whatever_the_memory_already_encoded(embedder):
+    """A memory that encoded every candidate's pieces for one question (head 0) and then ranks with a head of
+    one reads that one turn's pieces only, and ranks as a fresh memory with a head of one does."""
+    question = "Where has Melanie camped?"
+    weights = {"semantic": 1.0, "sentence": 1.0}
+    warm = _memory(embedder, weights=weights, sentence_head=0)
+    warm.rank(warm.ranking_context(question, limit=4), 4)
+    assert len(warm.pieces.checked) == len(TURNS)  # every turn's pieces are held
+    warm.sentence_head = 1
+    context = warm.ranking_context(question, limit=4)
+    warm_ranked, _ = warm.rank(context, 4)
+    fresh = _memory(embedder, weights=weights, sentence_head=1)
+    fresh_context = fresh.ranking_context(question, limit=4)
+    fresh_ranked, _ = fresh.rank(fresh_context, 4)
+    assert set(context.best_pieces) == set(fresh_context.best_pieces) and len(fresh.pieces.checked) == 1
+    assert [(i, s) for i, s, _ in warm_ranked] == [(i, s) for i, s, _ in fresh_ranked]
+
+
+def test_a_context_ranked_again_without_the_sentence_weight_keeps_no_pieces(embedder):
+    """The sentence signal of a context ranked first with a sentence weight and then without is 0 everywhere,
+    as on a fresh context: diagnostics never depend on an earlier ranking of the same context."""
+    question = "Where has Melanie camped?"
+    memory = _memory(embedder, weights={"semantic": 1.0, "sentence": 1.0}, sentence_head=0)
+    reused = memory.ranking_context(question, limit=4)
+    memory.rank(reused, 4)
+    assert reused.best_pieces
+    again, _ = memory.rank(reused, 4, weights={"semantic": 1.0})
+    fresh, _ = memory.rank(memory.ranking_context(question, limit=4), 4, weights={"semantic": 1.0})
+    assert [d["signals"]["sentence"] for _, _, d in again] == [d["signals"]["sentence"] for _, _, d in fresh]
+    assert reused.best_pieces is None
+
+
+def test_equal_candidates_at_the_head_boundary_go_to_the_lowest_id(embedder):
+    """Turns every first-stage signal scores alike: a head of one reads the lowest id among them."""
+    same = [("Melanie: We camped at the beach with the kids last summer.", "Melanie")] * 3
+    memory = _memory(embedder, turns=same, weights={"semantic": 1.0, "sentence": 1.0}, sentence_head=1)
+    context = memory.ranking_context("Where did Melanie camp?", limit=3)
+    memory.rank(context, 3)
+    pool = sorted({i for pairs in context.lists.values() for i in pairs})
+    assert set(memory.pieces.checked) == {min(pool)}
+
+
+def test_the_default_head_is_the_one_the_published_comparisons_measured():
+    """docs/cost.md compares a head of 30 with every candidate: the default is that head."""
+    from memoria.defaults import DEFAULT_SENTENCE_HEAD
+
+    assert DEFAULT_SENTENCE_HEAD == 30 and MemoryInterface().sentence_head == DEFAULT_SENTENCE_HEAD
