@@ -56,7 +56,7 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
         for label, options in chosen:
             vendor = VENDOR_MODULES.get(options[options.index("--system") + 1])
             if vendor and importlib.util.find_spec(vendor) is None:
-                skipped[label] = f"{vendor} is not installed (pip install 'memoria-farm[{options[1]}]')"
+                skipped[label] = f"{vendor} is not installed (pip install -e '.[{options[1]}]' in the checkout)"
                 continue
             out = workdir / f"{benchmark}_{len(files)}_{re.sub(r'[^A-Za-z0-9_.-]+', '-', label)}.json"
             args = ["run", benchmark, "--dataset", str(path), *options, "--output", str(out), *dataset_args]
@@ -98,12 +98,11 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
             level, _, rest = metric.partition(":")
             name, _, k = rest.partition("@")
             row[column] = round((summary.get(level) or {}).get(f"{name}@{k}", float("nan")), 4)
-            entry = by_key.get((label, metric))
-            if entry:
-                low, high = entry["ci95"] or (None, None)
-                row[f"{column}_delta"] = _round(entry["delta"])
-                row[f"{column}_ci_low"], row[f"{column}_ci_high"] = _round(low), _round(high)
-                row[f"{column}_p_holm"] = _round(entry["p_holm"], 4)
+            entry = by_key.get((label, metric)) or {}  # none for the reference: its comparison fields are None
+            low, high = entry.get("ci95") or (None, None)
+            row[f"{column}_delta"] = _round(entry.get("delta"))
+            row[f"{column}_ci_low"], row[f"{column}_ci_high"] = _round(low), _round(high)
+            row[f"{column}_p_holm"] = _round(entry.get("p_holm"), 4)
         row.update(ingest_ms_per_turn=round(build_ms / docs, 2) if docs else None,
                    recall_p50_ms=round(statistics.median(runtimes), 2) if runtimes else None,
                    wall_s=round(seconds, 1), peak_rss_mib=round(rss / 2**20, 1))
@@ -120,7 +119,8 @@ def _table(rows: list[dict]) -> list[str]:
              f"{'nDCG10':>7}{'tR@10':>7}{'ms/turn':>9}{'p50 ms':>8}{'RSS MiB':>9}"]
     for r in rows:
         delta = (f"{r['session_recall_all_5_delta']:+.3f} [{r['session_recall_all_5_ci_low']:+.3f},"
-                 f"{r['session_recall_all_5_ci_high']:+.3f}]" if "session_recall_all_5_delta" in r else "reference")
+                 f"{r['session_recall_all_5_ci_high']:+.3f}]" if r["session_recall_all_5_delta"] is not None
+                 else "reference")
         p = f"{r['session_recall_all_5_p_holm']:.3g}" if r.get("session_recall_all_5_p_holm") is not None else "-"
         lines.append(f"{r['dataset']:<12}{r['system']:<16}{r['n']:>5}{r['session_recall_all_5']:>7.3f}{delta:>26}"
                      f"{p:>8}{r['session_recall_any_5']:>7.3f}{r['session_ndcg_10']:>7.3f}"
