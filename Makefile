@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
+# Where torch comes from: empty takes pip's own index (PyPI's Linux wheel of torch is a CUDA build, several GB);
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu takes the CPU build from PyTorch's index.
+TORCH_INDEX ?=
 QUESTIONS ?= 12
 SCALE ?= 0.1
 MODE ?= fusion
@@ -14,8 +17,8 @@ $(BIN)/memfarm: pyproject.toml
 	PYTHON=$(PYTHON) bash tools/system-packages venv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# torch first, pinned to a CPU build, so nothing below pulls a multi-GB CUDA build.
-	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	# torch first and pinned, so nothing below pulls another (a newer CUDA build) through a dependency.
+	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
@@ -30,7 +33,7 @@ run: setup
 	# every run in results/ side by side, a page per question; the command prints where the board is
 	$(BIN)/memfarm board results --output results/board
 
-# redis-server, chromium and git, installed where missing (as root with apt-get), or one message naming
+# redis-server, chromium, git, Node.js and npm, installed where missing (as root with apt-get), or one message naming
 # each missing package and its install command before any test runs.
 system-packages:
 	PYTHON=$(PYTHON) bash tools/system-packages

@@ -64,10 +64,6 @@ def bench_mutation(output, areas, lua_limit, timeout, keep):
     click.echo(f"wrote {output}")
 
 
-if __name__ == "__main__":
-    devtools()
-
-
 @devtools.command("lab")
 @click.option("--locomo", "locomo_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="A LoCoMo file; also scored as a LongMemEval-format file made from it.")
@@ -114,3 +110,7 @@ def ranking_lab(locomo_files, longmemeval_files, embedder, weights_file, by_type
     click.echo(render(report))
     write_json(output, report)
     click.echo(f"wrote {output}")
+
+
+if __name__ == "__main__":  # last, so every command above is registered before the group runs
+    devtools()

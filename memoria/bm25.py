@@ -49,7 +49,7 @@ def tokenize(text: str) -> list[str]:
 
     Without stemming a question's "camped" never meets a turn's "camping", and "pets" never "pet";
     on LoCoMo dev5 and on a LongMemEval-format file made from it, stemming lifts both `fusion` and `full`
-    (README, "The `full` mode")."""
+    (docs/full-mode.md)."""
     return [stem(t) for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
 
 

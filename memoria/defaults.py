@@ -68,7 +68,7 @@ DEFAULT_SOURCE_BUDGET_MS = 5000.0
 DEFAULT_SCHEDULER_POLICY = "all"
 
 #: Ranking weights of the `full` mode, one per signal. Tuned on the development data only
-#: (the five LoCoMo conversations in shared/data and generated LongMemEval-S files); see README.
+#: (the five LoCoMo conversations in shared/data and generated LongMemEval-S files); see docs/full-mode.md.
 #: `session` (the mean of a session's best turns), `date`, `temporal` and `quoted` are each
 #: set from a few values on LoCoMo dev5 (session 0.2 / 0.3 / 0.5 / 0.8, date 0.05 / 0.1 / 0.2,
 #: temporal 0.05 / 0.1); `name` and `window` lowered session R@5 there at every weight tried, so they
@@ -84,8 +84,8 @@ DEFAULT_SCHEDULER_POLICY = "all"
 #: LongMemEval-S files at once (`python -m devtools lab`), from semantic / sentence 0.55 / 0, 0.45 / 0.1,
 #: 0.35 / 0.2, 0.25 / 0.3, token 0.3 / 0.2 and session 0.5 / 0.7 / 1.0: 0.35 / 0.2 gains on both dev5 formats and
 #: loses no generated question; a heavier session gains on the converted file but costs the generated files'
-#: nDCG@10 (their fillers hold several loosely related turns), so it stays 0.5 (README, "Strict recall, both
-#: formats, each embedder").
+#: nDCG@10 (their fillers hold several loosely related turns), so it stays 0.5 (docs/full-mode.md,
+#: "Tuning, and whether it carries").
 DEFAULT_WEIGHTS = {
     "semantic": 0.35,
     "sentence": 0.2,

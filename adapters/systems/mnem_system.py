@@ -1,6 +1,6 @@
 """mnem (PyPI `mnem-py`, module `pymnem`) as a system under test, in memory, with the run's embedder.
 
-Optional: `pip install memoria-farm[mnem]`. mnem ships no model: every node gets
+Optional: `pip install -e '.[mnem]'`. mnem ships no model: every node gets
 the run's vector (`Transaction.add_embedding_f32`), so a comparison shares one
 embedder. Each item is a fresh in-memory repository and its docs are nodes of
 one label (the item's); mnem honours caller labels only while the environment
@@ -56,7 +56,7 @@ class MnemSystem:
         try:
             import pymnem  # noqa: F401
         except ImportError as exc:
-            raise ImportError("mnem is not installed: pip install 'memoria-farm[mnem]'") from exc
+            raise ImportError("mnem is not installed: pip install -e '.[mnem]' (in the checkout)") from exc
         from adapters.systems.memoria_system import embedder_threads, onnx_folder
         from memoria.embedder import LazyEmbedder
 

@@ -114,18 +114,21 @@ pass_cli = click.make_pass_decorator(CliContext)
 
 
 #: The manual's page for each command (`group sub` for a subcommand); a command not named here takes its
-#: group's page, and the root's (the CLI reference) when no group names one. Pages live under docs/.
+#: group's page (the root's is index.md), and the CLI reference only where no page is given at all. Pages live
+#: under docs/, and each names the commands that lead to it.
 MANUAL_PAGES = {
     "": "index.md",
     "run": "running.md", "doctor": "installing.md",
     "submit": "farm.md", "status": "farm.md", "requeue": "farm.md", "resume": "farm.md", "reduce": "farm.md",
     "runs": "farm.md", "forget": "farm.md", "worker": "farm.md", "flower": "farm.md", "cluster": "farm.md",
-    "forget-shared-embeddings": "embedders.md",
+    "forget-shared-embeddings": "embedders.md", "forget-stored-embeddings": "security.md",
+    "cluster revoke-machine": "security.md", "cluster renew-certs": "security.md",
     "analyze": "results.md", "compare": "results.md", "score": "results.md", "rankings": "results.md",
     "optimize": "full-mode.md",
     "synth": "datasets.md", "extract-questions": "datasets.md", "convert": "datasets.md",
     "ingest": "sources.md", "recall": "sources.md",
     "bench": "benchmarks.md", "bench embedders": "embedders.md", "bench encoders": "embedders.md",
+    "bench batch-rows": "embedders.md", "bench shared-verify": "embedders.md", "bench coldrun": "cost.md",
     "check-system": "http-systems.md",
     "bench systems": "outside-systems.md", "bench mnem-published": "outside-systems.md",
     "convert mnem-rankings": "outside-systems.md",

@@ -36,6 +36,9 @@ def test_every_help_names_a_manual_page_in_the_navigation():
         assert len(pages) == 1, f"memfarm {' '.join(path)} --help names no manual page:\n{result.output}"
         assert pages[0] in nav and (ROOT / "docs" / pages[0]).is_file(), pages[0]
         seen[" ".join(path)] = pages[0]
+        if path:  # the page a command's help leads to speaks of that command
+            assert " ".join(path) in (ROOT / "docs" / pages[0]).read_text(), \
+                f"memfarm {' '.join(path)} --help leads to docs/{pages[0]}, which never names it"
     assert len(seen) > 30  # every subcommand walked, groups' commands included
     assert seen[""] == "index.md" and seen["run"] == "running.md" and seen["compare"] == "results.md"
     assert seen["cluster up"] == "farm.md"  # a subcommand takes its group's page
