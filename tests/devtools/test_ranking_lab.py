@@ -81,3 +81,16 @@ def test_the_lab_command_scores_a_locomo_file_in_both_formats(small_locomo, tmp_
     assert bad.exit_code != 0 and "--sentence-heads" in bad.output
     missing = CliRunner().invoke(devtools, ["lab"])
     assert missing.exit_code != 0 and "--locomo or --longmemeval" in missing.output
+
+
+def test_the_lab_is_a_command_of_python_m_devtools_as_the_manual_runs_it():
+    """docs/full-mode.md and docs/cost.md run `python -m devtools lab`: every command of the group is
+    registered before the module runs it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "devtools", "lab", "--help"], cwd=root, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0 and "--sentence-heads" in result.stdout, result.stderr[-2000:]
