@@ -83,6 +83,7 @@ def ranking_lab(locomo_files, longmemeval_files, embedder, weights_file, by_type
 
     from adapters.files import write_json
     from adapters.locomo_longmemeval import write
+    from coordinator.benches.common import provenance
     from coordinator.results.optimize import load_weights
     from devtools.ranking_lab import lab_report, render
 
@@ -108,7 +109,7 @@ def ranking_lab(locomo_files, longmemeval_files, embedder, weights_file, by_type
     report = lab_report(datasets, embedder, weights, work / "memories", by_type, sentence_heads=heads,
                         progress=lambda item, n: click.echo(f"  {item}: {n} questions asked", err=True))
     click.echo(render(report))
-    write_json(output, report)
+    write_json(output, {**provenance(), **report})  # what made it, so the manual can render it
     click.echo(f"wrote {output}")
 
 

@@ -150,6 +150,7 @@ def evaluate_heads(asked: list[Asked], heads) -> dict[str, dict]:
     """`full` with the sentence signal read for each head size in `heads` (memoria's `sentence_head`; 0: every
     candidate): its table row, and how many distinct turns had their pieces read, summed over the memories."""
     rows = {}
+    before = {id(entry.memory): (entry.memory, entry.memory.sentence_head) for entry in asked}
     for head in heads:
         read: dict[int, set] = {}
         for entry in asked:
@@ -159,11 +160,9 @@ def evaluate_heads(asked: list[Asked], heads) -> dict[str, dict]:
             for entry in asked:
                 per_question.append(entry.metrics(ranked_ids(entry)))
                 read.setdefault(id(entry.memory), set()).update(entry.context.best_pieces or {})
-        finally:
-            from memoria.defaults import DEFAULT_SENTENCE_HEAD
-
-            for entry in asked:
-                entry.memory.sentence_head = DEFAULT_SENTENCE_HEAD
+        finally:  # each memory gets back the head it had
+            for memory, head_before in before.values():
+                memory.sentence_head = head_before
         rows[f"full, sentence head {head}"] = {**summary(per_question),
                                                "turns_with_pieces_read": sum(len(ids) for ids in read.values())}
     return rows
@@ -176,7 +175,8 @@ def lab_report(datasets: list[tuple[str, str, str]], embedder: str, weights: dic
     every format at once."""
     from memoria.defaults import weights_for
 
-    report = {"embedder": embedder, "default_weights": weights_for(embedder), "weights": weights, "datasets": {}}
+    report = {"embedder": embedder, "default_weights": weights_for(embedder), "weights": weights, "datasets": {},
+              "heads": []}
     for label, kind, path in datasets:
         profile = default_profile(kind)  # a run's: LongMemEval's official profile, LoCoMo's expected text
         asked = ask(kind, path, profile=profile, embedder=embedder, cache_dir=cache_dir, progress=progress)
@@ -186,8 +186,13 @@ def lab_report(datasets: list[tuple[str, str, str]], embedder: str, weights: dic
             result = evaluate(asked, chosen, by_type=by_type)
             rows[name] = result["all"]
             rows.update({f"{name}: {kind_}": values for kind_, values in result.items() if kind_ != "all"})
-        rows.update(evaluate_heads(asked, sentence_heads))
-        report["datasets"][label] = {"kind": kind, "path": str(path), "profile": profile, "rows": rows}
+        by_head = evaluate_heads(asked, sentence_heads)
+        rows.update(by_head)
+        # one flat row per dataset and head size, for a table of them all
+        report["heads"] += [{"dataset": label, "head": head, **by_head[f"full, sentence head {head}"]}
+                            for head in sentence_heads]
+        report["datasets"][label] = {"kind": kind, "path": str(path), "profile": profile, "rows": rows,
+                                     "table": [{"ranking": name, **values} for name, values in rows.items()]}
     return report
 
 
