@@ -34,12 +34,22 @@ class Mem0System:
         self._folder = None
 
     @property
+    def embedding_signature(self) -> dict:
+        """The run's MiniLM files, encoded by mem0's own HuggingFace embedder: the model is named in the results
+        file and on the board like every other system's, and the encoding path says it is mem0's, not the run's
+        (its batches are mem0's, so its vectors may differ from the run's in their last bits)."""
+        from memoria.model_files import packaged_signature
+
+        return {**packaged_signature(), "backend": "mem0 huggingface embedder (sentence-transformers/torch)",
+                "padding": "mem0's own (one text a call)"}
+
+    @property
     def config(self) -> dict:
         import mem0
 
         return {"name": self.name, "retrieval_mode": "mem0:vector", "version": getattr(mem0, "__version__", "?"),
                 "embedder": "huggingface:all-MiniLM-L6-v2 (local)", "vector_store": "qdrant (local path)",
-                "infer": False, "threshold": 0.0}
+                "infer": False, "threshold": 0.0, "embedding_signature": self.embedding_signature}
 
     def _config(self, folder: str) -> dict:
         return {

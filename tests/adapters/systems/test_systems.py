@@ -214,3 +214,8 @@ def test_mem0_runs_offline_through_the_same_contract(tmp_path, monkeypatch):
     assert results["system"] == "mem0" and all(r["candidates"] for r in results["records"])
     manifest = json.loads((tmp_path / "mem0.manifest.json").read_text())
     assert manifest["system"]["infer"] is False and manifest["fairness"]["top_k"] == 50
+    # the model is named as every other system's is (the board's embedder column), and the path is mem0's own
+    from memoria.model_files import packaged_signature
+
+    assert results["embedder"] == packaged_signature()["model_id"]
+    assert manifest["system"]["embedding_signature"]["backend"].startswith("mem0 ")
