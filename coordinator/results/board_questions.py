@@ -103,7 +103,9 @@ def question_page(group: dict, question: dict, previous: dict | None, following:
              _overview(rows, question["answers"]),
              '<p class="note">Per run, its top ' + str(SHOWN_CANDIDATES) + ' candidates: <span class="gold-turn">'
              '★ a gold turn</span>, <span class="gold-session">◆ a turn of a gold session</span>. Session ranks count '
-             'each session once, at its first turn, as the session metrics do.</p>']
+             'each session once, at its first turn, as the session metrics do. A score is the system\'s own; a system '
+             'may reorder its list after scoring (Memoria <code>full</code> diversifies its head with MMR), so the '
+             'order, not the score, is what is measured.</p>']
     for row, answer in zip(rows, question["answers"]):
         cls, symbol = _mark(answer)
         head = f'<h2 class="{cls}">#{row["position"]} {e(row["label"])} <span class="mark">{symbol}</span></h2>'
