@@ -117,7 +117,7 @@ def test_a_missing_vendor_package_makes_the_system_unavailable(monkeypatch):
 
     for name, module in (("mnem", "pymnem"), ("mempalace", "mempalace")):
         monkeypatch.setitem(__import__("sys").modules, module, None)  # `import module` now raises ImportError
-        with pytest.raises(SystemUnavailable, match=f"memoria-farm\\[{name}\\]"):
+        with pytest.raises(SystemUnavailable, match=f"pip install -e '\\.\\[{name}\\]'"):
             make_system(name)
 
 
