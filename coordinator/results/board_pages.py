@@ -32,7 +32,7 @@ K_CURVE = (1, 3, 5, 10, 30, 50)
 def _apart(group: dict) -> str:
     if not group["apart"]:
         return ""
-    items = "".join(f'<li>not comparable with <a href="#g{a["number"]}">group {a["number"]}</a>: '
+    items = "".join(f'<li>not comparable with <a href="#g{a["group"]}">group {a["group"]}</a>: '
                     f'{e("; ".join(a["differences"]))}</li>' for a in group["apart"])
     return f'<ul class="apart">{items}</ul>'
 

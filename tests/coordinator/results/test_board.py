@@ -74,6 +74,12 @@ def test_runs_of_the_same_questions_form_one_group_and_another_dataset_its_own(t
     assert any(d.startswith("dataset checksum ffffffffffff here, ") for d in said[1])
     fewer = {a["group"]: a["differences"] for a in by_system["fewer"]["apart"]}[1]
     assert fewer == ["question set differs (0 questions only here, 2 only there)"]
+    # groups of one benchmark are built into one board, each saying which group it cannot be ranked with
+    result = CliRunner().invoke(main, ["board", *map(str, paths), "--output", str(tmp_path / "b"),
+                                       "--resamples", "200"])
+    assert result.exit_code == 0, result.output
+    index = (tmp_path / "b" / "index.html").read_text()
+    assert index.count('not comparable with <a href="#g1">group 1</a>') == 2
 
 
 def test_two_runs_of_one_system_and_mode_are_told_apart_by_their_file_names(tmp_path, made):
