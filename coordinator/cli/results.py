@@ -41,6 +41,12 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
     if all_files:
         click.echo(json.dumps(analysis.summarize_directory(results_dir), indent=1))
         return
+    # a glob such as results/locomo_*.json also names each run's manifest, which sits beside it: passed over, said
+    manifests = [f for f in files if f.endswith(".manifest.json")]
+    files = [f for f in files if not f.endswith(".manifest.json")]
+    if manifests:
+        click.echo(f"skipped {len(manifests)} manifest(s) (a run's reproducibility record, not its results): "
+                   f"{', '.join(manifests[:3])}{' ...' if len(manifests) > 3 else ''}", err=True)
     if not files:
         raise click.UsageError("name at least one results file (or use --all)")
     loaded = [analysis.under_profile(analysis.load_results(f), profile) for f in files]

@@ -386,6 +386,10 @@ def test_every_item_says_where_its_time_went_and_analyze_adds_it_up(dataset, fir
     for name in phases:
         assert results["phases_ms"][name] == pytest.approx(
             sum(i["timings"]["phases_ms"][name] for i in manifest["items"]), abs=0.5)
-    report = CliRunner().invoke(main, ["analyze", str(dataset / "out.json")])
+    # as a glob names them: the results file and its manifest; the manifest is passed over and said to be
+    report = CliRunner().invoke(main, ["analyze", str(dataset / "out.json"), str(dataset / "out.manifest.json")])
     assert report.exit_code == 0, report.output
     assert "time by phase" in report.output and "encode" in report.output and "recall" in report.output
+    assert "skipped 1 manifest(s)" in report.output
+    alone = CliRunner().invoke(main, ["analyze", str(dataset / "out.manifest.json")])
+    assert alone.exit_code == 2 and "name at least one results file" in alone.output
