@@ -153,16 +153,10 @@ class Channel(redis.Channel):
         key), makes every BRPOP on it, or every bookkeeping of a taken message, fail: the message is lost and,
         where the error reached the worker's loop, the worker stopped, at each restart again. Such a key holds
         nothing kombu wrote, so it is deleted: the queue's keys (lists), the unacknowledged hash and its index."""
-        wanted = {self._q_for_pri(queue, pri): "list" for pri in self.priority_steps for queue in self._active_queues}
-        wanted.update({self.unacked_key: "hash", self.unacked_index_key: "zset"})
-        with self.conn_or_acquire() as client:
-            for key, kind in wanted.items():
-                found = client.type(key)
-                found = found.decode() if isinstance(found, bytes) else found
-                if found not in (kind, "none"):
-                    client.delete(key)
-                    self.dropped(QUEUE if key in (self.unacked_key, self.unacked_index_key) else key.split(self.sep)[0],
-                                 "key of another type", f"{key!r} held a {found}, not a {kind}: deleted")
+        wanted = {self._q_for_pri(queue, pri): ("list", queue) for pri in self.priority_steps
+                  for queue in self._active_queues}
+        wanted.update({self.unacked_key: ("hash", QUEUE), self.unacked_index_key: ("zset", QUEUE)})
+        self._drop_keys_of_another_type(wanted)
 
     def _queue_bind(self, exchange, routing_key, pattern, queue):
         """kombu's declare of a binding (SADD to the exchange's tables, and for an expiring queue a ZADD to the
@@ -171,52 +165,44 @@ class Channel(redis.Channel):
         the events' tables as it starts, and each such declare failed, so that every worker started (or
         restarted) after the plant stopped before it was ready, and the farm had none left to take the queued
         messages."""
-        try:
-            return super()._queue_bind(exchange, routing_key, pattern, queue)
-        except redis_client.ResponseError as exc:
-            if "WRONGTYPE" not in str(exc):
-                raise
-        self._drop_binding_keys_of_another_type([exchange])
-        return super()._queue_bind(exchange, routing_key, pattern, queue)
+        return self._healing_binding_keys([exchange], super()._queue_bind, exchange, routing_key, pattern, queue)
 
     def _refresh_bindings(self, queues):
         """kombu's periodic refresh of an expiring queue's binding (the control channel's): a table planted as
         another type while the worker ran made every refresh fail and the worker deaf to its broadcasts until a
         restart. The keys are healed as a declare heals them, and the refresh made again."""
-        try:
-            return super()._refresh_bindings(queues)
-        except redis_client.ResponseError as exc:
-            if "WRONGTYPE" not in str(exc):
-                raise
-        exchanges = {exchange for queue in queues for exchange, _, _ in self.state.queue_bindings(queue)}
-        self._drop_binding_keys_of_another_type(sorted(exchanges))
-        return super()._refresh_bindings(queues)
+        exchanges = sorted({exchange for queue in queues for exchange, _, _ in self.state.queue_bindings(queue)})
+        return self._healing_binding_keys(exchanges, super()._refresh_bindings, queues)
 
     def sweep_bindings(self, limit=100):
+        return self._healing_binding_keys([], super().sweep_bindings, limit)
+
+    def _healing_binding_keys(self, exchanges, call, *args):
+        """`call(*args)`; where it met a binding key of `exchanges` (or the shared deadlines) holding another type,
+        that key is deleted and counted, and the call made again, once."""
         try:
-            return super().sweep_bindings(limit)
+            return call(*args)
         except redis_client.ResponseError as exc:
             if "WRONGTYPE" not in str(exc):
                 raise
-        self._drop_binding_keys_of_another_type([])
-        return super().sweep_bindings(limit)
+        wanted = {self.keyprefix_binding_deadlines: ("zset", self.keyprefix_binding_deadlines)}
+        for exchange in exchanges:  # the task queue's tables are counted as the task queue's
+            where = QUEUE if exchange == QUEUE else None
+            wanted.update({key: ("set", where or key) for key in (self.keyprefix_queue % (exchange,),
+                                                                 self.keyprefix_binding_permanent % (exchange,))})
+        self._drop_keys_of_another_type(wanted)
+        return call(*args)
 
-    def _drop_binding_keys_of_another_type(self, exchanges) -> None:
-        """Delete each binding key of `exchanges` (and the shared deadlines) that holds another type than kombu
-        writes, type check and delete in one script: a worker that has just bound again never loses its table
-        to another worker's check made a moment before."""
-        wanted = {self.keyprefix_binding_deadlines: "zset"}
-        for exchange in exchanges:
-            wanted.update({self.keyprefix_queue % (exchange,): "set",
-                           self.keyprefix_binding_permanent % (exchange,): "set"})
+    def _drop_keys_of_another_type(self, wanted: dict) -> None:
+        """Delete each key of `wanted` ({key: (the type kombu writes, where to count it)}) that holds another type,
+        type check and delete in one script (a worker that has just written the key again never loses it to
+        another worker's check made a moment before); each deletion counted."""
         with self.conn_or_acquire() as client:
-            for key, kind in wanted.items():
+            for key, (kind, where) in wanted.items():
                 found = client.eval(_DELETE_IF_OTHER_TYPE, 1, key, kind)
                 if found:
                     found = found.decode() if isinstance(found, bytes) else found
-                    exchange = next((e for e in exchanges if key.endswith("." + e)), None)
-                    self.dropped(QUEUE if exchange == QUEUE else key, "key of another type",
-                                 f"{key!r} held a {found}, not a {kind}: deleted")
+                    self.dropped(where, "key of another type", f"{key!r} held a {found}, not a {kind}: deleted")
 
     def _receive_one(self, c):
         return self._dropping_undecodable("a control channel", super()._receive_one, c)
