@@ -191,8 +191,7 @@ def lab_report(datasets: list[tuple[str, str, str]], embedder: str, weights: dic
         # one flat row per dataset and head size, for a table of them all
         report["heads"] += [{"dataset": label, "head": head, **by_head[f"full, sentence head {head}"]}
                             for head in sentence_heads]
-        report["datasets"][label] = {"kind": kind, "path": str(path), "profile": profile, "rows": rows,
-                                     "table": [{"ranking": name, **values} for name, values in rows.items()]}
+        report["datasets"][label] = {"kind": kind, "path": str(path), "profile": profile, "rows": rows}
     return report
 
 
