@@ -11,7 +11,7 @@ SCALE ?= 0.1
 MODE ?= fusion
 DATA := data/generated
 
-.PHONY: setup run test docs bench bench-mutation bench-fleet clean system-packages compose-check node-example
+.PHONY: setup run check test docs bench bench-mutation bench-fleet clean system-packages compose-check node-example
 
 $(BIN)/memfarm: pyproject.toml
 	PYTHON=$(PYTHON) bash tools/system-packages venv
@@ -54,6 +54,12 @@ $(NODE_EXAMPLE)/node_modules/.installed: $(NODE_EXAMPLE)/package-lock.json
 
 node-example: $(NODE_EXAMPLE)/node_modules/.installed
 	cd $(NODE_EXAMPLE) && npm run --silent build && npm test --silent
+
+# The fast tier, to run after every change: every test that needs neither the real model, a redis-server, worker
+# processes nor a browser, nor is marked slow (tests/conftest.py marks each test from its fixtures). Its slowest tests
+# and its total close the run.
+check: setup $(VENV)/.extras-installed
+	$(BIN)/python -m pytest -q --fast -n 2
 
 # -rs: every skip's reason reaches the log (in CI, CI=true turns an environment skip into a failure).
 test: system-packages setup $(VENV)/.extras-installed node-example

@@ -102,7 +102,7 @@ def _write_many(path, start, count):
 def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     path = tmp_path / "e.sqlite"
     EmbeddingStore(path)
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("fork")  # a forked opener starts in milliseconds, a spawned one in a second
     writers = [context.Process(target=_write_many, args=(path, start, 400)) for start in (0, 200)]  # 200 overlap
     for writer in writers:
         writer.start()
@@ -128,7 +128,7 @@ def _open_at_once(path, barrier, failures):
 def test_workers_opening_a_new_store_at_once_all_open_it(tmp_path):
     """Workers sharing one cache volume open the same new store together (two containers starting at once):
     switching it to WAL can meet another's lock, which SQLite reports at once instead of waiting. None fails."""
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("fork")  # a forked opener starts in milliseconds, a spawned one in a second
     for round_ in range(20):
         path = tmp_path / f"fresh{round_}.sqlite"
         barrier, failures = context.Barrier(8), context.Queue()

@@ -28,7 +28,7 @@ from workers.ledger import Ledger
 
 from tests.farm_support import cluster_up
 
-pytestmark = [pytest.mark.server]
+pytestmark = [pytest.mark.server, pytest.mark.usefixtures("cluster")]  # each test starts a cluster
 FAST = {"MEMFARM_TASK_TIME_LIMIT": "60", "MEMFARM_VISIBILITY_TIMEOUT": "65"}
 
 
@@ -169,7 +169,7 @@ def _request_answer_in(control, exchange: str, routing_key: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
-def test_flower_sees_a_cluster_run_and_its_monitor_user_can_do_nothing_else(tmp_path, monkeypatch, tls):
+def test_flower_sees_a_cluster_run_and_its_monitor_user_can_do_nothing_else(tmp_path, monkeypatch, tls, chromium):
     for key, value in FAST.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("MEMFARM_FLOWER_USER", "watcher")

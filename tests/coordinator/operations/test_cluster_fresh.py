@@ -17,7 +17,7 @@ from coordinator.running.ledger import connect
 from tests.farm_support import cluster_up, wait_for
 from workers.transport import DROPPED_KEY
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.usefixtures("cluster")]  # each test starts a cluster
 
 
 def _listed(port: int, auth: str) -> dict:

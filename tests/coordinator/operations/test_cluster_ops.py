@@ -23,7 +23,7 @@ from coordinator.running.ledger import connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset
 
-pytestmark = [pytest.mark.server]
+pytestmark = [pytest.mark.server, pytest.mark.usefixtures("cluster")]  # each test starts a cluster
 from tests.farm_support import cluster_up as up
 
 FAST = {"MEMFARM_TASK_TIME_LIMIT": "60", "MEMFARM_VISIBILITY_TIMEOUT": "65"}

@@ -85,6 +85,7 @@ def test_a_full_cache_disk_is_a_fail(redis_server, tmp_path, monkeypatch):
         assert check.status == "FAIL" and "No space left on device" in check.detail
 
 
+@pytest.mark.usefixtures("workers")  # it starts a worker itself, to see it refuse
 def test_a_worker_refuses_to_start_on_a_failed_check(redis_server, tmp_path):
     with full_disk(tmp_path / "tiny") as disk:
         worker = subprocess.run([sys.executable, "-m", "coordinator.cli", "worker", "--cache-dir", str(disk)], cwd=REPO,

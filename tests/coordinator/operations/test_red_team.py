@@ -18,7 +18,7 @@ from workers.app import make_monitor_app
 
 from tests.farm_support import cluster_up
 
-pytestmark = [pytest.mark.server]
+pytestmark = [pytest.mark.server, pytest.mark.usefixtures("cluster")]  # each test starts a cluster
 
 
 def _cluster_up(tmp_path, *args) -> dict:

@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from tests.helpers import render_in_chromium
 from click.testing import CliRunner
 
 from coordinator.results import analyze as analysis
@@ -156,7 +155,7 @@ def test_every_per_file_chart_names_its_file(files, monkeypatch):
                         "b.json: by question type", f"b.json: rank histogram {per_file[3].split('histogram ')[1]}"]
 
 
-def test_plots_and_html_report_in_headless_chromium(files, tmp_path):
+def test_plots_and_html_report_in_headless_chromium(files, tmp_path, chromium):
     report = tmp_path / "report.html"
     result = CliRunner().invoke(main, ["analyze", str(files[0]), str(files[1]), "--plot", str(tmp_path / "plots"),
                                        "--html", str(report)])
@@ -165,7 +164,7 @@ def test_plots_and_html_report_in_headless_chromium(files, tmp_path):
     assert {"recall_session.png", "recall_turn.png", "groups_0.png", "ranks_0.png"} <= set(pngs)
     assert all((tmp_path / "plots" / p).read_bytes().startswith(b"\x89PNG") for p in pngs)
     shot = tmp_path / "report.png"
-    dom = render_in_chromium(report, shot)
+    dom = chromium(report, shot)
     assert "<table>" in dom and dom.count("<img") >= 4 and "data:image/png;base64," in dom
     assert "id=\"comparison\"" in dom and "a.json" in dom and "b.json" in dom
     assert "Farm run" not in dom, "no farm section for local runs"

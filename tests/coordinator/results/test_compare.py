@@ -14,7 +14,6 @@ from coordinator.results.compare import bootstrap_interval, compare_files, holm,
 from coordinator.running.reducer import reduce_run
 from adapters.records import candidate, question_record
 from adapters.errors import ResultsError
-from tests.helpers import render_in_chromium
 
 
 def _binary(wins: int, losses: int, both_hit: int, both_miss: int) -> tuple[dict, dict]:
@@ -298,7 +297,7 @@ def test_two_real_runs_compared_through_the_command_line(tmp_path, locomo_path):
             assert c["p_value"] == pytest.approx(_two_sided_binomial(c["wins"]["count"], c["losses"]["count"]))
 
 
-def test_the_html_report_pairs_the_files_strict_metric_first_and_plots_each_difference(tmp_path):
+def test_the_html_report_pairs_the_files_strict_metric_first_and_plots_each_difference(tmp_path, chromium):
     hits_a = {f"c{i % 3}:q{i}": int(i % 5 < 3) for i in range(40)}
     hits_b = {q: 1 if n % 4 == 0 else hit for n, (q, hit) in enumerate(hits_a.items())}
     a = results_file(tmp_path / "fusion.json", hits_a)
@@ -306,7 +305,7 @@ def test_the_html_report_pairs_the_files_strict_metric_first_and_plots_each_diff
     page = tmp_path / "report.html"
     result = CliRunner().invoke(main, ["analyze", a, b, "--html", str(page)])
     assert result.exit_code == 0, result.output
-    dom = render_in_chromium(page, tmp_path / "report.png", height=2400)
+    dom = chromium(page, tmp_path / "report.png", height=2400)
     paired = dom[dom.index('id="paired"'):dom.index("<h2>Charts")]
     assert paired.index("session:recall_all@5") < paired.index("session:recall_any@5") < paired.index("turn:recall_any@10")
     table = compare_files([load_results(a), load_results(b)])

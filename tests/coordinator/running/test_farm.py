@@ -17,7 +17,7 @@ from coordinator.cli import main
 from coordinator.running.farm import reduce_farm_run, watch
 from coordinator.running.ledger import RunLedger, connect
 from tests.farm_support import REPO, wait_for
-from tests.helpers import render_in_chromium, write_dataset
+from tests.helpers import write_dataset
 from workers.app import make_app
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -66,7 +66,7 @@ def _one_record_per_question(results, dataset):
     assert sorted(r["question_id"] for r in results["records"]) == sorted(ids)
 
 
-def test_two_workers_give_the_local_records(redis_server, workers, data, local_results, tmp_path):
+def test_two_workers_give_the_local_records(redis_server, workers, data, local_results, tmp_path, chromium):
     for name in ("w1", "w2"):
         workers(redis_server.url, name).wait_ready()
     out = tmp_path / "farm.json"
@@ -95,7 +95,7 @@ def test_two_workers_give_the_local_records(redis_server, workers, data, local_r
     report = CliRunner().invoke(main, ["analyze", str(out), "--html", str(page)])
     assert report.exit_code == 0, report.output
     shot = tmp_path / "farm_report.png"
-    dom = render_in_chromium(page, shot, height=5200)  # tall enough to hold the farm section
+    dom = chromium(page, shot, height=5200)  # tall enough to hold the farm section
     assert "id=\"farm-0\"" in dom and "Farm run " in dom
     assert "alt=\"farm_workers_0\"" in dom and "alt=\"farm_timeline_0\"" in dom
     assert all(name in dom for name in block["workers"]) and "Retries (" in dom and "Failures (0)" in dom
@@ -412,13 +412,14 @@ def test_redis_killed_and_restarted_mid_run_loses_nothing(redis_server, workers,
 
 def test_runs_lists_forget_removes_and_reduce_sets_the_expiry(redis_server, workers, data, tmp_path, monkeypatch):
     monkeypatch.setenv("MEMFARM_RUN_TTL_SECONDS", "600")
-    workers(redis_server.url, "w1").wait_ready()
+    worker = workers(redis_server.url, "w1").wait_ready()
     out = tmp_path / "r.json"
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data["small"]), "--limit", "2",
                                        "--run-id", "kept", "--output", str(out)], env={"MEMFARM_BROKER": redis_server.url})
     assert result.exit_code == 0, result.output
     ledger = RunLedger(connect(redis_server.url))
     assert all(0 < ledger.r.ttl(k) <= 600 for k in ledger.run_keys("kept"))
+    worker.stop()  # no worker left to take it: "busy" stays in progress for as long as the test needs
     _submit(redis_server.url, data["small"], "--limit", "2", "--run-id", "busy")
     listing = CliRunner().invoke(main, ["runs"], env={"MEMFARM_BROKER": redis_server.url})
     assert listing.exit_code == 0 and "kept" in listing.output and "reduced" in listing.output, listing.output
