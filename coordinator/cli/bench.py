@@ -366,6 +366,6 @@ def bench_mnem_published(report, scored, run_file, dataset, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/board.json", show_default=True)
 def bench_board(questions, runs, workdir, output):
     """`memfarm board` over generated runs: build seconds, peak memory, folder size and file count."""
-    from coordinator.benches.board import run_board_bench
+    from coordinator.benches.board_build import run_board_bench
 
     click.echo(run_board_bench(questions, runs, workdir, output))

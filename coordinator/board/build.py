@@ -14,7 +14,7 @@ import logging
 import time
 from pathlib import Path
 
-from coordinator.results import board_data, board_pages
+from coordinator.board import data as board_data, pages as board_pages
 from coordinator.results.compare import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 logger = logging.getLogger(__name__)
