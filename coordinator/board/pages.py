@@ -1,7 +1,7 @@
-"""The board's pages: static HTML written from `board_data.build_data`, opened from the file system or any server.
+"""The board's pages: static HTML written from `data.build_data`, opened from the file system or any server.
 
 Every text that comes from a results file (questions, candidates' turns, ids,
-system names, settings, paths) goes through `board_html.e` (HTML-escaped, quotes too) and
+system names, settings, paths) goes through `markup.e` (HTML-escaped, quotes too) and
 stands only in element text or a double-quoted attribute; links and file names
 are the board's own (`q/00001.html`), never a results file's. Each page carries a
 Content-Security-Policy that lets script come only from the board's own
