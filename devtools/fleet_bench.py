@@ -60,7 +60,7 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
     from coordinator.running.reducer import write_results
     from coordinator.running.spec import RunSpec
     from adapters.errors import MemfarmError
-    from workers.app import make_app
+    from workers.farm.app import make_app
 
     reason = unavailable_reason()
     if reason:

@@ -40,12 +40,12 @@ PYTHON_SCOPE = {
              "adapters.locomo.xǁLoCoMoǁ_question__mutmut_*", "adapters.locomo.x_normalise_evidence__*",
              "adapters.locomo.x_session_of__*"),
     "abstention": ("adapters.longmemeval.x_abstention_reason__*",),
-    "ledger (Python)": ("workers.ledger.xǁLedgerǁbegin__*", "workers.ledger.xǁLedgerǁheartbeat__*",
-                        "workers.ledger.xǁLedgerǁfinish__*", "workers.ledger.xǁLedgerǁfail__*",
-                        "workers.ledger.x_stale_after__*"),
+    "ledger (Python)": ("workers.farm.ledger.xǁLedgerǁbegin__*", "workers.farm.ledger.xǁLedgerǁheartbeat__*",
+                        "workers.farm.ledger.xǁLedgerǁfinish__*", "workers.farm.ledger.xǁLedgerǁfail__*",
+                        "workers.farm.ledger.x_stale_after__*"),
 }
 PYTHON_FILES = ("adapters/metrics.py", "adapters/official.py", "memoria/rrf.py", "adapters/longmemeval.py",
-                "adapters/locomo.py", "workers/ledger.py")
+                "adapters/locomo.py", "workers/farm/ledger.py")
 #: The tests mutmut may pick from (it runs, per mutant, those that cover the mutated function).
 TESTS = ("tests/adapters/test_official.py", "tests/adapters/test_metrics.py", "tests/adapters/test_records.py",
          "tests/adapters/test_longmemeval.py", "tests/adapters/test_locomo.py", "tests/memoria/test_rrf.py",

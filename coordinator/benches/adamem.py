@@ -46,7 +46,7 @@ def _evaluate(spec, broker: str | None, timeout: float) -> tuple[dict, dict]:
         return run_local(spec)
     from coordinator.running import farm
     from coordinator.running.ledger import RunLedger, connect
-    from workers.app import make_app
+    from workers.farm.app import make_app
 
     ledger, app = RunLedger(connect(broker)), make_app(broker)
     run_id, _ = farm.submit(ledger, app, spec, broker)

@@ -170,7 +170,7 @@ def forget_command(cli, run_id, broker, force):
 @pass_cli
 def forget_shared_embeddings_command(cli, broker):
     """Remove every vector workers shared through this redis (--shared-embeddings); they expire after 7 days."""
-    from workers.shared_vectors import forget_all
+    from workers.farm.shared_vectors import forget_all
 
     ledger, _ = cli.connect(broker)
     click.echo(f"forgot the shared embeddings: {forget_all(ledger.r)} keys removed; each machine's own store keeps "
@@ -250,10 +250,10 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
     connect(broker)  # one clear line for a wrong password or a missing server
     _refuse_on_failed_checks(broker, cache_dir, max_seq_length, embedder)
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    from workers.app import make_app
+    from workers.farm.app import make_app
 
     app = make_app(broker)
-    import workers.tasks  # noqa: F401  (registers the task)
+    import workers.farm.tasks  # noqa: F401  (registers the task)
 
     app.worker_main([
         "worker", "--loglevel", loglevel, "--concurrency", str(concurrency), "--pool", "prefork",
@@ -320,10 +320,10 @@ def flower(broker, address, port, no_auth):
     else:
         env.pop("FLOWER_BASIC_AUTH", None)
         env["FLOWER_UNAUTHENTICATED_API"] = "true"
-    # The broker URL reaches Flower through MEMFARM_BROKER (read by workers.app), never its command line.
+    # The broker URL reaches Flower through MEMFARM_BROKER (read by workers.farm.app), never its command line.
     # Workers send events from their start and ignore control commands, so Flower does not ask them to.
-    argv = [sys.executable, "-m", "celery", "-A", "workers.monitor", "flower", f"--address={address}", f"--port={port}",
-            "--enable_events=False"]
+    argv = [sys.executable, "-m", "celery", "-A", "workers.farm.monitor", "flower", f"--address={address}",
+            f"--port={port}", "--enable_events=False"]
     os.execve(sys.executable, argv, env)
 
 

@@ -34,7 +34,7 @@ FARM_KEYS = "~memfarm* ~unacked* ~_kombu.* ~*.celery.pidbox*"
 #: queues (`<uuid>.reply.celery.pidbox`, a hex first character, which no farm key has), its event queue
 #: and the two exchanges' binding tables (kombu refreshes and sweeps them with Lua, and checks queue
 #: lengths in MULTI blocks). It subscribes to the events and publishes inspect requests on the workers'
-#: control channel; workers obey no control command on it (`workers.app`), so a shutdown sent there is
+#: control channel; workers obey no control command on it (`workers.farm.app`), so a shutdown sent there is
 #: ignored. No LPUSH to the task queue, no access to a run's keys, no CLIENT, no INFO.
 MONITOR_KEYS = ("%R~memfarm %R~memfarm??[369] ~[0-9a-f]*.reply.celery.pidbox* ~celeryev.* "
                 "~_kombu.binding.reply.celery.pidbox ~_kombu.binding_permanent.reply.celery.pidbox "

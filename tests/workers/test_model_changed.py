@@ -13,7 +13,7 @@ from coordinator.running.farm import watch
 from coordinator.running.ledger import RunLedger, connect
 from tests.farm_support import REPO
 from tests.helpers import write_dataset
-from workers.app import make_app
+from workers.farm.app import make_app
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from workers.tasks import incompatibility
+from workers.farm.tasks import incompatibility
 
 SIGNATURE = {"model_id": "m", "dimension": 384}
 

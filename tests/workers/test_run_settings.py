@@ -8,14 +8,14 @@ from click.testing import CliRunner
 
 from coordinator.cli import main
 from tests.helpers import write_dataset
-from workers.run_settings import checked_settings
+from workers.farm.run_settings import checked_settings
 
 
 @pytest.fixture()
 def staged(redis_server, tmp_path, monkeypatch):
     """A run staged for real (one item), and a ledger as a worker sees it."""
-    from workers import tasks
-    from workers.ledger import Ledger, connect
+    from workers.farm import tasks
+    from workers.farm.ledger import Ledger, connect
 
     for name, value in (("_LEDGER", None), ("_SYSTEMS", {})):
         monkeypatch.setattr(tasks, name, value)
@@ -40,7 +40,7 @@ def _rewrite(ledger, **settings):
 @pytest.mark.parametrize("worker_cache", [True, False], ids=["worker-with-cache-dir", "worker-without-cache-dir"])
 def test_a_run_meta_naming_a_path_outside_the_worker_s_directories_is_refused(staged, tmp_path, monkeypatch,
                                                                               worker_cache):
-    from workers.tasks import process_item
+    from workers.farm.tasks import process_item
 
     ledger, item_id = staged
     if worker_cache:
@@ -59,7 +59,7 @@ def test_a_run_meta_naming_a_path_outside_the_worker_s_directories_is_refused(st
 
 @pytest.mark.server
 def test_a_wrongly_typed_setting_is_refused_by_name(staged):
-    from workers.tasks import process_item
+    from workers.farm.tasks import process_item
 
     ledger, item_id = staged
     _rewrite(ledger, batch_size="32; rm -rf /")

@@ -15,7 +15,7 @@ from coordinator.operations.doctor import OK, WARN, redis_checks
 from coordinator.operations.processes import free_port
 from coordinator.running.ledger import connect
 from tests.farm_support import cluster_up, wait_for
-from workers.transport import DROPPED_KEY
+from workers.farm.transport import DROPPED_KEY
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 

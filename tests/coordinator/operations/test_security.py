@@ -18,7 +18,7 @@ from coordinator.running.farm import watch
 from coordinator.running.ledger import RunLedger, connect
 from tests.farm_support import PASSWORD, REPO, wait_for
 from tests.helpers import write_dataset
-from workers.app import make_app
+from workers.farm.app import make_app
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 FAST = {"MEMFARM_TASK_TIME_LIMIT": "60", "MEMFARM_VISIBILITY_TIMEOUT": "65"}

@@ -18,7 +18,7 @@ from coordinator.running.farm import reduce_farm_run, watch
 from coordinator.running.ledger import RunLedger, connect
 from tests.farm_support import REPO, wait_for
 from tests.helpers import render_in_chromium, write_dataset
-from workers.app import make_app
+from workers.farm.app import make_app
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -192,7 +192,7 @@ def test_resume_after_the_coordinator_died(redis_server, workers, data, tmp_path
 
 def test_the_same_item_twice_leaves_one_record(redis_server, data, monkeypatch):
     monkeypatch.setenv("MEMFARM_BROKER", redis_server.url)
-    from workers.tasks import process_item
+    from workers.farm.tasks import process_item
 
     ledger = RunLedger(connect(redis_server.url))
     run_id = _submit(redis_server.url, data["small"], "--limit", "2")

@@ -21,8 +21,8 @@ from coordinator.running.farm import (heal_orphans, progress, recover_lost, redu
 from coordinator.running.ledger import RunLedger, connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset
-from workers.app import make_app
-from workers.ledger import pack
+from workers.farm.app import make_app
+from workers.farm.ledger import pack
 
 pytestmark = pytest.mark.server
 

@@ -12,7 +12,7 @@ from coordinator.running.ledger import RunLedger, connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset
 from tests.http_support import TOKEN, reference_server, wire_server
-from workers.app import make_app
+from workers.farm.app import make_app
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 

@@ -27,8 +27,8 @@ import redis
 
 from adapters.errors import MemfarmError
 from adapters.redaction import redact
-from workers.ledger_values import (MAX_META_BYTES, MAX_UNPACKED_BYTES, STAGED_FIELDS, LedgerValueError, check_fields,
-                                   check_info, check_item_id, check_meta, kind_checked, shown, unpack)
+from workers.farm.ledger_values import (MAX_META_BYTES, MAX_UNPACKED_BYTES, STAGED_FIELDS, LedgerValueError, check_fields,
+                                        check_info, check_item_id, check_meta, kind_checked, shown, unpack)
 
 logger = logging.getLogger(__name__)
 
