@@ -51,7 +51,7 @@ TESTS = ("tests/adapters/test_official.py", "tests/adapters/test_metrics.py", "t
          "tests/adapters/test_longmemeval.py", "tests/adapters/test_locomo.py", "tests/memoria/test_rrf.py",
          "tests/workers/test_ledger.py")
 
-LUA_SCRIPTS = ("_BEGIN", "_HEARTBEAT", "_FINISH", "_FAIL")
+LUA_SCRIPTS = ("BEGIN", "HEARTBEAT", "FINISH", "FAIL")
 #: (pattern, replacement) applied at one match at a time.
 LUA_OPERATORS = ((r" > ", " >= "), (r" < ", " <= "), (r" == ", " ~= "), (r" ~= ", " == "), (r"'1'", "'0'"),
                  (r"(?<!\[)(?<!return )\b1\b(?!\])", "2"), (r"'done'", "'failed'"), (r"'failed_final'", "'failed'"),
@@ -132,7 +132,7 @@ def lua_mutants(source: str) -> list[tuple[str, str, str]]:
 
 
 def run_lua_mutants(workdir: Path, tests, timeout_each: float, limit: int | None = None) -> list[dict]:
-    ledger = workdir / "workers" / "ledger.py"
+    ledger = workdir / "workers" / "farm" / "ledger_scripts.py"
     original = ledger.read_text(encoding="utf-8")
     results = []
     try:

@@ -87,7 +87,7 @@ def _one_question(workdir: Path, data: Path, companion: Path) -> dict:
 
 def _farm_run(workdir: Path, broker: str, data: Path, companion: Path, tag: str, workers: int, options: list,
               claims: bool) -> dict:
-    from workers.farm.ledger import connect
+    from workers.farm.connection import connect
     from workers.farm.shared_vectors import forget_all
 
     forget_all(connect(broker))  # every run cold: no vectors from the run before

@@ -122,7 +122,8 @@ def redis_checks(broker: str, worker: bool = False) -> list[Check]:
 
     from adapters.errors import MemfarmError
     from workers.farm.app import QUEUE
-    from workers.farm.ledger import connect, redact
+    from adapters.redaction import redact
+    from workers.farm.connection import connect
     from workers.farm.transport import DROPPED_KEY
 
     where = redact(broker)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from adapters.errors import MemfarmError
 from coordinator.running.farm import progress
 from coordinator.running.ledger import RunLedger, check_run_id, connect, redact
-from workers.farm.ledger import join_sessions, pack, split_sessions
+from workers.farm.staging_codec import join_sessions, pack, split_sessions
 
 pytestmark = pytest.mark.server
 
@@ -470,7 +470,7 @@ def test_split_and_join_give_back_any_turn_list(rows):
 
 
 def test_the_run_dictionary_is_what_redis_holds_even_after_forget_and_restage(ledger, tmp_path):
-    from workers.farm.ledger import ZDICT_BYTES
+    from workers.farm.staging_codec import ZDICT_BYTES
 
     item = _longmemeval_items(tmp_path, questions=1)[0]
     ledger.create_run("s4", {"created": time.time()})

@@ -10,7 +10,7 @@ from adapters import longmemeval_synth_m as M
 from adapters.longmemeval import LongMemEval
 from adapters.official import PROFILE as OFFICIAL
 from workers.item.evaluate import label_for, make_docs
-from workers.farm.ledger import join_sessions, split_sessions
+from workers.farm.staging_codec import join_sessions, split_sessions
 
 
 @pytest.fixture()

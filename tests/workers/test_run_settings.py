@@ -15,7 +15,8 @@ from workers.farm.run_settings import checked_settings
 def staged(redis_server, tmp_path, monkeypatch):
     """A run staged for real (one item), and a ledger as a worker sees it."""
     from workers.farm import tasks
-    from workers.farm.ledger import Ledger, connect
+    from workers.farm.connection import connect
+    from workers.farm.ledger import Ledger
 
     for name, value in (("_LEDGER", None), ("_SYSTEMS", {})):
         monkeypatch.setattr(tasks, name, value)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from coordinator.cli import main
 from memoria.embedding_store import ORIGIN_LOCAL, ORIGIN_SHARED, EmbeddingStore, StoredEmbedder, text_key
 from tests.workers.test_shared_vectors import Counting
-from workers.farm.ledger import connect
+from workers.farm.connection import connect
 from workers.farm.shared_vectors import PREFIX, RedisVectors
 
 pytestmark = pytest.mark.server

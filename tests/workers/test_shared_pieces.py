@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from adapters.systems.memoria_system import MemoriaSystem
-from workers.farm.ledger import connect
+from workers.farm.connection import connect
 from workers.farm.shared_vectors import RedisVectors
 
 pytestmark = pytest.mark.server

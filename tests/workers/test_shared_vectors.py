@@ -6,7 +6,7 @@ import redis
 
 from coordinator.operations.processes import free_port
 from memoria.embedding_store import EmbeddingStore, StoredEmbedder, text_key
-from workers.farm.ledger import connect
+from workers.farm.connection import connect
 from workers.farm.shared_vectors import BUDGET_KEY, PREFIX, RedisVectors
 
 pytestmark = pytest.mark.server

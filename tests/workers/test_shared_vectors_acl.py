@@ -11,7 +11,7 @@ from coordinator.operations.cluster import ACL_RULES, acl_config
 from coordinator.operations.processes import free_port, start_redis
 from memoria.embedding_store import EmbeddingStore, StoredEmbedder, text_key
 from tests.workers.test_shared_vectors import Counting
-from workers.farm.ledger import connect
+from workers.farm.connection import connect
 from workers.farm.shared_vectors import BUDGET_KEY, CLAIM_PREFIX, PREFIX, RedisVectors, forget_all
 
 pytestmark = pytest.mark.server

@@ -61,7 +61,7 @@ def make_app(broker: str | None = None) -> Celery:
         raise MemfarmError(f"visibility timeout ({visibility}s) must exceed the hard time limit ({hard_limit}s), "
                            "or a running item would be handed to a second worker")
     app = Celery("memfarm", broker=broker, include=["workers.farm.tasks"])
-    from workers.farm.ledger import tls_files
+    from workers.farm.connection import tls_files
 
     tls = tls_files(broker)
     if tls:

@@ -17,7 +17,8 @@ from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
 from adapters.systems.http_system import is_http_system, origin
 from adapters.terminal import printable
-from workers.farm.ledger import Ledger, connect, stale_after
+from workers.farm.connection import connect
+from workers.farm.ledger import Ledger, stale_after
 from workers.farm.ledger_values import shown
 from workers.farm.run_settings import checked_settings
 from workers.version import CODE_VERSION

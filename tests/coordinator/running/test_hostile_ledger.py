@@ -22,7 +22,7 @@ from coordinator.running.ledger import RunLedger, connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset
 from workers.farm.app import make_app
-from workers.farm.ledger import pack
+from workers.farm.staging_codec import pack
 
 pytestmark = pytest.mark.server
 
