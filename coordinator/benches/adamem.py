@@ -45,7 +45,7 @@ def _evaluate(spec, broker: str | None, timeout: float) -> tuple[dict, dict]:
 
         return run_local(spec)
     from coordinator.running import farm
-    from coordinator.running.ledger import RunLedger, connect
+    from coordinator.running.run_ledger import RunLedger, connect
     from workers.farm.app import make_app
 
     ledger, app = RunLedger(connect(broker)), make_app(broker)

@@ -41,7 +41,7 @@ def _generate(workdir: Path, questions: int, sessions: int, share: float, seed: 
 def _staging(workdir: Path, data: Path) -> dict:
     from coordinator.operations.doctor import dataset_check
     from coordinator.operations.processes import free_port, start_redis
-    from coordinator.running.ledger import RunLedger, connect
+    from coordinator.running.run_ledger import RunLedger, connect
 
     started = time.perf_counter()
     check = dataset_check(data)

@@ -144,7 +144,7 @@ def runs_command(cli, broker):
 def forget_command(cli, run_id, broker, force):
     """Remove every key of RUN_ID from redis (refuses a run still in progress without --force)."""
     from coordinator.running.farm import progress
-    from coordinator.running.ledger import LedgerValueError
+    from coordinator.running.run_ledger import LedgerValueError
 
     ledger, _ = cli.connect(broker)
     if not ledger.has_meta(run_id):
@@ -221,7 +221,7 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
     """A Celery worker for farm runs (sane defaults for a small machine)."""
     import json
 
-    from coordinator.running.ledger import connect
+    from coordinator.running.run_ledger import connect
     from coordinator.running.spec import resolved_system
 
     from adapters.systems.http_system import TOKEN_ENV, is_http_system, origin

@@ -19,8 +19,8 @@ import redis
 
 from adapters.errors import ResultsError
 from adapters.records import failure_outcome
-from coordinator.running.ledger import (DEFAULT_RUN_TTL_SECONDS, ItemState, LedgerValueError, RunLedger, check_run_id,
-                                        redact)
+from coordinator.running.run_ledger import (DEFAULT_RUN_TTL_SECONDS, ItemState, LedgerValueError, RunLedger,
+                                            check_run_id, redact)
 from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
 from workers.farm.app import QUEUE, TASK_NAME, task_time_limit

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from adapters.errors import MemfarmError
 from coordinator.running.farm import progress
-from coordinator.running.ledger import RunLedger, check_run_id, connect, redact
+from coordinator.running.run_ledger import RunLedger, check_run_id, connect, redact
 from workers.farm.staging_codec import join_sessions, pack, split_sessions
 
 pytestmark = pytest.mark.server

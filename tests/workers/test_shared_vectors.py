@@ -61,7 +61,7 @@ def test_a_damaged_vector_is_not_served(client):
 
 
 def test_shared_vectors_live_outside_every_run_and_can_be_forgotten(client):
-    from coordinator.running.ledger import RunLedger
+    from coordinator.running.run_ledger import RunLedger
     from workers.farm.shared_vectors import forget_all
 
     tier = RedisVectors(client)

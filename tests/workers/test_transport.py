@@ -5,7 +5,7 @@ import json
 import pytest
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 
-from coordinator.running.ledger import connect
+from coordinator.running.run_ledger import connect
 from workers.farm.transport import Transport, message_problem
 
 #: Payloads no consumer can take: not JSON, nested past Python's recursion limit, JSON of another shape.

@@ -8,7 +8,7 @@ set of records) or failed. Every transition is one Lua script, so it is
 atomic, and each is tied to the attempt that made it: a late finish or
 failure of an attempt that was given up on changes nothing, and `done` is
 never overwritten. The coordinator's half (staging, requeue, resume, watch,
-reduce) is `coordinator.running.ledger.RunLedger`, built on this class.
+reduce) is `coordinator.running.run_ledger.RunLedger`, built on this class.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from coordinator.cli import main
 from coordinator.operations.processes import free_port
 from coordinator.operations.processes import process_alive as alive
 from coordinator.running.farm import reduce_farm_run, watch
-from coordinator.running.ledger import RunLedger, connect
+from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset
 from workers.farm.app import make_app

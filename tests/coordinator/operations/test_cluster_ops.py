@@ -19,7 +19,7 @@ from adapters.errors import MemfarmError
 from coordinator.cli import main
 from coordinator.operations import cluster
 from coordinator.operations.processes import free_port, process_alive, start_redis
-from coordinator.running.ledger import connect
+from coordinator.running.run_ledger import connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset
 

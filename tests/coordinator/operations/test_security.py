@@ -15,7 +15,7 @@ from adapters.errors import MemfarmError
 from coordinator.cli import main
 from coordinator.operations.processes import process_alive as alive
 from coordinator.running.farm import watch
-from coordinator.running.ledger import RunLedger, connect
+from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import PASSWORD, REPO, wait_for
 from tests.helpers import write_dataset
 from workers.farm.app import make_app

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from adapters.errors import MemfarmError
 from coordinator.cli import main
 from coordinator.running.farm import resume
-from coordinator.running.ledger import RunLedger, connect
+from coordinator.running.run_ledger import RunLedger, connect
 from tests.helpers import write_dataset
 from workers.farm.app import make_app
 from workers.farm.ledger import Ledger

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from adapters.longmemeval import extract_questions
 from coordinator.cli import main
 from coordinator.running.farm import reduce_farm_run, watch
-from coordinator.running.ledger import RunLedger, connect
+from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import REPO, wait_for
 from tests.helpers import render_in_chromium, write_dataset
 from workers.farm.app import make_app

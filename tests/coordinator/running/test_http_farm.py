@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from coordinator.cli import main
 from coordinator.running.farm import watch
-from coordinator.running.ledger import RunLedger, connect
+from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset
 from tests.http_support import TOKEN, reference_server, wire_server
