@@ -44,7 +44,7 @@ def _evaluate(spec, broker: str | None, timeout: float) -> tuple[dict, dict]:
         from coordinator.running.local_executor import run_local
 
         return run_local(spec)
-    from coordinator.running import farm
+    from coordinator.running import farm_run as farm
     from coordinator.running.run_ledger import RunLedger, connect
     from workers.farm.app import make_app
 

@@ -61,7 +61,7 @@ def bench_locomo(dataset, workdir, output, embedder):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/farm.json", show_default=True)
 def bench_farm(questions, scale, workdir, output):
     """Farm vs local (warm and cold), 2 workers vs 1, broker overhead; starts its own redis and workers."""
-    from coordinator.benches.farm import run_farm_bench
+    from coordinator.benches.farm_vs_local import run_farm_bench
 
     click.echo(run_farm_bench(questions, scale, workdir, output))
 

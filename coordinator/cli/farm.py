@@ -17,7 +17,7 @@ from coordinator.operations.cluster import DEFAULT_REDIS_MAXMEMORY
 
 def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
     """Follow a run live until it is complete, then write its results file and manifest."""
-    from coordinator.running.farm import watch
+    from coordinator.running.farm_run import watch
     from coordinator.running.progress import FarmProgress
 
     ledger, app = cli.connect(broker)
@@ -30,7 +30,7 @@ def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
 
 def reduce_and_write(cli, ledger, run_id: str, output) -> Path:
     """Write the run's results file and manifest, then let its keys expire."""
-    from coordinator.running.farm import expire_reduced, reduce_farm_run
+    from coordinator.running.farm_run import expire_reduced, reduce_farm_run
 
     results, manifest = reduce_farm_run(ledger, run_id)
     path = cli.write_results(results, manifest, output)
@@ -46,7 +46,7 @@ def reduce_and_write(cli, ledger, run_id: str, output) -> Path:
 @pass_cli
 def status(cli, run_id, broker, follow, interval):
     """Progress of a farm run: done, running, queued, failed, per-worker rates, the slowest items, ETA."""
-    from coordinator.running.farm import lost_message, progress, recover_lost
+    from coordinator.running.farm_run import lost_message, progress, recover_lost
     from coordinator.running.progress import FarmProgress, board
 
     ledger, app = cli.connect(broker)
@@ -73,7 +73,7 @@ def status(cli, run_id, broker, follow, interval):
 @pass_cli
 def requeue_command(cli, run_id, broker, failed, stale, stale_after):
     """Put failed or stale items of a run back on the queue."""
-    from coordinator.running.farm import requeue
+    from coordinator.running.farm_run import requeue
     from adapters.terminal import printable
 
     if not failed and not stale:
@@ -90,7 +90,7 @@ def requeue_command(cli, run_id, broker, failed, stale, stale_after):
 @pass_cli
 def resume_command(cli, run_id, broker, output):
     """Finish a run whose coordinator died: enqueue what is not done, watch, reduce."""
-    from coordinator.running.farm import resume
+    from coordinator.running.farm_run import resume
 
     ledger, app = cli.connect(broker)
     chosen = resume(ledger, app, run_id)
@@ -114,7 +114,7 @@ def reduce_command(cli, run_id, broker, output):
 @pass_cli
 def runs_command(cli, broker):
     """Every run in this redis: state, counts and age."""
-    from coordinator.running.farm import run_summaries
+    from coordinator.running.farm_run import run_summaries
     from adapters.terminal import printable
 
     ledger, _ = cli.connect(broker)
@@ -143,7 +143,7 @@ def runs_command(cli, broker):
 @pass_cli
 def forget_command(cli, run_id, broker, force):
     """Remove every key of RUN_ID from redis (refuses a run still in progress without --force)."""
-    from coordinator.running.farm import progress
+    from coordinator.running.farm_run import progress
     from coordinator.running.run_ledger import LedgerValueError
 
     ledger, _ = cli.connect(broker)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.errors import MemfarmError
-from coordinator.running.farm import progress
+from coordinator.running.farm_run import progress
 from coordinator.running.run_ledger import RunLedger, check_run_id, connect, redact
 from workers.farm.staging_codec import join_sessions, pack, split_sessions
 
@@ -129,7 +129,7 @@ def test_attempts_only_grow_when_failed_items_are_requeued_by_hand(ledger):
 def test_a_reset_budget_is_counted_from_the_requeue(ledger):
     """After `requeue --failed` the item has max_attempts attempts again: a failure within them is retried,
     the last one is final, and a lost attempt at the new cap fails for good."""
-    from coordinator.running.farm import retry_failed
+    from coordinator.running.farm_run import retry_failed
 
     _run(ledger, max_attempts=2)
     for attempt in (1, 2):
@@ -378,7 +378,7 @@ def test_a_start_exactly_at_the_hard_limit_is_stale(ledger, monkeypatch):
 
 
 def test_progress_detail_rates_slowest_and_recent_eta(ledger):
-    from coordinator.running.farm import progress
+    from coordinator.running.farm_run import progress
 
     _run(ledger, items=("a", "b", "c", "d", "e"))
     for item, worker in (("a", "w1"), ("b", "w1"), ("c", "w2"), ("d", "w2")):

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli import main
-from coordinator.running.farm import watch
+from coordinator.running.farm_run import watch
 from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import REPO
 from tests.helpers import write_dataset

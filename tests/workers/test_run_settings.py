@@ -106,7 +106,7 @@ def test_a_path_inside_the_worker_s_cache_dir_and_plain_settings_are_taken(tmp_p
 
 def test_a_run_meta_carries_no_path_of_the_coordinator_s(tmp_path):
     from adapters.systems import make_system
-    from coordinator.running.farm import run_meta
+    from coordinator.running.farm_run import run_meta
     from coordinator.running.spec import RunSpec
 
     spec = RunSpec(benchmark="longmemeval", dataset=str(write_dataset(tmp_path / "d.json", questions=2)),

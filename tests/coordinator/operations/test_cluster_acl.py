@@ -19,7 +19,7 @@ from adapters.errors import ResultsError
 from coordinator.cli import main
 from coordinator.operations.processes import free_port
 from coordinator.operations.processes import process_alive as alive
-from coordinator.running.farm import reduce_farm_run, watch
+from coordinator.running.farm_run import reduce_farm_run, watch
 from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset

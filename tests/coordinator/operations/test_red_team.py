@@ -99,7 +99,7 @@ def test_a_queued_message_poisoned_in_any_field_is_dropped_counted_and_the_worke
     """With a worker's password: copy a queued task message, change one field, give it a new delivery tag and
     push it where it is read next. The worker lives through all of them, each is gone for good (not in the
     queue, not among the unacknowledged), counted by its field, and the run queued behind them completes."""
-    from coordinator.running.farm import enqueue, watch
+    from coordinator.running.farm_run import enqueue, watch
     from coordinator.running.run_ledger import RunLedger
     from tests.helpers import write_dataset
     from workers.farm.app import make_app

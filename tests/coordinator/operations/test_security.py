@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from adapters.errors import MemfarmError
 from coordinator.cli import main
 from coordinator.operations.processes import process_alive as alive
-from coordinator.running.farm import watch
+from coordinator.running.farm_run import watch
 from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import PASSWORD, REPO, wait_for
 from tests.helpers import write_dataset

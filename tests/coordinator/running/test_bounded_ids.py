@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from adapters.errors import MemfarmError
 from coordinator.cli import main
-from coordinator.running.farm import resume
+from coordinator.running.farm_run import resume
 from coordinator.running.run_ledger import RunLedger, connect
 from tests.helpers import write_dataset
 from workers.farm.app import make_app

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli import main
-from coordinator.running.farm import watch
+from coordinator.running.farm_run import watch
 from coordinator.running.run_ledger import RunLedger, connect
 from memoria.model_files import ModelFilesError, resolve
 from tests.helpers import skip_outside_ci

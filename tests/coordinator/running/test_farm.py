@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from adapters.longmemeval import extract_questions
 from coordinator.cli import main
-from coordinator.running.farm import reduce_farm_run, watch
+from coordinator.running.farm_run import reduce_farm_run, watch
 from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import REPO, wait_for
 from tests.helpers import render_in_chromium, write_dataset
@@ -429,7 +429,7 @@ def test_runs_lists_forget_removes_and_reduce_sets_the_expiry(redis_server, work
 
 
 def test_resume_sends_nothing_for_items_still_waiting_and_heals_a_lost_message(redis_server, data):
-    from coordinator.running.farm import heal_orphans, resume
+    from coordinator.running.farm_run import heal_orphans, resume
 
     ledger = RunLedger(connect(redis_server.url))
     app = make_app(redis_server.url)

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from adapters.errors import MemfarmError
 from adapters.longmemeval import LongMemEval
 from coordinator.cli import main
-from coordinator.running.farm import (heal_orphans, progress, recover_lost, reduce_farm_run, resume, retry_failed,
-                                      run_summaries, stage_run)
+from coordinator.running.farm_run import (heal_orphans, progress, recover_lost, reduce_farm_run, resume,
+                                          retry_failed, run_summaries, stage_run)
 from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset

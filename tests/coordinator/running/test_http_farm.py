@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli import main
-from coordinator.running.farm import watch
+from coordinator.running.farm_run import watch
 from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset

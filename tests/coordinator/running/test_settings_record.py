@@ -2,7 +2,7 @@
 
 import json
 
-from coordinator.running.farm import run_meta
+from coordinator.running.farm_run import run_meta
 from coordinator.running.spec import RunSpec
 from tests.helpers import write_dataset
 
