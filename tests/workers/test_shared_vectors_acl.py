@@ -7,7 +7,7 @@ import secrets
 import numpy as np
 import pytest
 
-from coordinator.operations.cluster import ACL_RULES, acl_config
+from coordinator.operations.redis_users import ACL_RULES, acl_config
 from coordinator.operations.processes import free_port, start_redis
 from memoria.embedding_store import EmbeddingStore, StoredEmbedder, text_key
 from tests.workers.test_shared_vectors import Counting

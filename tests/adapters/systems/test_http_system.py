@@ -306,7 +306,7 @@ def test_a_worker_refuses_a_server_that_changed_since_the_run_was_staged(server)
 
 
 def test_https_is_verified_against_the_trusted_authorities(server, tmp_path, monkeypatch):
-    from coordinator.operations.cluster import make_certificates
+    from coordinator.operations.certificates import make_certificates
 
     tls = make_certificates(tmp_path / "tls")
     secure = server("good", "--tls-cert", tls["server.crt"], "--tls-key", tls["server.key"])
