@@ -49,8 +49,9 @@ class Item(TypedDict, total=False):
     sessions: list[dict[str, Any]]  # every session occurrence in haystack order (LongMemEval), for scoring
 
 
-#: The only fields of a task (what a system is asked, `workers.item.make_task`): no ground truth fits in them.
+#: The only fields of a task (what a system is asked, `workers.item.evaluate.make_task`): no ground truth fits
+#: in them.
 TASK_FIELDS = ("task_id", "label", "question", "question_date", "top_k")
 #: The only props a doc (what a system ingests: an id minted by the runner, the item's isolation label, the
-#: rendered text, these props; `workers.item.make_docs`) may carry: never native ids or gold flags.
+#: rendered text, these props; `workers.item.evaluate.make_docs`) may carry: never native ids or gold flags.
 DOC_PROPS = ("role", "speaker", "date", "turn_index", "session_index", "caption")

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.errors import MemfarmError
-from coordinator.operations.cluster import (ACL_RULES, DEFAULT_REDIS_MAXMEMORY, acl_config, make_certificates,
-                                            tls_environment)
+from coordinator.operations.certificates import make_certificates, tls_environment
+from coordinator.operations.cluster import DEFAULT_REDIS_MAXMEMORY
 from coordinator.operations.processes import Child, start_redis, start_worker, wait_ready
+from coordinator.operations.redis_users import ACL_RULES, acl_config
 
 logger = logging.getLogger(__name__)
 

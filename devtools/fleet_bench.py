@@ -53,14 +53,14 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
 
     from adapters.longmemeval import extract_questions
     from adapters.longmemeval_synth import write
-    from coordinator.running import farm
+    from coordinator.running import farm_run as farm
     from devtools.fleet import Campaign, Fleet, recovery, run_in_background, unavailable_reason
-    from coordinator.running.ledger import RunLedger, connect
+    from coordinator.running.run_ledger import RunLedger, connect
     from coordinator.running.local_executor import run_local
     from coordinator.running.reducer import write_results
     from coordinator.running.spec import RunSpec
     from adapters.errors import MemfarmError
-    from workers.app import make_app
+    from workers.farm.app import make_app
 
     reason = unavailable_reason()
     if reason:

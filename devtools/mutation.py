@@ -40,18 +40,18 @@ PYTHON_SCOPE = {
              "adapters.locomo.xǁLoCoMoǁ_question__mutmut_*", "adapters.locomo.x_normalise_evidence__*",
              "adapters.locomo.x_session_of__*"),
     "abstention": ("adapters.longmemeval.x_abstention_reason__*",),
-    "ledger (Python)": ("workers.ledger.xǁLedgerǁbegin__*", "workers.ledger.xǁLedgerǁheartbeat__*",
-                        "workers.ledger.xǁLedgerǁfinish__*", "workers.ledger.xǁLedgerǁfail__*",
-                        "workers.ledger.x_stale_after__*"),
+    "ledger (Python)": ("workers.farm.ledger.xǁLedgerǁbegin__*", "workers.farm.ledger.xǁLedgerǁheartbeat__*",
+                        "workers.farm.ledger.xǁLedgerǁfinish__*", "workers.farm.ledger.xǁLedgerǁfail__*",
+                        "workers.farm.ledger.x_stale_after__*"),
 }
 PYTHON_FILES = ("adapters/metrics.py", "adapters/official.py", "memoria/rrf.py", "adapters/longmemeval.py",
-                "adapters/locomo.py", "workers/ledger.py")
+                "adapters/locomo.py", "workers/farm/ledger.py")
 #: The tests mutmut may pick from (it runs, per mutant, those that cover the mutated function).
 TESTS = ("tests/adapters/test_official.py", "tests/adapters/test_metrics.py", "tests/adapters/test_records.py",
          "tests/adapters/test_longmemeval.py", "tests/adapters/test_locomo.py", "tests/memoria/test_rrf.py",
          "tests/workers/test_ledger.py")
 
-LUA_SCRIPTS = ("_BEGIN", "_HEARTBEAT", "_FINISH", "_FAIL")
+LUA_SCRIPTS = ("BEGIN", "HEARTBEAT", "FINISH", "FAIL")
 #: (pattern, replacement) applied at one match at a time.
 LUA_OPERATORS = ((r" > ", " >= "), (r" < ", " <= "), (r" == ", " ~= "), (r" ~= ", " == "), (r"'1'", "'0'"),
                  (r"(?<!\[)(?<!return )\b1\b(?!\])", "2"), (r"'done'", "'failed'"), (r"'failed_final'", "'failed'"),
@@ -132,7 +132,7 @@ def lua_mutants(source: str) -> list[tuple[str, str, str]]:
 
 
 def run_lua_mutants(workdir: Path, tests, timeout_each: float, limit: int | None = None) -> list[dict]:
-    ledger = workdir / "workers" / "ledger.py"
+    ledger = workdir / "workers" / "farm" / "ledger_scripts.py"
     original = ledger.read_text(encoding="utf-8")
     results = []
     try:

@@ -26,7 +26,7 @@ from adapters.metrics import average, profile_metrics
 from adapters.official import PROFILE as OFFICIAL
 from adapters.registry import benchmark, default_profile
 from adapters.systems.memoria_system import MemoriaSystem
-from workers.item import make_docs
+from workers.item.evaluate import make_docs
 
 #: The metrics a lab table shows, the strict one first.
 TABLE = (("session", "recall_all@5"), ("session", "recall_any@5"), ("session", "ndcg_any@10"),

@@ -51,7 +51,8 @@ CLAIM_POLL_SECONDS = 0.25
 CLAIM_MIN_WAIT_SECONDS = 2.0
 CLAIM_WAIT_RATE = 20.0
 #: ... and never longer than this, whatever the rate (a first encode that included the model's load measures a
-#: rate far too low); below the claims' own lifetime (`workers.shared_vectors.CLAIM_TTL_SECONDS`, 10 minutes).
+#: rate far too low); below the claims' own lifetime (`workers.farm.shared_vectors.CLAIM_TTL_SECONDS`,
+#: 10 minutes).
 CLAIM_MAX_WAIT_SECONDS = 120.0
 #: Where a stored vector came from: encoded on this machine, taken from the shared tier (another machine), or not
 #: known (a row written before origins were kept; it may have come from the shared tier).

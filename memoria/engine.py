@@ -17,12 +17,13 @@ import numpy as np
 from memoria import defaults
 from memoria.bm25 import BM25Index
 from memoria.boosts import without_names
-from memoria.errors import SnapshotError, UnknownModeError
-from memoria.pieces import FILES as PIECE_FILES, SentenceVectors
+from memoria.errors import UnknownModeError
+from memoria.pieces import SentenceVectors
 from memoria.ranking import RankingContext, rank
 from memoria.rrf import reciprocal_rank_fusion
 from memoria.scheduler import SourceScheduler
 from memoria.settings import MemoriaSettings
+from memoria.snapshot import read_snapshot, write_snapshot
 from memoria.retrieval_sources import DerivedView, attribute_search, graph_search, phrase_search
 from memoria.store import MemoryStore
 from memoria.vectors import VectorIndex, encode_reusing
@@ -30,12 +31,8 @@ from memoria.windows import build_windows, credit_turns
 
 logger = logging.getLogger(__name__)
 
-#: File names of a snapshot; the item cache hashes each of them.
-SNAPSHOT_FILES = {"store": "memory.sqlite", "vectors": "vectors.faiss", "bm25": "bm25.json"}
 #: What a memory encodes: its turns, their windows, their sentence pieces, and the questions it is asked.
 ENCODED_KINDS = ("turns", "windows", "pieces", "questions")
-#: Files of the turn windows, in a snapshot only when windows were built; without them they are built again.
-WINDOW_FILES = {"window_vectors": "windows.faiss", "windows": "windows.json"}
 
 
 class MemoryInterface:
@@ -339,69 +336,14 @@ class MemoryInterface:
             })
         return results
 
-    # -- persistence -------------------------------------------------------
+    # -- persistence: memoria.snapshot --------------------------------------
     def snapshot(self, directory: str | Path) -> dict[str, Path]:
         """Write the whole state into `directory`; returns the files written."""
-        self.build_indexes()
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        paths = {name: directory / filename for name, filename in SNAPSHOT_FILES.items()}
-        self.store.save(paths["store"])
-        self.vectors.save(paths["vectors"])
-        self.bm25.save(paths["bm25"])
-        if self._windows_built is not None and self._windows_current():
-            paths["window_vectors"] = directory / WINDOW_FILES["window_vectors"]
-            paths["windows"] = directory / WINDOW_FILES["windows"]
-            self.window_vectors.save(paths["window_vectors"])
-            paths["windows"].write_text(json.dumps({"built": self._windows_built, "turns": self.window_turns,
-                                                    "texts": self._window_texts}), encoding="utf-8")
-        if self.pieces.owners and self.pieces.max_pieces == self.max_pieces:
-            paths.update(self.pieces.save(directory, len(self.store)))
-        for name, filename in {**WINDOW_FILES, **PIECE_FILES}.items():  # an earlier snapshot's, now stale
-            if name not in paths:
-                (directory / filename).unlink(missing_ok=True)
-        return paths
+        return write_snapshot(self, directory)
 
     def restore(self, directory: str | Path) -> None:
         """Replace this state with the one snapshotted in `directory`."""
-        directory = Path(directory)
-        missing = [f for f in SNAPSHOT_FILES.values() if not (directory / f).is_file()]
-        if missing:
-            raise SnapshotError(f"{directory}: snapshot is missing {', '.join(missing)}")
-        store = MemoryStore.load(directory / SNAPSHOT_FILES["store"])
-        vectors = VectorIndex.load(directory / SNAPSHOT_FILES["vectors"], self.dimension)
-        bm25 = BM25Index.load(directory / SNAPSHOT_FILES["bm25"])
-        if len(bm25) != len(store) or len(vectors) not in (0, len(store)):
-            raise SnapshotError(
-                f"{directory}: snapshot parts disagree ({len(store)} rows, {len(vectors)} vectors, {len(bm25)} BM25 docs)"
-            )
-        self.store, self.vectors, self.bm25 = store, vectors, bm25
-        self._pending_vectors = []
-        self._view = None
-        self._clear_windows()
-        self._clear_pieces()
-        if all((directory / f).is_file() for f in WINDOW_FILES.values()):
-            self._restore_windows(directory)
-        if all((directory / f).is_file() for f in PIECE_FILES.values()):
-            self.pieces = SentenceVectors.load(directory, self.store.all_rows(), self.dimension)
-
-    def _restore_windows(self, directory: Path) -> None:
-        """Load snapshotted windows; ones built under other settings are left to be built again."""
-        try:
-            saved = json.loads((directory / WINDOW_FILES["windows"]).read_text(encoding="utf-8"))
-            built, turns, texts = saved["built"], saved["turns"], saved["texts"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise SnapshotError(f"{directory}: unreadable windows file ({exc})") from exc
-        if not isinstance(built, dict) or not isinstance(turns, list) or not isinstance(texts, list):
-            raise SnapshotError(f"{directory / WINDOW_FILES['windows']}: not a windows file (expected built as an "
-                                "object, turns and texts as lists)")
-        vectors = VectorIndex.load(directory / WINDOW_FILES["window_vectors"], self.dimension)
-        if len(vectors) != len(turns) or len(texts) != len(turns) or built.get("rows") != len(self.store):
-            raise SnapshotError(f"{directory}: windows disagree with the snapshot ({len(turns)} windows, "
-                                f"{len(vectors)} vectors, built for {built.get('rows')} of {len(self.store)} rows)")
-        vectors.read_back(directory / WINDOW_FILES["window_vectors"])
-        self.window_vectors, self.window_turns, self._window_texts = vectors, turns, texts
-        self._windows_built = built
+        read_snapshot(self, directory)
 
 
 def _round_robin(lists: dict[str, list[tuple[int, float]]], order: list[str]) -> list[tuple[int, float, dict]]:

@@ -23,7 +23,7 @@ def test_compose_has_the_expected_services(compose):
     assert set(services) == {"redis", "worker", "flower", "coordinator"}
     redis_command = services["redis"]["command"]
     assert "--requirepass" not in redis_command, "the password stays off argv"
-    from coordinator.operations.cluster import ACL_RULES, DEFAULT_USER
+    from coordinator.operations.redis_users import ACL_RULES, DEFAULT_USER
 
     assert f'echo "{DEFAULT_USER}"' in redis_command
     for role, rule in ACL_RULES.items():  # the same users and rules as `memfarm cluster up`

@@ -44,9 +44,9 @@ def _evaluate(spec, broker: str | None, timeout: float) -> tuple[dict, dict]:
         from coordinator.running.local_executor import run_local
 
         return run_local(spec)
-    from coordinator.running import farm
-    from coordinator.running.ledger import RunLedger, connect
-    from workers.app import make_app
+    from coordinator.running import farm_run as farm
+    from coordinator.running.run_ledger import RunLedger, connect
+    from workers.farm.app import make_app
 
     ledger, app = RunLedger(connect(broker)), make_app(broker)
     run_id, _ = farm.submit(ledger, app, spec, broker)

@@ -90,7 +90,7 @@ def generated_longmemeval(workdir: Path, questions: int, scale: float, seed: int
 
 def redis_used_memory(url: str) -> int:
     """The Redis server's `used_memory` in bytes."""
-    from workers.ledger import connect
+    from workers.farm.connection import connect
 
     return int(connect(url).info("memory")["used_memory"])
 

@@ -41,7 +41,7 @@ def _generate(workdir: Path, questions: int, sessions: int, share: float, seed: 
 def _staging(workdir: Path, data: Path) -> dict:
     from coordinator.operations.doctor import dataset_check
     from coordinator.operations.processes import free_port, start_redis
-    from coordinator.running.ledger import RunLedger, connect
+    from coordinator.running.run_ledger import RunLedger, connect
 
     started = time.perf_counter()
     check = dataset_check(data)
@@ -87,8 +87,8 @@ def _one_question(workdir: Path, data: Path, companion: Path) -> dict:
 
 def _farm_run(workdir: Path, broker: str, data: Path, companion: Path, tag: str, workers: int, options: list,
               claims: bool) -> dict:
-    from workers.ledger import connect
-    from workers.shared_vectors import forget_all
+    from workers.farm.connection import connect
+    from workers.farm.shared_vectors import forget_all
 
     forget_all(connect(broker))  # every run cold: no vectors from the run before
     os.environ["MEMFARM_SHARED_EMBEDDINGS_CLAIMS"] = "1" if claims else "0"

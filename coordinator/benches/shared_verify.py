@@ -54,8 +54,8 @@ def run_shared_verify_bench(dataset: str | Path, conversations: int, turns: int,
     from coordinator.operations.processes import free_port, start_redis
     from memoria.embedder import Embedder
     from memoria.embedding_store import SHARED_VERIFY_SHARE, text_key
-    from workers.ledger import connect
-    from workers.shared_vectors import RedisVectors, forget_all
+    from workers.farm.connection import connect
+    from workers.farm.shared_vectors import RedisVectors, forget_all
 
     embedder = Embedder.shared()
     items = _items(Path(dataset), conversations, turns, questions)

@@ -15,8 +15,8 @@ def run_staging_bench(questions: int, scale: float, workdir: str | Path, output,
     from adapters.jsonstream import iter_array
     from adapters.longmemeval import LongMemEval
     from coordinator.operations.processes import free_port, start_redis
-    from coordinator.running.ledger import RunLedger, connect
-    from workers.ledger import pack
+    from coordinator.running.run_ledger import RunLedger, connect
+    from workers.farm.staging_codec import pack
 
     workdir = fresh_workdir(workdir)
     data = Path(dataset) if dataset else generated_longmemeval(workdir, questions, scale, seed=41)

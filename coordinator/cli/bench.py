@@ -61,7 +61,7 @@ def bench_locomo(dataset, workdir, output, embedder):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/farm.json", show_default=True)
 def bench_farm(questions, scale, workdir, output):
     """Farm vs local (warm and cold), 2 workers vs 1, broker overhead; starts its own redis and workers."""
-    from coordinator.benches.farm import run_farm_bench
+    from coordinator.benches.farm_vs_local import run_farm_bench
 
     click.echo(run_farm_bench(questions, scale, workdir, output))
 
@@ -366,6 +366,6 @@ def bench_mnem_published(report, scored, run_file, dataset, output):
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/board.json", show_default=True)
 def bench_board(questions, runs, workdir, output):
     """`memfarm board` over generated runs: build seconds, peak memory, folder size and file count."""
-    from coordinator.benches.board import run_board_bench
+    from coordinator.benches.board_build import run_board_bench
 
     click.echo(run_board_bench(questions, runs, workdir, output))

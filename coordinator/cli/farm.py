@@ -1,5 +1,5 @@
 """The farm's commands: watch and steer runs (status, requeue, resume, reduce) and run its processes
-(worker, flower, cluster up/down)."""
+(worker, flower); `cluster` (cluster.py) starts and stops a whole farm on one machine."""
 
 from __future__ import annotations
 
@@ -12,12 +12,11 @@ import click
 
 from adapters.errors import MemfarmError
 from coordinator.cli.root import broker_option, main, pass_cli
-from coordinator.operations.cluster import DEFAULT_REDIS_MAXMEMORY
 
 
 def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
     """Follow a run live until it is complete, then write its results file and manifest."""
-    from coordinator.running.farm import watch
+    from coordinator.running.farm_run import watch
     from coordinator.running.progress import FarmProgress
 
     ledger, app = cli.connect(broker)
@@ -30,7 +29,7 @@ def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
 
 def reduce_and_write(cli, ledger, run_id: str, output) -> Path:
     """Write the run's results file and manifest, then let its keys expire."""
-    from coordinator.running.farm import expire_reduced, reduce_farm_run
+    from coordinator.running.farm_run import expire_reduced, reduce_farm_run
 
     results, manifest = reduce_farm_run(ledger, run_id)
     path = cli.write_results(results, manifest, output)
@@ -46,7 +45,7 @@ def reduce_and_write(cli, ledger, run_id: str, output) -> Path:
 @pass_cli
 def status(cli, run_id, broker, follow, interval):
     """Progress of a farm run: done, running, queued, failed, per-worker rates, the slowest items, ETA."""
-    from coordinator.running.farm import lost_message, progress, recover_lost
+    from coordinator.running.farm_run import lost_message, progress, recover_lost
     from coordinator.running.progress import FarmProgress, board
 
     ledger, app = cli.connect(broker)
@@ -73,7 +72,7 @@ def status(cli, run_id, broker, follow, interval):
 @pass_cli
 def requeue_command(cli, run_id, broker, failed, stale, stale_after):
     """Put failed or stale items of a run back on the queue."""
-    from coordinator.running.farm import requeue
+    from coordinator.running.farm_run import requeue
     from adapters.terminal import printable
 
     if not failed and not stale:
@@ -90,7 +89,7 @@ def requeue_command(cli, run_id, broker, failed, stale, stale_after):
 @pass_cli
 def resume_command(cli, run_id, broker, output):
     """Finish a run whose coordinator died: enqueue what is not done, watch, reduce."""
-    from coordinator.running.farm import resume
+    from coordinator.running.farm_run import resume
 
     ledger, app = cli.connect(broker)
     chosen = resume(ledger, app, run_id)
@@ -114,7 +113,7 @@ def reduce_command(cli, run_id, broker, output):
 @pass_cli
 def runs_command(cli, broker):
     """Every run in this redis: state, counts and age."""
-    from coordinator.running.farm import run_summaries
+    from coordinator.running.farm_run import run_summaries
     from adapters.terminal import printable
 
     ledger, _ = cli.connect(broker)
@@ -143,8 +142,8 @@ def runs_command(cli, broker):
 @pass_cli
 def forget_command(cli, run_id, broker, force):
     """Remove every key of RUN_ID from redis (refuses a run still in progress without --force)."""
-    from coordinator.running.farm import progress
-    from coordinator.running.ledger import LedgerValueError
+    from coordinator.running.farm_run import progress
+    from coordinator.running.run_ledger import LedgerValueError
 
     ledger, _ = cli.connect(broker)
     if not ledger.has_meta(run_id):
@@ -170,7 +169,7 @@ def forget_command(cli, run_id, broker, force):
 @pass_cli
 def forget_shared_embeddings_command(cli, broker):
     """Remove every vector workers shared through this redis (--shared-embeddings); they expire after 7 days."""
-    from workers.shared_vectors import forget_all
+    from workers.farm.shared_vectors import forget_all
 
     ledger, _ = cli.connect(broker)
     click.echo(f"forgot the shared embeddings: {forget_all(ledger.r)} keys removed; each machine's own store keeps "
@@ -221,7 +220,7 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
     """A Celery worker for farm runs (sane defaults for a small machine)."""
     import json
 
-    from coordinator.running.ledger import connect
+    from coordinator.running.run_ledger import connect
     from coordinator.running.spec import resolved_system
 
     from adapters.systems.http_system import TOKEN_ENV, is_http_system, origin
@@ -250,10 +249,10 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
     connect(broker)  # one clear line for a wrong password or a missing server
     _refuse_on_failed_checks(broker, cache_dir, max_seq_length, embedder)
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    from workers.app import make_app
+    from workers.farm.app import make_app
 
     app = make_app(broker)
-    import workers.tasks  # noqa: F401  (registers the task)
+    import workers.farm.tasks  # noqa: F401  (registers the task)
 
     app.worker_main([
         "worker", "--loglevel", loglevel, "--concurrency", str(concurrency), "--pool", "prefork",
@@ -320,10 +319,10 @@ def flower(broker, address, port, no_auth):
     else:
         env.pop("FLOWER_BASIC_AUTH", None)
         env["FLOWER_UNAUTHENTICATED_API"] = "true"
-    # The broker URL reaches Flower through MEMFARM_BROKER (read by workers.app), never its command line.
+    # The broker URL reaches Flower through MEMFARM_BROKER (read by workers.farm.app), never its command line.
     # Workers send events from their start and ignore control commands, so Flower does not ask them to.
-    argv = [sys.executable, "-m", "celery", "-A", "workers.monitor", "flower", f"--address={address}", f"--port={port}",
-            "--enable_events=False"]
+    argv = [sys.executable, "-m", "celery", "-A", "workers.farm.monitor", "flower", f"--address={address}",
+            f"--port={port}", "--enable_events=False"]
     os.execve(sys.executable, argv, env)
 
 
@@ -336,101 +335,3 @@ def _loopback(address: str) -> bool:
         return ipaddress.ip_address(address).is_loopback
     except ValueError:
         return False
-
-
-@main.group()
-def cluster():
-    """A one-machine farm without Docker: redis-server, workers and Flower as child processes."""
-
-
-@cluster.command("up")
-@click.option("--workers", "count", type=click.IntRange(0), default=2, show_default=True,
-              help="Workers on this machine (0: only Redis and Flower, a hub for workers elsewhere).")
-@click.option("--bind", "address", default="127.0.0.1", show_default=True,
-              help="Also listen on this address (a private interface) for workers on other machines.")
-@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
-@click.option("--redis-port", type=int, default=None, help="Default: a free port.")
-@click.option("--flower-port", type=int, default=5555, show_default=True)
-@click.option("--no-flower", is_flag=True)
-@click.option("--cache-dir", type=click.Path(file_okay=False), default="cache/worker", show_default=True)
-@click.option("--tls", is_flag=True, help="Redis speaks TLS only, with a private CA and certificates made here.")
-@click.option("--redis-maxmemory", "maxmemory", default=DEFAULT_REDIS_MAXMEMORY, show_default=True,
-              help="Redis's memory cap (Redis's notation: 2gb, 512mb); full, it refuses writes and evicts nothing.")
-def cluster_up(count, address, state_dir, redis_port, flower_port, no_flower, cache_dir, tls, maxmemory):
-    """Start redis-server (users with passwords, optionally TLS), N workers and Flower; prints the broker URL."""
-    from coordinator.operations.cluster import up
-
-    state = up(Path(state_dir), workers=count, redis_port=redis_port, flower_port=None if no_flower else flower_port,
-               cache_dir=cache_dir, tls=tls, address=address, maxmemory=maxmemory)
-    click.echo(f"broker: {state['broker']}")
-    if "remote_worker" in state["brokers"]:
-        click.echo(f"workers on other machines: the 'remote_worker' URL in {state_dir}/cluster.json"
-                   + (f" with {state_dir}/tls/ca.crt, client.crt and client.key" if tls else ""))
-    click.echo(f"export MEMFARM_BROKER='{state['broker']}'")
-    for name, path in state.get("tls", {}).items():
-        click.echo(f"export {name}='{path}'")
-    if state.get("flower"):
-        click.echo(f"flower: http://127.0.0.1:{state['flower']['port']} (user {state['flower']['user']}, "
-                   f"password in {state_dir}/cluster.json)")
-    click.echo(f"logs: {state_dir}/logs")
-
-
-@cluster.command("restart")
-@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
-def cluster_restart(state_dir):
-    """Start again what of the cluster is dead (Redis alone after it crashed, everything after a reboot): the
-    same port, users, certificates and append-only data; live workers and Flower reconnect by themselves."""
-    from coordinator.operations.cluster import restart
-
-    state, started = restart(Path(state_dir))
-    click.echo(f"restarted {', '.join(started)}; broker: {state['broker']}")
-    click.echo("runs in flight: `memfarm resume RUN` enqueues what is not done (`memfarm runs` lists them)")
-
-
-@cluster.command("add-machine")
-@click.argument("name")
-@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
-def cluster_add_machine(name, state_dir):
-    """A worker machine's own Redis user (worker-NAME) and, with --tls, client certificate, in STATE_DIR/machines/NAME."""
-    from coordinator.operations.cluster import add_machine
-
-    folder = add_machine(Path(state_dir), name)
-    click.echo(f"machine {name}: copy {folder} to it (keep it 0700), then in that folder "
-               "`set -a; . ./worker.env; set +a; memfarm worker --cache-dir /var/cache/memfarm`")
-
-
-@cluster.command("revoke-machine")
-@click.argument("name")
-@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
-def cluster_revoke_machine(name, state_dir):
-    """Delete a machine's Redis user (its connections close at once) and its folder."""
-    from coordinator.operations.cluster import revoke_machine
-
-    revoked = revoke_machine(Path(state_dir), name)
-    click.echo(f"revoked machine {name}: Redis user {revoked['user']} deleted, its connections closed")
-
-
-@cluster.command("renew-certs")
-@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
-@click.option("--new-ca", is_flag=True, help="Also a new CA (made anyway when the CA would expire within a year).")
-def cluster_renew_certs(state_dir, new_ca):
-    """New server and client certificates from the cluster's CA; a running Redis loads them at once."""
-    from coordinator.operations.cluster import renew_certificates
-
-    renewed = renew_certificates(Path(state_dir), new_ca=new_ca)
-    for name, expiry in renewed["certificates"].items():
-        click.echo(f"{name}: valid until {expiry['not_after']}")
-    if renewed["new_ca"]:
-        click.echo(f"a new CA: copy {state_dir}/tls/ca.crt and each machine's folder to its machine again")
-    elif any(name.startswith("machines/") for name in renewed["certificates"]):
-        click.echo(f"copy each {state_dir}/machines/NAME/client.crt and client.key to its machine")
-
-
-@cluster.command("down")
-@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
-def cluster_down(state_dir):
-    """Stop every process `cluster up` started, by PID."""
-    from coordinator.operations.cluster import down
-
-    stopped = down(Path(state_dir))
-    click.echo(f"stopped {len(stopped)} processes")

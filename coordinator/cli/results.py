@@ -210,7 +210,7 @@ def board(results, output, resamples, seed, serve, port):
     One leaderboard per group of runs whose questions pair (benchmark, dataset, scoring profile, question set),
     each run paired with the leader as `memfarm compare` pairs them. Opens from the file system.
     """
-    from coordinator.results.board import DEFAULT_PORT, build_board, make_server
+    from coordinator.board.build import DEFAULT_PORT, build_board, make_server
 
     built = build_board(list(results), output, resamples=resamples, seed=seed)
     click.echo(f"board: {built['runs']} runs in {built['groups']} groups, {built['question_pages']} question pages, "

@@ -34,8 +34,8 @@ class CliContext:
     def connect(self, broker: str):
         """(ledger, Celery app) for `broker`; one clear error for a wrong password or a missing server."""
         if self._ledger is None or broker != self.broker:
-            from coordinator.running.ledger import RunLedger, connect
-            from workers.app import make_app
+            from coordinator.running.run_ledger import RunLedger, connect
+            from workers.farm.app import make_app
 
             self.broker, self._ledger, self._app = broker, RunLedger(connect(broker)), make_app(broker)
         return self._ledger, self._app

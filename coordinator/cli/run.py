@@ -182,7 +182,7 @@ def _run_local(cli, spec) -> Path:
 
 
 def _submit(cli, broker: str, spec) -> str:
-    from coordinator.running.farm import submit as stage_and_enqueue
+    from coordinator.running.farm_run import submit as stage_and_enqueue
 
     ledger, app = cli.connect(broker)
     bars = []

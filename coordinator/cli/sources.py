@@ -14,7 +14,7 @@ from memoria import defaults
 
 def _open_store(store: str):
     from memoria import MemoryInterface
-    from memoria.engine import SNAPSHOT_FILES
+    from memoria.snapshot import SNAPSHOT_FILES
 
     memory = MemoryInterface()
     if all((Path(store) / f).is_file() for f in SNAPSHOT_FILES.values()):

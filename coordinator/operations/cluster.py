@@ -15,140 +15,24 @@ import os
 import re
 import secrets
 import shutil
-import subprocess
 import time
-from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from adapters.errors import MemfarmError
 from adapters.files import read_json
+from coordinator.operations.certificates import (CERTIFICATE_DAYS, TLS_FILES, certificate_expiry, issue_certificate,
+                                                 make_ca, make_certificates, tls_environment)
 from coordinator.operations.processes import (STOP_GRACE_SECONDS, free_port, memfarm_command, process_alive, spawn,
                                               start_redis, start_worker, stop_group, write_private)
+from coordinator.operations.redis_users import ACL_RULES, ADMIN_RULES, ADMIN_USER, acl_config
 
-#: The keys a farm touches: its run keys, the queue and Celery's own bookkeeping (bindings, unacked
-#: messages, remote-control replies). Nothing else in the server is readable by a farm user.
-FARM_KEYS = "~memfarm* ~unacked* ~_kombu.* ~*.celery.pidbox*"
-#: What Flower touches, and nothing more. It reads the task queue's length (the queue and its priority
-#: lists, `memfarm` + kombu's two-byte separator + a digit); it writes only its own plumbing: inspect reply
-#: queues (`<uuid>.reply.celery.pidbox`, a hex first character, which no farm key has), its event queue
-#: and the two exchanges' binding tables (kombu refreshes and sweeps them with Lua, and checks queue
-#: lengths in MULTI blocks). It subscribes to the events and publishes inspect requests on the workers'
-#: control channel; workers obey no control command on it (`workers.app`), so a shutdown sent there is
-#: ignored. No LPUSH to the task queue, no access to a run's keys, no CLIENT, no INFO.
-MONITOR_KEYS = ("%R~memfarm %R~memfarm??[369] ~[0-9a-f]*.reply.celery.pidbox* ~celeryev.* "
-                "~_kombu.binding.reply.celery.pidbox ~_kombu.binding_permanent.reply.celery.pidbox "
-                "~_kombu.binding.celeryev ~_kombu.binding_permanent.celeryev ~_kombu.binding_deadlines")
-MONITOR_CHANNELS = "&/0.celeryev/* &/0.celery.pidbox"
-MONITOR_COMMANDS = ("-@all +hello +auth +ping +multi +exec +discard +llen +brpop +del +sadd +srem +zadd +zrem "
-                    "+zrangebyscore +exists +time +evalsha +eval +script|load +script|exists +publish +subscribe "
-                    "+psubscribe +unsubscribe +punsubscribe")
-#: What each Redis user may do. The worker cannot flush, reconfigure, list keys or switch databases.
-ACL_RULES = {
-    "coordinator": f"{FARM_KEYS} &* +@all -@dangerous +info -select",  # INFO: the memory staging used
-    "worker": f"{FARM_KEYS} &* +@all -@dangerous -@admin -select -scan -keys -flushall -flushdb -config",
-    "monitor": f"{MONITOR_KEYS} {MONITOR_CHANNELS} {MONITOR_COMMANDS}",
-}
-#: The default user: off, so no client can authenticate as it (it has no password either), yet with every
-#: permission. Redis 7.0 replays its append-only file as the default user and checks each MULTI/EXEC block
-#: of it against that user's permissions; with none, every transaction and Lua script the farm ever wrote
-#: is refused at load (`NOPERM ... ACLs rules changed`) and the ledger is gone after a restart.
-DEFAULT_USER = "user default off ~* &* +@all"
-
-
-def acl_config(passwords: dict[str, str]) -> str:
-    """Redis config lines: the default user off, one user per role with its own password and rules."""
-    lines = [DEFAULT_USER]
-    lines += [f"user {role} on >{passwords[role]} {ACL_RULES[role]}" for role in ACL_RULES]
-    return "\n".join(lines) + "\n"
-
-
-#: The user `cluster add-machine`, `revoke-machine` and `renew-certs` change the running server with: it
-#: may set users and configuration, which is everything in Redis, so its password is in the hub's
-#: `cluster.json` only, and no process of the farm uses it.
-ADMIN_USER = "admin"
-ADMIN_RULES = "resetkeys resetchannels -@all +acl|setuser +acl|deluser +config|set +ping"
 #: A machine's name (`add-machine NAME`): its Redis user is `worker-NAME`, its files `machines/NAME/`.
 MACHINE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
 #: Redis's memory cap unless `cluster up --redis-maxmemory` says otherwise. Full, Redis refuses writes
 #: (noeviction) instead of evicting the ledger: a run stops with an error, and loses nothing.
 DEFAULT_REDIS_MAXMEMORY = "2gb"
 MAXMEMORY = re.compile(r"([0-9]+)(?:b|k|kb|m|mb|g|gb)?")
-#: Days a server or client certificate is valid; `memfarm cluster renew-certs` issues new ones from the CA.
-CERTIFICATE_DAYS = 365
-#: Days the cluster's CA is valid. `renew-certs` makes a new CA when the old one would expire before the
-#: certificates it signs (fewer than CERTIFICATE_DAYS left).
-CA_DAYS = 5 * 365
-#: The certificate files of a --tls cluster, under its state directory's `tls/`.
-TLS_FILES = ("ca.crt", "server.crt", "server.key", "client.crt", "client.key")
-
-
-def make_certificates(directory: Path, address: str = "127.0.0.1", *, also: Sequence[str] = ()) -> dict[str, str]:
-    """A private CA, a server certificate for 127.0.0.1 / localhost (and `address`, the interface Redis
-    listens on for other machines, and the addresses in `also`) and a client certificate, made with
-    openssl into `directory` (keys 0600). Returns their paths."""
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    make_ca(directory)
-    addresses = dict.fromkeys(["127.0.0.1", address, *also])
-    (directory / "server.ext").write_text("subjectAltName=" + ",".join(["DNS:localhost", *(f"IP:{a}" for a in addresses)])
-                                          + "\n")
-    issue_certificate(directory, directory, "server", "memoria-farm server", extension="server.ext")
-    issue_certificate(directory, directory, "client", "memoria-farm client")
-    return {name: str((directory / name).resolve()) for name in TLS_FILES}
-
-
-def make_ca(directory: Path) -> None:
-    """A new private CA (`ca.key`, `ca.crt`, valid CA_DAYS) in `directory`, replacing any there."""
-    _openssl(directory, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key.new", "-out", "ca.crt.new",
-             "-days", str(CA_DAYS), "-subj", "/CN=memoria-farm cluster CA")
-    for name in ("ca.key", "ca.crt"):
-        os.replace(directory / f"{name}.new", directory / name)
-
-
-def issue_certificate(ca_dir: Path, directory: Path, name: str, subject: str, extension: str | None = None) -> None:
-    """`directory/name.key` and `name.crt`, valid CERTIFICATE_DAYS, signed by the CA in `ca_dir`, each replacing
-    the old file in one
-    rename (a client that reconnects reads either the old pair or the new one, never half of one)."""
-    _openssl(directory, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key.new", "-out", f"{name}.csr",
-             "-subj", f"/CN={subject}")
-    ca = ca_dir.resolve()
-    _openssl(directory, "x509", "-req", "-in", f"{name}.csr", "-CA", str(ca / "ca.crt"), "-CAkey", str(ca / "ca.key"),
-             "-CAserial", str(ca / "ca.srl"), "-CAcreateserial", "-out", f"{name}.crt.new", "-days", str(CERTIFICATE_DAYS),
-             *(["-extfile", extension] if extension else []))
-    (directory / f"{name}.csr").unlink()
-    for suffix in ("key", "crt"):  # the certificate last: a key and an older certificate never meet for long
-        os.replace(directory / f"{name}.{suffix}.new", directory / f"{name}.{suffix}")
-
-
-def certificate_expiry(path: Path) -> dict:
-    """When the certificate in `path` expires (`not_after`, UTC, ISO 8601) and its serial number."""
-    import ssl
-    from datetime import datetime, timezone
-
-    out = _openssl(Path(path).parent, "x509", "-noout", "-enddate", "-serial", "-in", Path(path).name)
-    fields = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    seconds = ssl.cert_time_to_seconds(fields["notAfter"])
-    return {"not_after": datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds"),
-            "serial": fields["serial"].lower()}
-
-
-def _openssl(directory: Path, *args: str) -> str:
-    if shutil.which("openssl") is None:
-        raise MemfarmError("--tls needs openssl on PATH (apt-get install openssl)")
-    old_umask = os.umask(0o077)  # keys are their owner's from their first byte
-    try:
-        proc = subprocess.run(["openssl", *args], cwd=directory, capture_output=True, text=True)
-    finally:
-        os.umask(old_umask)
-    if proc.returncode != 0:
-        raise MemfarmError(f"openssl {args[0]} in {directory} failed: {proc.stderr.strip()[-300:]}")
-    return proc.stdout
-
-
-def tls_environment(certificates: dict[str, str]) -> dict[str, str]:
-    """What a client of a --tls cluster needs in its environment (coordinator, workers, Flower)."""
-    return {"MEMFARM_TLS_CA": certificates["ca.crt"], "MEMFARM_TLS_CERT": certificates["client.crt"],
-            "MEMFARM_TLS_KEY": certificates["client.key"]}
 
 
 def check_bind_address(address: str) -> str:

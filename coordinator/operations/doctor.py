@@ -121,9 +121,10 @@ def redis_checks(broker: str, worker: bool = False) -> list[Check]:
     import redis
 
     from adapters.errors import MemfarmError
-    from workers.app import QUEUE
-    from workers.ledger import connect, redact
-    from workers.transport import DROPPED_KEY
+    from workers.farm.app import QUEUE
+    from adapters.redaction import redact
+    from workers.farm.connection import connect
+    from workers.farm.transport import DROPPED_KEY
 
     where = redact(broker)
     try:

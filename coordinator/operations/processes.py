@@ -161,8 +161,8 @@ def start_redis(directory: Path, port: int, password: str | None, log: Path, *, 
     """A redis-server listening on `addresses`, its data (append-only file on, no eviction) and its config
     in `directory`; returns once it has loaded its data and takes commands.
 
-    `password` protects the default user; `acl` (user lines, e.g. `cluster.acl_config`) replaces it. With
-    `tls` (the paths `cluster.make_certificates` returns) it speaks TLS only, and asks every client for a
+    `password` protects the default user; `acl` (user lines, e.g. `redis_users.acl_config`) replaces it. With
+    `tls` (the paths `certificates.make_certificates` returns) it speaks TLS only, and asks every client for a
     certificate of its CA. Passwords go into `directory/redis.conf`, made 0600, never on a command line.
     `maxmemory` (Redis's notation, e.g. `2gb`) caps its memory: full, it refuses writes (noeviction)
     rather than evict the ledger. The ledger is readable by no other local user: `directory` is 0700

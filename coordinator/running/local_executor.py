@@ -12,8 +12,8 @@ from pathlib import Path
 from adapters.records import failure_outcome
 from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
-from workers.cache import ItemCache
-from workers.item import evaluate_item
+from workers.item.cache import ItemCache
+from workers.item.evaluate import evaluate_item
 
 logger = logging.getLogger(__name__)
 

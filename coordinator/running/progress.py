@@ -1,6 +1,6 @@
 """How a farm run's progress reaches a person: redrawn in place on a terminal, one line per change otherwise.
 
-The state comes from `coordinator.running.farm.progress` (counts, per-worker rates,
+The state comes from `coordinator.running.farm_run.progress` (counts, per-worker rates,
 the slowest running items, an ETA from recent throughput). Warnings go
 through the same object, so each is printed once however often it recurs.
 Ids and worker names come from datasets and from Redis: they are printed with

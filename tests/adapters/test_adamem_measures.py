@@ -119,7 +119,7 @@ def test_every_measure_of_a_hand_made_episode(embedder):
 def test_a_turn_item_measured_with_nothing_marked_stale(embedder):
     from adapters.systems.adamem import AdaMemSystem
     from coordinator.running.reducer import reduce_run
-    from workers.item import evaluate_item
+    from workers.item.evaluate import evaluate_item
 
     turns = [{"session_id": "D1", "turn_id": f"D1:{n}", "text": text, "props": {"speaker": "A"}}
              for n, text in enumerate(["A: I moved to Boston last spring.", "B: The weather was cold."], start=1)]

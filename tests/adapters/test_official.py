@@ -24,7 +24,7 @@ from adapters.longmemeval import LongMemEval
 from coordinator.cli import main
 from coordinator.running.reducer import current_profile_names
 from tests.adapters.systems.scripted_system import Scripted
-from workers.item import evaluate_item
+from workers.item.evaluate import evaluate_item
 
 K = (1, 3, 5, 10, 30, 50)
 OFFICIAL = "longmemeval-official"

@@ -14,7 +14,7 @@ from devtools.mutation import LUA_SCRIPTS, REPO, lua_mutants, mutation_report
 
 
 def test_every_lua_mutant_changes_one_line_of_one_script_and_still_parses():
-    source = (REPO / "workers" / "ledger.py").read_text(encoding="utf-8")
+    source = (REPO / "workers" / "farm" / "ledger_scripts.py").read_text(encoding="utf-8")
     mutants = lua_mutants(source)
     assert len(mutants) > 30
     original = source.splitlines()

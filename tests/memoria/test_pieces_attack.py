@@ -19,7 +19,7 @@ from memoria import BatchLoader, MemoryInterface, bm25
 from memoria.errors import SnapshotError
 from memoria.pieces import MIN_PIECE_WORDS, split_pieces
 from memoria.ranking import SIGNALS
-from workers.cache import ItemCache, expected_entry
+from workers.item.cache import ItemCache, expected_entry
 
 _VOCABULARY: dict[str, int] = {}
 
@@ -440,8 +440,8 @@ def test_a_full_item_s_cache_entry_is_stored_again_with_its_candidates_pieces_an
     the entry is stored again holding them. Warm: restored, the same rankings, no piece encoded, nothing stored."""
     from adapters.longmemeval import LongMemEval
     from tests.helpers import write_dataset
-    from workers.cache_key import CACHE_KEY_ENV
-    from workers.item import evaluate_item
+    from workers.item.cache_key import CACHE_KEY_ENV
+    from workers.item.evaluate import evaluate_item
 
     monkeypatch.setenv(CACHE_KEY_ENV, str(tmp_path / "config" / "cache.key"))
     item = next(LongMemEval(write_dataset(tmp_path / "d.json", questions=1, seed=5, scale=0.1)).iter_items())

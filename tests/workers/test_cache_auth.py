@@ -16,9 +16,9 @@ from adapters.files import file_sha256
 from adapters.longmemeval import LongMemEval
 from adapters.systems.memoria_system import MemoriaSystem
 from tests.helpers import write_dataset
-from workers.cache import MAC, MANIFEST, ItemCache
-from workers.cache_key import CACHE_KEY_ENV, cache_key_path, load_cache_key
-from workers.item import evaluate_item
+from workers.item.cache import MAC, MANIFEST, ItemCache
+from workers.item.cache_key import CACHE_KEY_ENV, cache_key_path, load_cache_key
+from workers.item.evaluate import evaluate_item
 
 
 class WordEmbedder:

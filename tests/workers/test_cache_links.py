@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow  # each restore runs in a child process of its own
 
 from tests.conftest import REPO
 from tests.workers.test_cache_auth import _system, cached  # noqa: F401  (a fixture: an item and its cache entry)
-from workers.cache import MANIFEST
+from workers.item.cache import MANIFEST
 
 #: The child's file-size limit: far above an entry of the test's item, far below what a copy without end writes.
 LIMIT_BYTES = 64 << 20
@@ -23,8 +23,8 @@ import json, resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit a write fails with EFBIG instead of killing us
 resource.setrlimit(resource.RLIMIT_FSIZE, ({LIMIT_BYTES}, {LIMIT_BYTES}))
 from tests.workers.test_cache_auth import _system
-from workers.cache import ItemCache
-from workers.item import evaluate_item
+from workers.item.cache import ItemCache
+from workers.item.evaluate import evaluate_item
 item = json.load(open(sys.argv[1]))
 print(json.dumps(evaluate_item(item, _system(), cache=ItemCache(sys.argv[2]))["cache"]))
 """
@@ -103,8 +103,8 @@ def test_the_entry_folder_itself_a_link_is_refused(cached, tmp_path):
 
 def test_an_entry_without_artifact_sizes_is_rebuilt_once(cached, tmp_path):
     """Entries written before sizes were recorded carry a valid MAC but no sizes to bound a copy: rebuilt."""
-    from workers.cache import MAC
-    from workers.cache_key import entry_mac
+    from workers.item.cache import MAC
+    from workers.item.cache_key import entry_mac
 
     item, cache, _ = cached
     entry, manifest = _entry(cache, item)

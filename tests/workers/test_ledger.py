@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.errors import MemfarmError
-from coordinator.running.farm import progress
-from coordinator.running.ledger import RunLedger, check_run_id, connect, redact
-from workers.ledger import join_sessions, pack, split_sessions
+from coordinator.running.farm_run import progress
+from coordinator.running.run_ledger import RunLedger, check_run_id, connect, redact
+from workers.farm.staging_codec import join_sessions, pack, split_sessions
 
 pytestmark = pytest.mark.server
 
@@ -129,7 +129,7 @@ def test_attempts_only_grow_when_failed_items_are_requeued_by_hand(ledger):
 def test_a_reset_budget_is_counted_from_the_requeue(ledger):
     """After `requeue --failed` the item has max_attempts attempts again: a failure within them is retried,
     the last one is final, and a lost attempt at the new cap fails for good."""
-    from coordinator.running.farm import retry_failed
+    from coordinator.running.farm_run import retry_failed
 
     _run(ledger, max_attempts=2)
     for attempt in (1, 2):
@@ -343,7 +343,7 @@ def test_the_cap_clears_the_lease_and_an_unknown_item_is_logged(ledger, caplog):
     assert _lease(ledger) == b"1"
     # a stale start (past the hard limit) with its lease still there: the cap must remove the lease too
     assert _begin(ledger, max_attempts=1, stale_after=0.0) == ("cap", 2) and _lease(ledger) is None
-    with caplog.at_level("WARNING", logger="workers.ledger"):
+    with caplog.at_level("WARNING", logger="workers.farm.ledger"):
         _begin(ledger, item="b", max_attempts=1)
         assert not caplog.records, "a staged item is no news"
         _begin(ledger, item="ghost")
@@ -352,14 +352,14 @@ def test_the_cap_clears_the_lease_and_an_unknown_item_is_logged(ledger, caplog):
 
 
 def test_stale_after_is_the_hard_limit_plus_the_grace():
-    from workers.ledger import DEFAULT_LOST_GRACE_SECONDS, stale_after
+    from workers.farm.ledger import DEFAULT_LOST_GRACE_SECONDS, stale_after
 
     assert stale_after({"task_time_limit": 100}) == 100 + DEFAULT_LOST_GRACE_SECONDS
     assert stale_after({"task_time_limit": 100, "lost_grace_seconds": 7}) == 107
 
 
 def test_a_start_exactly_at_the_hard_limit_is_stale(ledger, monkeypatch):
-    import workers.ledger as worker_ledger
+    import workers.farm.ledger as worker_ledger
 
     class Clock:
         now = 1000.0
@@ -378,7 +378,7 @@ def test_a_start_exactly_at_the_hard_limit_is_stale(ledger, monkeypatch):
 
 
 def test_progress_detail_rates_slowest_and_recent_eta(ledger):
-    from coordinator.running.farm import progress
+    from coordinator.running.farm_run import progress
 
     _run(ledger, items=("a", "b", "c", "d", "e"))
     for item, worker in (("a", "w1"), ("b", "w1"), ("c", "w2"), ("d", "w2")):
@@ -470,7 +470,7 @@ def test_split_and_join_give_back_any_turn_list(rows):
 
 
 def test_the_run_dictionary_is_what_redis_holds_even_after_forget_and_restage(ledger, tmp_path):
-    from workers.ledger import ZDICT_BYTES
+    from workers.farm.staging_codec import ZDICT_BYTES
 
     item = _longmemeval_items(tmp_path, questions=1)[0]
     ledger.create_run("s4", {"created": time.time()})

@@ -9,11 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli import main
-from coordinator.running.farm import watch
-from coordinator.running.ledger import RunLedger, connect
+from coordinator.running.farm_run import watch
+from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import REPO
 from tests.helpers import write_dataset
-from workers.app import make_app
+from workers.farm.app import make_app
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from workers.tasks import incompatibility
+from workers.farm.tasks import incompatibility
 
 SIGNATURE = {"model_id": "m", "dimension": 384}
 
@@ -27,7 +27,7 @@ def test_a_run_staged_before_files_were_recorded_is_judged_by_its_signature():
 
 def test_the_run_records_the_model_files_a_worker_is_checked_against(tmp_path):
     from adapters.systems import make_system
-    from coordinator.running.farm import run_meta
+    from coordinator.running.farm_run import run_meta
     from coordinator.running.spec import RunSpec
     from memoria.model_files import model_files_sha256
     from tests.helpers import write_dataset

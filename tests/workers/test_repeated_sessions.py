@@ -9,8 +9,8 @@ import pytest
 from adapters import longmemeval_synth_m as M
 from adapters.longmemeval import LongMemEval
 from adapters.official import PROFILE as OFFICIAL
-from workers.item import label_for, make_docs
-from workers.ledger import join_sessions, split_sessions
+from workers.item.evaluate import label_for, make_docs
+from workers.farm.staging_codec import join_sessions, split_sessions
 
 
 @pytest.fixture()

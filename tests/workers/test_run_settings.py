@@ -8,14 +8,15 @@ from click.testing import CliRunner
 
 from coordinator.cli import main
 from tests.helpers import write_dataset
-from workers.run_settings import checked_settings
+from workers.farm.run_settings import checked_settings
 
 
 @pytest.fixture()
 def staged(redis_server, tmp_path, monkeypatch):
     """A run staged for real (one item), and a ledger as a worker sees it."""
-    from workers import tasks
-    from workers.ledger import Ledger, connect
+    from workers.farm import tasks
+    from workers.farm.connection import connect
+    from workers.farm.ledger import Ledger
 
     for name, value in (("_LEDGER", None), ("_SYSTEMS", {})):
         monkeypatch.setattr(tasks, name, value)
@@ -40,7 +41,7 @@ def _rewrite(ledger, **settings):
 @pytest.mark.parametrize("worker_cache", [True, False], ids=["worker-with-cache-dir", "worker-without-cache-dir"])
 def test_a_run_meta_naming_a_path_outside_the_worker_s_directories_is_refused(staged, tmp_path, monkeypatch,
                                                                               worker_cache):
-    from workers.tasks import process_item
+    from workers.farm.tasks import process_item
 
     ledger, item_id = staged
     if worker_cache:
@@ -59,7 +60,7 @@ def test_a_run_meta_naming_a_path_outside_the_worker_s_directories_is_refused(st
 
 @pytest.mark.server
 def test_a_wrongly_typed_setting_is_refused_by_name(staged):
-    from workers.tasks import process_item
+    from workers.farm.tasks import process_item
 
     ledger, item_id = staged
     _rewrite(ledger, batch_size="32; rm -rf /")
@@ -105,7 +106,7 @@ def test_a_path_inside_the_worker_s_cache_dir_and_plain_settings_are_taken(tmp_p
 
 def test_a_run_meta_carries_no_path_of_the_coordinator_s(tmp_path):
     from adapters.systems import make_system
-    from coordinator.running.farm import run_meta
+    from coordinator.running.farm_run import run_meta
     from coordinator.running.spec import RunSpec
 
     spec = RunSpec(benchmark="longmemeval", dataset=str(write_dataset(tmp_path / "d.json", questions=2)),

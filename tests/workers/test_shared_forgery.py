@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from coordinator.cli import main
 from memoria.embedding_store import ORIGIN_LOCAL, ORIGIN_SHARED, EmbeddingStore, StoredEmbedder, text_key
 from tests.workers.test_shared_vectors import Counting
-from workers.ledger import connect
-from workers.shared_vectors import PREFIX, RedisVectors
+from workers.farm.connection import connect
+from workers.farm.shared_vectors import PREFIX, RedisVectors
 
 pytestmark = pytest.mark.server
 
@@ -114,7 +114,7 @@ def test_a_farm_run_over_a_forged_tier_scores_as_a_clean_run_and_keeps_nothing_f
     from adapters.longmemeval import LongMemEval
     from adapters.systems.memoria_system import MemoriaSystem
     from tests.helpers import write_dataset
-    from workers.item import make_docs
+    from workers.item.evaluate import make_docs
 
     monkeypatch.setenv("MEMFARM_TASK_TIME_LIMIT", "120")
     monkeypatch.setenv("MEMFARM_VISIBILITY_TIMEOUT", "125")

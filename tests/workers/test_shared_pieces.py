@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from adapters.systems.memoria_system import MemoriaSystem
-from workers.ledger import connect
-from workers.shared_vectors import RedisVectors
+from workers.farm.connection import connect
+from workers.farm.shared_vectors import RedisVectors
 
 pytestmark = pytest.mark.server
 

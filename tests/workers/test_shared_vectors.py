@@ -6,8 +6,8 @@ import redis
 
 from coordinator.operations.processes import free_port
 from memoria.embedding_store import EmbeddingStore, StoredEmbedder, text_key
-from workers.ledger import connect
-from workers.shared_vectors import BUDGET_KEY, PREFIX, RedisVectors
+from workers.farm.connection import connect
+from workers.farm.shared_vectors import BUDGET_KEY, PREFIX, RedisVectors
 
 pytestmark = pytest.mark.server
 
@@ -61,8 +61,8 @@ def test_a_damaged_vector_is_not_served(client):
 
 
 def test_shared_vectors_live_outside_every_run_and_can_be_forgotten(client):
-    from coordinator.running.ledger import RunLedger
-    from workers.shared_vectors import forget_all
+    from coordinator.running.run_ledger import RunLedger
+    from workers.farm.shared_vectors import forget_all
 
     tier = RedisVectors(client)
     tier.put({"k1": np.ones(4, dtype=np.float32)})
@@ -109,7 +109,7 @@ def test_a_second_machine_fetches_what_the_first_encoded(client, tmp_path):
 def test_the_run_decides_whether_a_worker_shares(redis_server, tmp_path, monkeypatch):
     """One worker process serves runs with and without --shared-embeddings: its system follows each run."""
     from coordinator.running.spec import RunSpec
-    from workers import tasks
+    from workers.farm import tasks
 
     monkeypatch.setenv("MEMFARM_BROKER", redis_server.url)
     monkeypatch.setenv("MEMFARM_CACHE_DIR", str(tmp_path / "cache"))
@@ -187,7 +187,7 @@ def test_a_dead_claim_is_waited_for_less_than_its_lifetime_even_after_a_slow_fir
     """The wait follows this process's measured rate; a first encode that included the model's load measures a
     rate so low that the wait on a dead worker's claims would outlast the claims themselves (10 minutes)."""
     from memoria import embedding_store
-    from workers.shared_vectors import CLAIM_TTL_SECONDS
+    from workers.farm.shared_vectors import CLAIM_TTL_SECONDS
 
     class Clock:  # the store's clock: sleeping moves it, nothing waits for real
         now = 0.0
@@ -221,7 +221,7 @@ def test_a_dead_claim_is_waited_for_less_than_its_lifetime_even_after_a_slow_fir
 def test_a_claim_whose_vector_the_full_budget_keeps_out_is_released(client):
     """The budget fills between a claim and its vector: the vector is not shared, and its claim goes at once, so
     the workers that saw the claim stop waiting for a vector that will not come."""
-    from workers.shared_vectors import CLAIM_PREFIX
+    from workers.farm.shared_vectors import CLAIM_PREFIX
 
     tier = RedisVectors(client, max_bytes=16 + 16)  # one vector of 4 floats, with its checksum
     assert tier.claim(["first", "second"]) == {"first", "second"}

@@ -7,12 +7,12 @@ import secrets
 import numpy as np
 import pytest
 
-from coordinator.operations.cluster import ACL_RULES, acl_config
+from coordinator.operations.redis_users import ACL_RULES, acl_config
 from coordinator.operations.processes import free_port, start_redis
 from memoria.embedding_store import EmbeddingStore, StoredEmbedder, text_key
 from tests.workers.test_shared_vectors import Counting
-from workers.ledger import connect
-from workers.shared_vectors import BUDGET_KEY, CLAIM_PREFIX, PREFIX, RedisVectors, forget_all
+from workers.farm.connection import connect
+from workers.farm.shared_vectors import BUDGET_KEY, CLAIM_PREFIX, PREFIX, RedisVectors, forget_all
 
 pytestmark = pytest.mark.server
 

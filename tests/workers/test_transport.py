@@ -5,8 +5,8 @@ import json
 import pytest
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 
-from coordinator.running.ledger import connect
-from workers.transport import Transport, message_problem
+from coordinator.running.run_ledger import connect
+from workers.farm.transport import Transport, message_problem
 
 #: Payloads no consumer can take: not JSON, nested past Python's recursion limit, JSON of another shape.
 POISONS = ["not json", "[" * 100_000, "[]", '"x"', "{}", '{"body": 1}', '{"properties": {"delivery_tag": "t"}}']
@@ -79,8 +79,8 @@ def test_an_unacknowledged_entry_kombu_cannot_put_back_is_dropped_and_the_genuin
     """A worker's password may write kombu's hash of unacknowledged messages. An entry there that is not what
     kombu writes (not JSON, a message the farm never sends, one routed into another key) is removed and counted
     when its time to be put back comes, and no longer stops the genuine entries behind it from going back."""
-    from workers.app import QUEUE, TASK_NAME, make_app
-    from workers.transport import DROPPED_KEY
+    from workers.farm.app import QUEUE, TASK_NAME, make_app
+    from workers.farm.transport import DROPPED_KEY
 
     make_app(redis_server.url).send_task(TASK_NAME, args=["20261202-000000-abcdef", "q-1"], queue=QUEUE)
     raw = connect(redis_server.url)
@@ -113,7 +113,7 @@ def test_binding_keys_planted_as_another_type_are_healed_by_declare_refresh_and_
     """kombu's binding tables and the deadlines of expiring bindings, planted as strings: the declare of an
     expiring queue (as the control channel's is), the periodic refresh of a consumed one and the sweep each
     delete what they find planted, count it and do their work; a key of the right type is left alone."""
-    import workers.transport as transport
+    import workers.farm.transport as transport
 
     raw = connect(redis_server.url)
     table, deadlines = "_kombu.binding.probe.pidbox", "_kombu.binding_deadlines"

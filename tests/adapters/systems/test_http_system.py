@@ -201,7 +201,7 @@ def test_a_worker_with_a_token_may_call_one_server_only(monkeypatch):
 
 
 def test_a_worker_calls_only_the_servers_it_was_allowed(monkeypatch):
-    from workers.tasks import refusal_before_import
+    from workers.farm.tasks import refusal_before_import
     from workers.version import CODE_VERSION
 
     meta = {"code_version": CODE_VERSION, "system": "http://127.0.0.1:8077/v1", "system_settings": {}}
@@ -290,7 +290,7 @@ def test_a_server_is_given_exactly_what_an_in_process_system_is_given(server, tm
 def test_a_worker_refuses_a_server_that_changed_since_the_run_was_staged(server):
     from types import SimpleNamespace
 
-    from workers.tasks import incompatibility
+    from workers.farm.tasks import incompatibility
 
     good = server("good")
     staged = HttpSystem(good.url).info
@@ -306,7 +306,7 @@ def test_a_worker_refuses_a_server_that_changed_since_the_run_was_staged(server)
 
 
 def test_https_is_verified_against_the_trusted_authorities(server, tmp_path, monkeypatch):
-    from coordinator.operations.cluster import make_certificates
+    from coordinator.operations.certificates import make_certificates
 
     tls = make_certificates(tmp_path / "tls")
     secure = server("good", "--tls-cert", tls["server.crt"], "--tls-key", tls["server.key"])

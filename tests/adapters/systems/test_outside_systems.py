@@ -103,7 +103,7 @@ def test_modes_are_the_systems_own(tmp_path):
 
     assert RunSpec("locomo", dataset="x", system="mnem").retrieval_mode == "hybrid"
     assert RunSpec("locomo", dataset="x", system="memoria").retrieval_mode == "fusion"
-    from workers.run_settings import checked_settings
+    from workers.farm.run_settings import checked_settings
 
     assert checked_settings({"system": "mnem", "system_settings": {"mode": "dense"}}, None) == {"mode": "dense"}
     with pytest.raises(MemfarmError, match="choose from dense, hybrid"):
@@ -144,7 +144,7 @@ def test_a_vendor_error_fails_its_item_and_unknown_or_repeated_hits_are_dropped(
     from adapters.longmemeval import LongMemEval
     from adapters.systems.mnem_system import MnemSystem
     from coordinator.running.local_executor import run_items
-    from workers.item import evaluate_item
+    from workers.item.evaluate import evaluate_item
 
     data = write_dataset(tmp_path / "lme.json", questions=3, seed=4, scale=0.02)
     items = list(LongMemEval(data).iter_items())

@@ -19,12 +19,12 @@ from adapters.errors import ResultsError
 from coordinator.cli import main
 from coordinator.operations.processes import free_port
 from coordinator.operations.processes import process_alive as alive
-from coordinator.running.farm import reduce_farm_run, watch
-from coordinator.running.ledger import RunLedger, connect
+from coordinator.running.farm_run import reduce_farm_run, watch
+from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset
-from workers.app import make_app
-from workers.ledger import Ledger
+from workers.farm.app import make_app
+from workers.farm.ledger import Ledger
 
 from tests.farm_support import cluster_up
 
@@ -220,7 +220,7 @@ def test_flower_sees_a_cluster_run_and_its_monitor_user_can_do_nothing_else(tmp_
             assert "memfarm.evaluate_item" in row and "SUCCESS" in row and "worker1@" in row, row
         assert screenshot.stat().st_size > 10_000, "a page was drawn"
 
-        from workers.app import make_monitor_app
+        from workers.farm.app import make_monitor_app
 
         monitor_url = state["brokers"]["monitor"]
         monitor = connect(monitor_url)

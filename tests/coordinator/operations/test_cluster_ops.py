@@ -17,9 +17,9 @@ from click.testing import CliRunner
 
 from adapters.errors import MemfarmError
 from coordinator.cli import main
-from coordinator.operations import cluster
+from coordinator.operations import certificates, cluster
 from coordinator.operations.processes import free_port, process_alive, start_redis
-from coordinator.running.ledger import connect
+from coordinator.running.run_ledger import connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset
 
@@ -143,7 +143,7 @@ def test_redis_runs_with_a_memory_cap_and_refuses_rather_than_evicts(tmp_path):
 
 def test_renewed_certificates_are_served_at_once_and_the_old_expiry_is_kept(tmp_path, monkeypatch):
     state_dir = tmp_path / "state"
-    monkeypatch.setattr(cluster, "CA_DAYS", 400)  # a CA that outlives the certificates it signs, not by a year
+    monkeypatch.setattr(certificates, "CA_DAYS", 400)  # a CA that outlives the certificates it signs, not by a year
     state = up(state_dir, "--tls", "--workers", "0", "--no-flower")
     monkeypatch.undo()
     try:
@@ -151,7 +151,7 @@ def test_renewed_certificates_are_served_at_once_and_the_old_expiry_is_kept(tmp_
         for name, path in state["tls"].items():
             monkeypatch.setenv(name, path)
         first = served_certificate(port, state["tls"])
-        in_a_year = datetime.now(timezone.utc) + timedelta(days=cluster.CERTIFICATE_DAYS)
+        in_a_year = datetime.now(timezone.utc) + timedelta(days=certificates.CERTIFICATE_DAYS)
         assert abs(first["not_after"] - in_a_year) < timedelta(hours=1), first
         held = connect(state["broker"])
         held.set("memfarm:before", "1")
@@ -169,6 +169,7 @@ def test_renewed_certificates_are_served_at_once_and_the_old_expiry_is_kept(tmp_
         assert connect(state["broker"]).get("memfarm:before") == b"1", "a new one uses the renewed client certificate"
 
         monkeypatch.setattr(cluster, "CERTIFICATE_DAYS", 500)  # now the CA would end before what it signs
+        monkeypatch.setattr(certificates, "CERTIFICATE_DAYS", 500)  # ... and what it signs says so
         old_ca = (state_dir / "tls" / "ca.crt").read_bytes()
         old_client = tmp_path / "old"
         old_client.mkdir()

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from coordinator.cli import main
 from coordinator.operations.processes import process_alive as alive
-from coordinator.running.ledger import connect
+from coordinator.running.run_ledger import connect
 from tests.farm_support import REPO, wait_for
-from workers.app import make_monitor_app
+from workers.farm.app import make_monitor_app
 
 from tests.farm_support import cluster_up
 
@@ -99,11 +99,11 @@ def test_a_queued_message_poisoned_in_any_field_is_dropped_counted_and_the_worke
     """With a worker's password: copy a queued task message, change one field, give it a new delivery tag and
     push it where it is read next. The worker lives through all of them, each is gone for good (not in the
     queue, not among the unacknowledged), counted by its field, and the run queued behind them completes."""
-    from coordinator.running.farm import enqueue, watch
-    from coordinator.running.ledger import RunLedger
+    from coordinator.running.farm_run import enqueue, watch
+    from coordinator.running.run_ledger import RunLedger
     from tests.helpers import write_dataset
-    from workers.app import make_app
-    from workers.transport import DROPPED_KEY
+    from workers.farm.app import make_app
+    from workers.farm.transport import DROPPED_KEY
 
     for key, value in {"MEMFARM_TASK_TIME_LIMIT": "60", "MEMFARM_VISIBILITY_TIMEOUT": "65"}.items():
         monkeypatch.setenv(key, value)

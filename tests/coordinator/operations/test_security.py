@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from adapters.errors import MemfarmError
 from coordinator.cli import main
 from coordinator.operations.processes import process_alive as alive
-from coordinator.running.farm import watch
-from coordinator.running.ledger import RunLedger, connect
+from coordinator.running.farm_run import watch
+from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import PASSWORD, REPO, wait_for
 from tests.helpers import write_dataset
-from workers.app import make_app
+from workers.farm.app import make_app
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 FAST = {"MEMFARM_TASK_TIME_LIMIT": "60", "MEMFARM_VISIBILITY_TIMEOUT": "65"}

@@ -8,12 +8,12 @@ from click.testing import CliRunner
 
 from adapters.errors import MemfarmError
 from coordinator.cli import main
-from coordinator.running.farm import resume
-from coordinator.running.ledger import RunLedger, connect
+from coordinator.running.farm_run import resume
+from coordinator.running.run_ledger import RunLedger, connect
 from tests.helpers import write_dataset
-from workers.app import make_app
-from workers.ledger import Ledger
-from workers.ledger_values import MAX_ITEM_ID_CHARS
+from workers.farm.app import make_app
+from workers.farm.ledger import Ledger
+from workers.farm.ledger_values import MAX_ITEM_ID_CHARS
 
 pytestmark = pytest.mark.server
 
@@ -64,7 +64,7 @@ def test_staging_refuses_an_item_id_longer_than_the_farm_reads_back(run):
 
 
 def test_a_worker_names_a_message_for_a_huge_run_id_in_a_bounded_line(run, caplog):
-    from workers.tasks import process_item
+    from workers.farm.tasks import process_item
 
     with caplog.at_level(logging.WARNING):
         assert process_item(Ledger(run.r), HUGE, "i", "w") == "unknown run"

@@ -8,11 +8,11 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli import main
-from coordinator.running.farm import watch
-from coordinator.running.ledger import RunLedger, connect
+from coordinator.running.farm_run import watch
+from coordinator.running.run_ledger import RunLedger, connect
 from memoria.model_files import ModelFilesError, resolve
 from tests.helpers import skip_outside_ci
-from workers.app import make_app
+from workers.farm.app import make_app
 
 pytestmark = [pytest.mark.slow]
 

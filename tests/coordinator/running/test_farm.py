@@ -14,11 +14,11 @@ from click.testing import CliRunner
 
 from adapters.longmemeval import extract_questions
 from coordinator.cli import main
-from coordinator.running.farm import reduce_farm_run, watch
-from coordinator.running.ledger import RunLedger, connect
+from coordinator.running.farm_run import reduce_farm_run, watch
+from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import REPO, wait_for
 from tests.helpers import write_dataset
-from workers.app import make_app
+from workers.farm.app import make_app
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -192,7 +192,7 @@ def test_resume_after_the_coordinator_died(redis_server, workers, data, tmp_path
 
 def test_the_same_item_twice_leaves_one_record(redis_server, data, monkeypatch):
     monkeypatch.setenv("MEMFARM_BROKER", redis_server.url)
-    from workers.tasks import process_item
+    from workers.farm.tasks import process_item
 
     ledger = RunLedger(connect(redis_server.url))
     run_id = _submit(redis_server.url, data["small"], "--limit", "2")
@@ -430,7 +430,7 @@ def test_runs_lists_forget_removes_and_reduce_sets_the_expiry(redis_server, work
 
 
 def test_resume_sends_nothing_for_items_still_waiting_and_heals_a_lost_message(redis_server, data):
-    from coordinator.running.farm import heal_orphans, resume
+    from coordinator.running.farm_run import heal_orphans, resume
 
     ledger = RunLedger(connect(redis_server.url))
     app = make_app(redis_server.url)

@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from adapters.errors import MemfarmError
 from adapters.longmemeval import LongMemEval
 from coordinator.cli import main
-from coordinator.running.farm import (heal_orphans, progress, recover_lost, reduce_farm_run, resume, retry_failed,
-                                      run_summaries, stage_run)
-from coordinator.running.ledger import RunLedger, connect
+from coordinator.running.farm_run import (heal_orphans, progress, recover_lost, reduce_farm_run, resume,
+                                          retry_failed, run_summaries, stage_run)
+from coordinator.running.run_ledger import RunLedger, connect
 from tests.farm_support import wait_for
 from tests.helpers import write_dataset
-from workers.app import make_app
-from workers.ledger import pack
+from workers.farm.app import make_app
+from workers.farm.staging_codec import pack
 
 pytestmark = pytest.mark.server
 
@@ -186,7 +186,7 @@ def test_forget_during_staging_leaves_no_key_behind(redis_server, tmp_path):
 def test_forget_between_an_items_check_and_its_writes_leaves_no_key_behind(redis_server, tmp_path, monkeypatch):
     """The narrowest window: the run is forgotten after `stage` found the item not yet staged and before it
     writes the item's sessions and state."""
-    import coordinator.running.ledger as module
+    import coordinator.running.run_ledger as module
 
     item = next(LongMemEval(write_dataset(tmp_path / "d.json", questions=1, seed=5, scale=0.05)).iter_items())
     ledger = RunLedger(connect(redis_server.url))

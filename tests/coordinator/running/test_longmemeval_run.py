@@ -7,8 +7,8 @@ from click.testing import CliRunner
 from adapters.longmemeval import LongMemEval, extract_questions
 from adapters.systems.memoria_system import MemoriaSystem
 from coordinator.cli import main
-from workers.cache import ItemCache
-from workers.item import evaluate_item
+from workers.item.cache import ItemCache
+from workers.item.evaluate import evaluate_item
 from tests.helpers import independent_session_metrics, independent_turn_metrics, write_dataset
 
 pytestmark = pytest.mark.slow
@@ -294,8 +294,8 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from adapters.longmemeval import LongMemEval
 from adapters.systems.memoria_system import MemoriaSystem
-from workers.cache import ItemCache
-from workers.item import evaluate_item
+from workers.item.cache import ItemCache
+from workers.item.evaluate import evaluate_item
 items = list(LongMemEval(sys.argv[2]).iter_items())[:3]
 cache, system, out = ItemCache(sys.argv[3]), MemoriaSystem(mode="fusion"), []
 for round_ in range(3):

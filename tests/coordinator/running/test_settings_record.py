@@ -2,7 +2,7 @@
 
 import json
 
-from coordinator.running.farm import run_meta
+from coordinator.running.farm_run import run_meta
 from coordinator.running.spec import RunSpec
 from tests.helpers import write_dataset
 
@@ -38,7 +38,7 @@ def test_arguments_already_written_read_back_into_the_same_spec_and_record():
 
 
 def test_settings_round_trip_through_the_run_metadata_a_worker_builds_its_system_from(tmp_path, monkeypatch):
-    from workers import tasks
+    from workers.farm import tasks
 
     for name in ("MEMFARM_CACHE_DIR", "MEMFARM_MAX_SEQ_LENGTH", "MEMFARM_EMBEDDER_BACKEND"):
         monkeypatch.delenv(name, raising=False)

@@ -100,7 +100,7 @@ def test_submit_reads_the_embedding_signature_without_loading_the_model(redis_se
     proc = subprocess.run([sys.executable, "-c", code, str(data)], cwd=REPO, capture_output=True, text=True,
                           timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO), MEMFARM_BROKER=redis_server.url))
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [0, False, False], proc.stderr
-    from coordinator.running.ledger import RunLedger, connect
+    from coordinator.running.run_ledger import RunLedger, connect
 
     meta = RunLedger(connect(redis_server.url)).meta("sig")
     from memoria.embedder import Embedder

@@ -1,4 +1,4 @@
-"""The Celery app Flower runs (`celery -A workers.monitor flower`): see `workers.app.make_monitor_app`.
+"""The Celery app Flower runs (`celery -A workers.farm.monitor flower`): see `app.make_monitor_app`.
 
 Flower's worker list (`/api/workers`, the worker pages) holds what workers answered when Flower asked
 them, and Flower asks once, when it starts: a worker that comes up later (one still loading when `cluster
@@ -16,7 +16,7 @@ import logging
 import time
 
 from adapters.errors import MemfarmError
-from workers.app import make_monitor_app
+from workers.farm.app import make_monitor_app
 
 logger = logging.getLogger(__name__)
 
@@ -66,14 +66,14 @@ def _farm_flower():
 
 
 def _use_farm_flower() -> None:
-    """Make Flower's command build `FarmFlower`: `celery -A workers.monitor flower` imports this module before
-    the command runs. A Flower whose command builds its app otherwise fails here, loudly."""
+    """Make Flower's command build `FarmFlower`: `celery -A workers.farm.monitor flower` imports this module
+    before the command runs. A Flower whose command builds its app otherwise fails here, loudly."""
     import flower.command
     from flower.app import Flower
 
     if not (isinstance(getattr(flower.command, "Flower", None), type) and issubclass(flower.command.Flower, Flower)):
-        raise MemfarmError("this Flower's command does not build flower.app.Flower; workers.monitor cannot "
-                           "extend it (pin the flower version memoria-farm was tested with)")
+        raise MemfarmError("this Flower's command does not build flower.app.Flower; workers.farm.monitor "
+                           "cannot extend it (pin the flower version memoria-farm was tested with)")
     if not getattr(flower.command.Flower, "ask_if_new", None):
         flower.command.Flower = _farm_flower()
 

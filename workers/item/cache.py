@@ -1,7 +1,7 @@
 """The validated per-item cache: a system's snapshot plus a manifest of hashes.
 
 An entry is used only if its manifest carries a valid MAC under this
-machine's key (`workers.cache_key`, kept outside the cache: an entry edited
+machine's key (`workers.item.cache_key`, kept outside the cache: an entry edited
 by anyone without the key is a miss), and the item's content hash, the
 embedding signature, the code that builds the index, the model files and the
 format version all match and every artifact hashes right. Anything else is a
@@ -31,7 +31,7 @@ from pathlib import Path
 from adapters.defaults import CACHE_FORMAT_VERSION
 from adapters.errors import MemfarmError
 from adapters.files import file_sha256, read_json, write_json
-from workers.cache_key import cache_key_path, entry_mac, load_cache_key, mac_matches
+from workers.item.cache_key import cache_key_path, entry_mac, load_cache_key, mac_matches
 
 logger = logging.getLogger(__name__)
 

@@ -10,16 +10,17 @@ from pathlib import Path
 
 from celery.signals import worker_process_init
 
-from workers.app import TASK_NAME, app, broker_url, lease_seconds
-from workers.cache import ItemCache
-from workers.item import evaluate_item
+from workers.farm.app import TASK_NAME, app, broker_url, lease_seconds
+from workers.item.cache import ItemCache
+from workers.item.evaluate import evaluate_item
 from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
 from adapters.systems.http_system import is_http_system, origin
 from adapters.terminal import printable
-from workers.ledger import Ledger, connect, stale_after
-from workers.ledger_values import shown
-from workers.run_settings import checked_settings
+from workers.farm.connection import connect
+from workers.farm.ledger import Ledger, stale_after
+from workers.farm.ledger_values import shown
+from workers.farm.run_settings import checked_settings
 from workers.version import CODE_VERSION
 from memoria.model_files import ModelFilesError
 
@@ -102,7 +103,7 @@ def _verify_share() -> float:
 def _shared_vectors():
     global _SHARED
     if _SHARED is None:
-        from workers.shared_vectors import DEFAULT_MAX_BYTES, RedisVectors
+        from workers.farm.shared_vectors import DEFAULT_MAX_BYTES, RedisVectors
 
         mib = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_MIB")
         try:

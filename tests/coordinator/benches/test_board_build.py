@@ -5,7 +5,7 @@ import json
 from click.testing import CliRunner
 
 from adapters.metrics import question_metrics
-from coordinator.benches.board import generated_runs
+from coordinator.benches.board_build import generated_runs
 from coordinator.cli import main
 
 

@@ -1,7 +1,7 @@
-"""The board's pages: static HTML written from `board_data.build_data`, opened from the file system or any server.
+"""The board's pages: static HTML written from `data.build_data`, opened from the file system or any server.
 
 Every text that comes from a results file (questions, candidates' turns, ids,
-system names, settings, paths) goes through `board_html.e` (HTML-escaped, quotes too) and
+system names, settings, paths) goes through `markup.e` (HTML-escaped, quotes too) and
 stands only in element text or a double-quoted attribute; links and file names
 are the board's own (`q/00001.html`), never a results file's. Each page carries a
 Content-Security-Policy that lets script come only from the board's own
@@ -18,10 +18,10 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from coordinator.results import board_charts as charts
-from coordinator.results.board_data import OTHER_METRICS
-from coordinator.results.board_html import crumbs, e, group_heading, num, p_text, page, sort_value
-from coordinator.results.board_questions import pair_page, question_page, questions_page
+from coordinator.board import charts
+from coordinator.board.data import OTHER_METRICS
+from coordinator.board.markup import crumbs, e, group_heading, num, p_text, page, sort_value
+from coordinator.board.questions import pair_page, question_page, questions_page
 
 #: The file in a board folder that marks it as one: a folder holding it may be replaced by the next build.
 MARKER = ".memfarm-board"
@@ -232,7 +232,7 @@ def group_charts(group: dict) -> dict[str, str]:
 
 
 def _static(name: str) -> bytes:
-    return resources.files("coordinator.results").joinpath("board_static", name).read_bytes()
+    return resources.files("coordinator.board").joinpath("static", name).read_bytes()
 
 
 def write_site(data: dict, output: str | Path) -> dict:

@@ -1,6 +1,6 @@
 """The coordinator's half of the ledger: create and stage runs, read their state, requeue, wait, forget.
 
-Built on the worker's half (`workers.ledger.Ledger`), which holds the key
+Built on the worker's half (`workers.farm.ledger.Ledger`), which holds the key
 layout and the transitions a worker makes. Every transition here is atomic
 too: run creation is `SET NX`, and requeueing an item or declaring an attempt
 lost are Lua scripts that check the state (and attempt) they start from.
@@ -18,12 +18,15 @@ import json
 import time
 
 from adapters.errors import MemfarmError
-from workers.app import QUEUE
-from workers.ledger import (LUA_NUMBERS, STATES, ItemState, Ledger, check_run_id, connect, dictionary_id, pack,
-                            pack_session, redact, session_dictionary, split_sessions)
-from workers.ledger_values import (CONTEXT_FIELDS, MAX_ITEM_ID_CHARS, MAX_UNPACKED_BYTES, LedgerValueError,
-                                   check_fields, check_info, check_item_id, check_outcome, kind_checked, message_args,
-                                   shown, text, unpack)
+from adapters.redaction import redact
+from workers.farm.app import QUEUE
+from workers.farm.connection import connect
+from workers.farm.ledger import STATES, ItemState, Ledger, check_run_id
+from workers.farm.ledger_scripts import LUA_NUMBERS
+from workers.farm.ledger_values import (CONTEXT_FIELDS, MAX_ITEM_ID_CHARS, MAX_UNPACKED_BYTES,
+                                        LedgerValueError, check_fields, check_info, check_item_id,
+                                        check_outcome, kind_checked, message_args, shown, text, unpack)
+from workers.farm.staging_codec import dictionary_id, pack, pack_session, session_dictionary, split_sessions
 
 __all__ = ["ItemState", "LedgerValueError", "RunLedger", "check_run_id", "connect", "redact"]
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from coordinator.benches.board import generated_runs
-from coordinator.results import board_html, board_pages, board_questions
+from coordinator.benches.board_build import generated_runs
+from coordinator.board import markup as board_html, pages as board_pages, questions as board_questions
+from coordinator.board.build import build_board
 from coordinator.results.analyze import load_results
-from coordinator.results.board import build_board
 from tests.browser import Browser
-from tests.coordinator.results.test_board import HOSTILE, hostile_runs, write_runs
+from tests.coordinator.board.test_board import HOSTILE, hostile_runs, write_runs
 
 pytestmark = pytest.mark.slow
 

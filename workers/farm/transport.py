@@ -6,7 +6,7 @@ JSON of another shape, raises there: out of the worker's event loop, which stops
 connection, which drops it. Any worker's password may push onto the task queue and Flower's may publish on
 the control channel, so one such password would stop every worker. Here each payload is checked first; one
 that is not a message is dropped with one warning and the worker reads on. A payload read off the task
-queue must moreover be the farm's one task message, every field of it (`workers.task_message`), before
+queue must moreover be the farm's one task message, every field of it (`workers.farm.task_message`), before
 Celery sees it: Celery stops its worker on many a field it does not expect.
 
 A payload dropped here is off the queue already (BRPOP took it) and was never handed to kombu's
@@ -27,7 +27,7 @@ import redis as redis_client
 from kombu.transport import TRANSPORT_ALIASES, get_transport_cls, redis
 
 from adapters.errors import MemfarmError
-from workers.task_message import QUEUE, task_message_problem
+from workers.farm.task_message import QUEUE, task_message_problem
 
 logger = logging.getLogger(__name__)
 
@@ -273,12 +273,13 @@ def register() -> None:
     consumer's, its clones, the pooled ones that collect remote-control answers) finds its transport by
     the URL's scheme, and the URL keeps that scheme where it is shown (the worker's banner, Flower's broker
     page, which picks its Redis client by it). kombu caches a transport once resolved, so this runs on import
-    (`workers.app` imports this module), before any connection is made, and fails loudly if it came late."""
+    (`workers.farm.app` imports this module), before any connection is made, and fails loudly if it came
+    late."""
     for scheme in ("redis", "rediss"):
         TRANSPORT_ALIASES[scheme] = f"{__name__}:Transport"
     if get_transport_cls("redis") is not Transport or get_transport_cls("rediss") is not Transport:
-        raise MemfarmError("kombu resolved its Redis transport before workers.transport registered its own; "
-                           "import workers.app before making any connection")
+        raise MemfarmError("kombu resolved its Redis transport before workers.farm.transport registered its "
+                           "own; import workers.farm.app before making any connection")
 
 
 register()

@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from adapters.errors import ResultsError
-from coordinator.benches.board import generated_runs
+from coordinator.benches.board_build import generated_runs
+from coordinator.board import data as board_data, pages as board_pages
+from coordinator.board.build import build_board, make_server
 from coordinator.cli import main
-from coordinator.results import board_data, board_pages
 from coordinator.results.analyze import load_results
-from coordinator.results.board import build_board, make_server
 from coordinator.results.compare import bootstrap_interval, compare_files
 from coordinator.running.reducer import write_results
 

@@ -20,7 +20,7 @@ from adapters.defaults import CONTEXT_ENTRIES, DEFAULT_SCORING_PROFILE, DEFAULT_
 from adapters.files import content_hash
 from adapters.official import PROFILE as OFFICIAL
 from adapters.records import candidate, failure_outcome, outcome, question_record
-from workers.cache import expected_entry
+from workers.item.cache import expected_entry
 
 logger = logging.getLogger(__name__)
 

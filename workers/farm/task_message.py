@@ -16,8 +16,8 @@ import binascii
 import json
 import re
 
-from workers.ledger import RUN_ID
-from workers.ledger_values import MAX_ITEM_ID_CHARS, shown
+from workers.farm.ledger import RUN_ID
+from workers.farm.ledger_values import MAX_ITEM_ID_CHARS, shown
 
 QUEUE = "memfarm"
 TASK_NAME = "memfarm.evaluate_item"

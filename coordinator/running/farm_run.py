@@ -19,13 +19,13 @@ import redis
 
 from adapters.errors import ResultsError
 from adapters.records import failure_outcome
-from coordinator.running.ledger import (DEFAULT_RUN_TTL_SECONDS, ItemState, LedgerValueError, RunLedger, check_run_id,
-                                        redact)
+from coordinator.running.run_ledger import (DEFAULT_RUN_TTL_SECONDS, ItemState, LedgerValueError, RunLedger,
+                                            check_run_id, redact)
 from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
-from workers.app import QUEUE, TASK_NAME, task_time_limit
-from workers.ledger import DEFAULT_LOST_GRACE_SECONDS, stale_after
-from workers.ledger_values import shown
+from workers.farm.app import QUEUE, TASK_NAME, task_time_limit
+from workers.farm.ledger import DEFAULT_LOST_GRACE_SECONDS, stale_after
+from workers.farm.ledger_values import shown
 from workers.version import CODE_VERSION
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The Celery app: JSON messages only, late acks, one task at a time per process.
 
-Configuration comes from the environment so that `celery -A workers.app`
+Configuration comes from the environment so that `celery -A workers.farm.app`
 (Flower) and `memfarm worker` agree:
 MEMFARM_BROKER (redis URL), MEMFARM_TASK_TIME_LIMIT (hard limit, seconds),
 MEMFARM_VISIBILITY_TIMEOUT (must exceed the hard limit),
@@ -18,8 +18,10 @@ from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger, worker_init
 
 from adapters.errors import MemfarmError
-from workers import transport  # noqa: F401  (registered on import: kombu's Redis transport, checking payloads)
-from workers.task_message import QUEUE, TASK_NAME  # noqa: F401  (the farm's queue and task, named where checked)
+# registered on import: kombu's Redis transport, checking payloads
+from workers.farm import transport  # noqa: F401
+# the farm's queue and task, named where checked
+from workers.farm.task_message import QUEUE, TASK_NAME  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ def task_time_limit() -> int:
 
 
 def lease_seconds() -> int:
-    from workers.ledger import DEFAULT_LEASE_SECONDS
+    from workers.farm.ledger import DEFAULT_LEASE_SECONDS
 
     return int(os.environ.get("MEMFARM_LEASE_SECONDS", DEFAULT_LEASE_SECONDS))
 
@@ -58,8 +60,8 @@ def make_app(broker: str | None = None) -> Celery:
     if visibility <= hard_limit:
         raise MemfarmError(f"visibility timeout ({visibility}s) must exceed the hard time limit ({hard_limit}s), "
                            "or a running item would be handed to a second worker")
-    app = Celery("memfarm", broker=broker, include=["workers.tasks"])
-    from workers.ledger import tls_files
+    app = Celery("memfarm", broker=broker, include=["workers.farm.tasks"])
+    from workers.farm.connection import tls_files
 
     tls = tls_files(broker)
     if tls:

@@ -1,8 +1,8 @@
 """`memfarm board`: many runs of many systems side by side, and what each returned for every question.
 
 A static folder (HTML, one stylesheet, one small script, SVG pictures) that
-opens from the file system and fetches nothing: `board_data` reads and pairs
-the runs, `board_pages` writes the pages, `board_charts` draws. `serve` shows a
+opens from the file system and fetches nothing: `data` reads and pairs
+the runs, `pages` writes the pages, `charts` draws. `serve` shows a
 built board on localhost for those who prefer a URL.
 """
 
@@ -14,7 +14,7 @@ import logging
 import time
 from pathlib import Path
 
-from coordinator.results import board_data, board_pages
+from coordinator.board import data as board_data, pages as board_pages
 from coordinator.results.compare import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 logger = logging.getLogger(__name__)

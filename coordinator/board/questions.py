@@ -3,8 +3,8 @@ top candidates and its gold marked, and a run's wins and losses against the lead
 
 from __future__ import annotations
 
-from coordinator.results.board_data import SHOWN_CANDIDATES, STRICT_METRIC
-from coordinator.results.board_html import crumbs, e, group_heading, num, p_text, page
+from coordinator.board.data import SHOWN_CANDIDATES, STRICT_METRIC
+from coordinator.board.markup import crumbs, e, group_heading, num, p_text, page
 
 
 #: Shown where every run failed the question's item, so that no results file holds its text.

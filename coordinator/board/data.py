@@ -12,7 +12,7 @@ means leave its failed questions out. Runs judged by substrings (AdaMem
 episodes) have no gold ids to rank against and stand in a group of their own.
 
 This module turns results files into plain data (`build_data`); `board` builds the site, the pages are
-written by `board_pages`, the pictures by `board_charts`.
+written by `pages`, the pictures by `charts`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ set of records) or failed. Every transition is one Lua script, so it is
 atomic, and each is tied to the attempt that made it: a late finish or
 failure of an attempt that was given up on changes nothing, and `done` is
 never overwritten. The coordinator's half (staging, requeue, resume, watch,
-reduce) is `coordinator.running.ledger.RunLedger`, built on this class.
+reduce) is `coordinator.running.run_ledger.RunLedger`, built on this class.
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ import re
 import threading
 import time
 import zlib
-from urllib.parse import urlsplit
 
 import redis
 
 from adapters.errors import MemfarmError
-from adapters.redaction import redact
-from workers.ledger_values import (MAX_META_BYTES, MAX_UNPACKED_BYTES, STAGED_FIELDS, LedgerValueError, check_fields,
-                                   check_info, check_item_id, check_meta, kind_checked, shown, unpack)
+from workers.farm.ledger_scripts import BEGIN, FAIL, FINISH, HEARTBEAT, LUA_NUMBERS
+from workers.farm.ledger_values import (MAX_META_BYTES, MAX_UNPACKED_BYTES, STAGED_FIELDS, LedgerValueError,
+                                        check_fields, check_info, check_item_id, check_meta, kind_checked,
+                                        shown, unpack)
+from workers.farm.staging_codec import dictionary_id, join_sessions, pack, unpack_session
 
 logger = logging.getLogger(__name__)
 
@@ -66,235 +67,16 @@ def stale_after(meta: dict) -> float:
     return meta["task_time_limit"] + meta.get("lost_grace_seconds", DEFAULT_LOST_GRACE_SECONDS)
 
 
-def tls_files(url: str) -> dict[str, str]:
-    """For a `rediss://` URL: the CA, client certificate and key from MEMFARM_TLS_CA / _CERT / _KEY."""
-    if not url.startswith("rediss://"):
-        return {}
-    import os
-
-    files = {name: os.environ.get(f"MEMFARM_TLS_{name.upper()}") for name in ("ca", "cert", "key")}
-    if not files["ca"]:
-        raise MemfarmError("a rediss:// broker needs MEMFARM_TLS_CA (the CA that signed the server's certificate)")
-    if bool(files["cert"]) != bool(files["key"]):
-        missing = "MEMFARM_TLS_CERT" if not files["cert"] else "MEMFARM_TLS_KEY"
-        raise MemfarmError(f"MEMFARM_TLS_CERT and MEMFARM_TLS_KEY go together (the client certificate and its key); "
-                           f"{missing} is not set")
-    return {k: v for k, v in files.items() if v}
-
-
-def redis_tls_options(url: str) -> dict:
-    """redis-py's TLS arguments for `url` (none for plain redis://): the server is always verified."""
-    files = tls_files(url)
-    if not files:
-        return {}
-    return {"ssl_cert_reqs": "required", "ssl_ca_certs": files["ca"], "ssl_certfile": files.get("cert"),
-            "ssl_keyfile": files.get("key")}
-
-
-def connect(url: str) -> redis.Redis:
-    """A checked connection; a bad password or an unreachable server is one clear error."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30, **redis_tls_options(url))
-    try:
-        client.ping()
-    except redis.exceptions.AuthenticationError as exc:
-        if not urlsplit(url).password:
-            raise MemfarmError(f"redis at {redact(url)} needs a password: put it in the broker URL") from exc
-        raise MemfarmError(f"redis at {redact(url)} refused the credentials: check the password in the broker URL") from exc
-    except redis.exceptions.ResponseError as exc:
-        if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
-            raise MemfarmError(f"redis at {redact(url)} needs a password: put it in the broker URL") from exc
-        raise MemfarmError(f"redis at {redact(url)}: {exc}") from exc
-    except redis.exceptions.ConnectionError as exc:
-        raise MemfarmError(f"cannot reach redis at {redact(url)}: {exc}") from exc
-    return client
-
-
-#: Lua helpers put before every script that reads the ledger's numbers: a value that is not a number (planted
-#: or damaged) reads as the given default instead of stopping the script. An item's attempt numbers only
-#: grow; `attempt_base` in its info hash is the count when its budget was last reset by hand (`requeue
-#: --failed`), and the cap applies to the attempts since.
-LUA_NUMBERS = """
-local function number(value, default)
-  return tonumber(value or '') or default
-end
-local function attempt_base(info)
-  return number(redis.call('HGET', info, 'attempt_base'), 0)
-end
-"""
-
-# KEYS: state, attempts, info, lease. ARGV: item, worker, now, lease_seconds, stale_after, max_attempts.
-# Begins an attempt from `queued`, or from `started` when that start is stale (its lease expired or it
-# ran past the hard limit; a start time that is not a number counts as now, so only the lease decides).
-# Returns {verdict, attempt}.
-_BEGIN = """
-local state = redis.call('HGET', KEYS[1], ARGV[1])
-if not state then return {'unknown', 0} end
-if state == 'done' or state == 'failed_final' then return {'finished', 0} end
-if state == 'started' then
-  local started = number(redis.call('HGET', KEYS[3], 'started_at') or '0', tonumber(ARGV[3]))
-  if redis.call('EXISTS', KEYS[4]) == 1 and tonumber(ARGV[3]) - started < tonumber(ARGV[5]) then
-    return {'busy', 0}
-  end
-elseif state ~= 'queued' then
-  return {'not_queued', 0}
-end
-if not tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') then
-  return {'damaged', 0}
-end
-local attempt = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-local used = attempt - attempt_base(KEYS[3])
-if used > tonumber(ARGV[6]) then
-  redis.call('HSET', KEYS[1], ARGV[1], 'failed_final')
-  redis.call('HSET', KEYS[3], 'finished_at', ARGV[3], 'error',
-             'gave up after ' .. (used - 1) .. ' attempts: the process running it was lost each time')
-  redis.call('DEL', KEYS[4])
-  return {'cap', attempt}
-end
-redis.call('HSET', KEYS[1], ARGV[1], 'started')
-redis.call('HSET', KEYS[3], 'worker', ARGV[2], 'started_at', ARGV[3], 'error', '')
-redis.call('SET', KEYS[4], attempt, 'EX', ARGV[4])
-return {'begun', attempt}
-"""
-
-# KEYS: state, attempts, lease. ARGV: item, attempt, lease_seconds. Renews the lease of the current attempt.
-_HEARTBEAT = """
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'started' then return 0 end
-if number(redis.call('HGET', KEYS[2], ARGV[1]), 0) ~= tonumber(ARGV[2]) then return 0 end
-redis.call('SET', KEYS[3], ARGV[2], 'EX', ARGV[3])
-return 1
-"""
-
-# KEYS: state, attempts, info, lease, outcome, events. ARGV: item, attempt, now, outcome.
-_FINISH = """
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'started' then return 0 end
-if number(redis.call('HGET', KEYS[2], ARGV[1]), 0) ~= tonumber(ARGV[2]) then return 0 end
-redis.call('SET', KEYS[5], ARGV[4])
-redis.call('HSET', KEYS[1], ARGV[1], 'done')
-redis.call('HSET', KEYS[3], 'finished_at', ARGV[3], 'error', '')
-redis.call('DEL', KEYS[4])
-redis.call('RPUSH', KEYS[6], ARGV[1])
-return 1
-"""
-
-# KEYS: state, attempts, info, lease, events. ARGV: item, attempt, now, error, final ('1' or '0'),
-# max_attempts (0: none). Final when asked, or when this attempt used the last of the item's budget.
-_FAIL = """
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'started' then return 0 end
-if number(redis.call('HGET', KEYS[2], ARGV[1]), 0) ~= tonumber(ARGV[2]) then return 0 end
-local cap = tonumber(ARGV[6])
-if ARGV[5] == '1' or (cap > 0 and tonumber(ARGV[2]) - attempt_base(KEYS[3]) >= cap) then
-  redis.call('HSET', KEYS[1], ARGV[1], 'failed_final')
-else
-  redis.call('HSET', KEYS[1], ARGV[1], 'failed')
-end
-redis.call('HSET', KEYS[3], 'finished_at', ARGV[3], 'error', ARGV[4])
-redis.call('DEL', KEYS[4])
-redis.call('RPUSH', KEYS[5], ARGV[1])
-return 1
-"""
-
-
-def pack(value) -> bytes:
-    return zlib.compress(json.dumps(value, ensure_ascii=False).encode(), 6)
-
-
-#: Turn props that belong to one occurrence of a session in a haystack, not to its content: lifted out of
-#: the staged session so that the same session in two questions is one chunk in Redis.
-OCCURRENCE_PROPS = ("date", "session_index")
-
-
-def split_sessions(item: dict) -> tuple[dict, dict[str, bytes]]:
-    """The item with its turns replaced by references to session chunks, and those chunks (JSON bytes, not yet
-    compressed) by their SHA-256.
-
-    A chunk is one run of consecutive turns of one session occurrence, with the occurrence props (when every turn of
-    the run has the same value) blanked, keys kept, so that `join_sessions` gives back the very same dicts.
-    """
-    turns = item.get("turns")
-    if not turns:
-        return item, {}
-    occurrences, chunks, start = [], {}, 0
-    while start < len(turns):
-        end = start + 1
-        while end < len(turns) and _occurrence(turns[end]) == _occurrence(turns[start]):
-            end += 1
-        run = turns[start:end]
-        lifted = {name: run[0]["props"][name] for name in OCCURRENCE_PROPS if _same_in_all(run, name)}
-        chunk = [{**t, "props": {k: (None if k in lifted else v) for k, v in t["props"].items()}} for t in run] \
-            if lifted else run
-        payload = json.dumps(chunk, ensure_ascii=False).encode()
-        digest = hashlib.sha256(payload).hexdigest()
-        chunks[digest] = payload
-        occurrences.append({"chunk": digest, "props": lifted, "bytes": len(payload)})
-        start = end
-    staged = {("turn_chunks" if k == "turns" else k): (occurrences if k == "turns" else v) for k, v in item.items()}
-    return staged, chunks
-
-
-def _occurrence(turn: dict) -> tuple:
-    """A turn's session occurrence (id, place): an M history repeats ids, and adjacent repeats stay two chunks."""
-    props = turn.get("props")
-    return turn.get("session_id"), props.get("session_index") if isinstance(props, dict) else None
-
-
-def _same_in_all(run: list[dict], name: str) -> bool:
-    props = [t.get("props") for t in run]
-    if not all(isinstance(p, dict) and name in p for p in props):
-        return False
-    first = props[0][name]
-    return all(type(p[name]) is type(first) and p[name] == first for p in props)
-
-
-#: The preset dictionary a run's session chunks are compressed with: the end of the first staged item's
-#: sessions. A chunk is one session (a few KiB); alone, zlib would start each from nothing and the
-#: turns' recurring keys and phrasing would cost what whole-item compression gets for free.
-ZDICT_BYTES = 32 * 1024
-
-
-def session_dictionary(chunks: dict[str, bytes]) -> bytes:
-    return b"".join(chunks.values())[-ZDICT_BYTES:]
-
-
-def pack_session(raw: bytes, zdict: bytes) -> bytes:
-    packer = zlib.compressobj(6, zdict=zdict) if zdict else zlib.compressobj(6)
-    return packer.compress(raw) + packer.flush()
-
-
-def unpack_session(payload: bytes, zdict: bytes, size: int) -> bytes:
-    """The chunk's JSON bytes; never more than `size` (its recorded length) + 1 are inflated, so a planted
-    compression bomb costs nothing."""
-    unpacker = zlib.decompressobj(zdict=zdict) if zdict else zlib.decompressobj()
-    return unpacker.decompress(payload, size + 1)
-
-
-def dictionary_id(zdict: bytes) -> str:
-    return hashlib.sha256(zdict).hexdigest()[:16]
-
-
-def join_sessions(staged: dict, chunks: dict[str, list]) -> dict:
-    """The item `split_sessions` was given, from its staged form and its chunks (unpacked, by hash)."""
-    if "turn_chunks" not in staged:
-        return staged
-    turns = []
-    for occurrence in staged["turn_chunks"]:
-        lifted = occurrence["props"]
-        for turn in chunks[occurrence["chunk"]]:
-            if lifted:
-                turn = {**turn, "props": {k: (lifted[k] if k in lifted else v) for k, v in turn["props"].items()}}
-            turns.append(turn)
-    return {("turns" if k == "turn_chunks" else k): (turns if k == "turn_chunks" else v) for k, v in staged.items()}
-
-
 class Ledger:
     """What a worker reads and writes: a run's settings, its staged items and their lifecycle."""
 
     def __init__(self, client: redis.Redis, lease_seconds: int = DEFAULT_LEASE_SECONDS):
         self.r = client
         self.lease_seconds = lease_seconds
-        self._begin = client.register_script(LUA_NUMBERS + _BEGIN)
-        self._heartbeat = client.register_script(LUA_NUMBERS + _HEARTBEAT)
-        self._finish = client.register_script(LUA_NUMBERS + _FINISH)
-        self._fail = client.register_script(LUA_NUMBERS + _FAIL)
+        self._begin = client.register_script(LUA_NUMBERS + BEGIN)
+        self._heartbeat = client.register_script(LUA_NUMBERS + HEARTBEAT)
+        self._finish = client.register_script(LUA_NUMBERS + FINISH)
+        self._fail = client.register_script(LUA_NUMBERS + FAIL)
         self._warned: set[str] = set()
 
     def _warn(self, message: str) -> None:

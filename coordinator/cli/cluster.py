@@ -1,0 +1,109 @@
+"""`memfarm cluster`: a farm on one machine without Docker (up, restart, down), and the credentials of the
+machines that join it (add-machine, revoke-machine, renew-certs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from coordinator.cli.root import main
+from coordinator.operations.cluster import DEFAULT_REDIS_MAXMEMORY
+
+
+@main.group()
+def cluster():
+    """A one-machine farm without Docker: redis-server, workers and Flower as child processes."""
+
+
+@cluster.command("up")
+@click.option("--workers", "count", type=click.IntRange(0), default=2, show_default=True,
+              help="Workers on this machine (0: only Redis and Flower, a hub for workers elsewhere).")
+@click.option("--bind", "address", default="127.0.0.1", show_default=True,
+              help="Also listen on this address (a private interface) for workers on other machines.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+@click.option("--redis-port", type=int, default=None, help="Default: a free port.")
+@click.option("--flower-port", type=int, default=5555, show_default=True)
+@click.option("--no-flower", is_flag=True)
+@click.option("--cache-dir", type=click.Path(file_okay=False), default="cache/worker", show_default=True)
+@click.option("--tls", is_flag=True, help="Redis speaks TLS only, with a private CA and certificates made here.")
+@click.option("--redis-maxmemory", "maxmemory", default=DEFAULT_REDIS_MAXMEMORY, show_default=True,
+              help="Redis's memory cap (Redis's notation: 2gb, 512mb); full, it refuses writes and evicts nothing.")
+def cluster_up(count, address, state_dir, redis_port, flower_port, no_flower, cache_dir, tls, maxmemory):
+    """Start redis-server (users with passwords, optionally TLS), N workers and Flower; prints the broker URL."""
+    from coordinator.operations.cluster import up
+
+    state = up(Path(state_dir), workers=count, redis_port=redis_port, flower_port=None if no_flower else flower_port,
+               cache_dir=cache_dir, tls=tls, address=address, maxmemory=maxmemory)
+    click.echo(f"broker: {state['broker']}")
+    if "remote_worker" in state["brokers"]:
+        click.echo(f"workers on other machines: the 'remote_worker' URL in {state_dir}/cluster.json"
+                   + (f" with {state_dir}/tls/ca.crt, client.crt and client.key" if tls else ""))
+    click.echo(f"export MEMFARM_BROKER='{state['broker']}'")
+    for name, path in state.get("tls", {}).items():
+        click.echo(f"export {name}='{path}'")
+    if state.get("flower"):
+        click.echo(f"flower: http://127.0.0.1:{state['flower']['port']} (user {state['flower']['user']}, "
+                   f"password in {state_dir}/cluster.json)")
+    click.echo(f"logs: {state_dir}/logs")
+
+
+@cluster.command("restart")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+def cluster_restart(state_dir):
+    """Start again what of the cluster is dead (Redis alone after it crashed, everything after a reboot): the
+    same port, users, certificates and append-only data; live workers and Flower reconnect by themselves."""
+    from coordinator.operations.cluster import restart
+
+    state, started = restart(Path(state_dir))
+    click.echo(f"restarted {', '.join(started)}; broker: {state['broker']}")
+    click.echo("runs in flight: `memfarm resume RUN` enqueues what is not done (`memfarm runs` lists them)")
+
+
+@cluster.command("add-machine")
+@click.argument("name")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+def cluster_add_machine(name, state_dir):
+    """A worker machine's own Redis user (worker-NAME) and, with --tls, client certificate, in STATE_DIR/machines/NAME."""
+    from coordinator.operations.cluster import add_machine
+
+    folder = add_machine(Path(state_dir), name)
+    click.echo(f"machine {name}: copy {folder} to it (keep it 0700), then in that folder "
+               "`set -a; . ./worker.env; set +a; memfarm worker --cache-dir /var/cache/memfarm`")
+
+
+@cluster.command("revoke-machine")
+@click.argument("name")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+def cluster_revoke_machine(name, state_dir):
+    """Delete a machine's Redis user (its connections close at once) and its folder."""
+    from coordinator.operations.cluster import revoke_machine
+
+    revoked = revoke_machine(Path(state_dir), name)
+    click.echo(f"revoked machine {name}: Redis user {revoked['user']} deleted, its connections closed")
+
+
+@cluster.command("renew-certs")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+@click.option("--new-ca", is_flag=True, help="Also a new CA (made anyway when the CA would expire within a year).")
+def cluster_renew_certs(state_dir, new_ca):
+    """New server and client certificates from the cluster's CA; a running Redis loads them at once."""
+    from coordinator.operations.cluster import renew_certificates
+
+    renewed = renew_certificates(Path(state_dir), new_ca=new_ca)
+    for name, expiry in renewed["certificates"].items():
+        click.echo(f"{name}: valid until {expiry['not_after']}")
+    if renewed["new_ca"]:
+        click.echo(f"a new CA: copy {state_dir}/tls/ca.crt and each machine's folder to its machine again")
+    elif any(name.startswith("machines/") for name in renewed["certificates"]):
+        click.echo(f"copy each {state_dir}/machines/NAME/client.crt and client.key to its machine")
+
+
+@cluster.command("down")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+def cluster_down(state_dir):
+    """Stop every process `cluster up` started, by PID."""
+    from coordinator.operations.cluster import down
+
+    stopped = down(Path(state_dir))
+    click.echo(f"stopped {len(stopped)} processes")
