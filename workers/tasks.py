@@ -15,6 +15,7 @@ from workers.cache import ItemCache
 from workers.item import evaluate_item
 from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
+from adapters.systems.contract import model_files_of, remote_of, signature_of, vector_sharing_of
 from adapters.systems.http_system import is_http_system, origin
 from adapters.terminal import printable
 from workers.ledger import Ledger, connect, stale_after
@@ -77,10 +78,9 @@ def _system(meta: dict):
 
         _SYSTEMS[key] = make_system(meta["system"], **settings)
     system = _SYSTEMS[key]
-    embedder = getattr(getattr(system, "memory", None), "embedder", None)
-    if hasattr(embedder, "shared"):  # a stored embedder: the run decides whether the farm shares vectors
-        embedder.shared = _shared_vectors() if meta.get("shared_embeddings") else None
-        embedder.verify_share = _verify_share()
+    sharing = vector_sharing_of(system)
+    if sharing is not None:  # the run decides whether the farm shares vectors
+        sharing.share_vectors(_shared_vectors() if meta.get("shared_embeddings") else None, _verify_share())
     return system
 
 
@@ -159,7 +159,7 @@ def _server_refusal(url: str) -> str | None:
 
 def incompatibility(meta: dict, system) -> str | None:
     """Why this worker must refuse the run's items once the system is built, or None."""
-    mine = getattr(system, "embedding_signature", None)
+    mine = signature_of(system)
     wanted = meta["embedding_signature"]
     if (isinstance(mine, dict) and isinstance(wanted, dict) and mine.get("model_id") and wanted.get("model_id")
             and mine["model_id"] != wanted["model_id"]):
@@ -167,12 +167,12 @@ def incompatibility(meta: dict, system) -> str | None:
                 f"{wanted.get('model_id')} ({wanted.get('dimension')}-d): start a worker with the run's --embedder")
     if mine != wanted:
         return f"embedding signature of this worker {mine} differs from the run's {meta['embedding_signature']}"
-    changed_since = getattr(system, "changed_since", None)  # a server: still the one the run was staged against?
-    if callable(changed_since):
-        reason = changed_since(((meta.get("context") or {}).get("system_config") or {}).get("info"))
+    remote = remote_of(system)  # a server: still the one the run was staged against?
+    if remote is not None:
+        reason = remote.changed_since(((meta.get("context") or {}).get("system_config") or {}).get("info"))
         if reason:
             return reason
-    files = (getattr(system, "build_identity", None) or {}).get("model_files")
+    files = model_files_of(system)
     if meta.get("model_files") and files and files != meta["model_files"]:  # same name, other weights
         return (f"model files of this worker (sha256 {files[:12]}) differ from the run's ({meta['model_files'][:12]}): "
                 "install the same model packages everywhere")
@@ -215,7 +215,7 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
                 cache=ItemCache(cache_dir, rebuild=meta.get("rebuild_cache", False)) if cache_dir else None,
                 dataset_sha256=meta["dataset_sha256"], worker=worker, attempt=attempt,
             )
-            outcome.update(run_id=run_id, embedding_signature=getattr(system, "embedding_signature", None),
+            outcome.update(run_id=run_id, embedding_signature=signature_of(system),
                            code_version=CODE_VERSION)
             return "done" if ledger.finish(run_id, item_id, attempt, outcome) else "superseded"
         except ModelFilesError as exc:  # this machine's model is not the one checked: no attempt here can help

@@ -18,10 +18,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from adapters.errors import MemfarmError, SystemUnavailable
+from adapters.systems.contract import check_contract, config_of
 from memoria.settings import MemoriaSettings
-
-CONTRACT = ("reset", "ingest", "retrieve")
-
 
 @dataclass(frozen=True)
 class SystemInfo:
@@ -87,14 +85,6 @@ def _user_class(spec: str):
         raise MemfarmError(f"system {spec!r}: {target} has no {class_name}") from exc
 
 
-def check_contract(system, spec: str):
-    missing = [m for m in CONTRACT if not callable(getattr(system, m, None))]
-    if missing or not isinstance(getattr(system, "name", None), str):
-        raise MemfarmError(f"system {spec!r} does not implement the contract: needs a str `name` and "
-                           f"{', '.join(CONTRACT)} (missing {', '.join(missing) or 'name'})")
-    return system
-
-
 def make_system(name: str, **settings):
     """Build a system by name (settings it does not take are dropped) or `file.py:Class` / `module:Class`."""
     info = SYSTEMS.get(name)
@@ -121,7 +111,7 @@ def make_system(name: str, **settings):
 
 def describe(system) -> dict:
     """What the manifest discloses about a system: its own `config`, or at least its name and class."""
-    config = getattr(system, "config", None)
+    config = config_of(system)
     if isinstance(config, dict) and config:
         return {"name": system.name, **config}
     return {"name": system.name, "retrieval_mode": system.name,

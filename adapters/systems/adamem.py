@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adapters.systems.contract import CountsWrites, Describes, Embeds, PacksContext
+
 #: The seven configurations of the design's ablation list.
 ABLATIONS = {
     "full_context": {"full_context": True},
@@ -223,7 +225,7 @@ class AdaMem:
         return "\n".join(f"- {c['content']}" for c in chosen)
 
 
-class AdaMemSystem:
+class AdaMemSystem(Describes, Embeds, PacksContext, CountsWrites):
     """AdaMem behind the runner's contract: one memory per item, docs observed in order."""
 
     name = "adamem"

@@ -13,11 +13,13 @@ import shutil
 import tempfile
 import uuid
 
+from adapters.systems.contract import Describes, Embeds
+
 # mem0 reads this once, when it is first imported: off before anything imports it.
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 
-class Mem0System:
+class Mem0System(Describes, Embeds):
     name = "mem0"
 
     def __init__(self, workdir: str | None = None):

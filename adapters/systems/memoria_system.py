@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from adapters.systems.contract import (CountsWork, Describes, Diagnoses, Embeds, GrowsWhileAsked, HasBuildIdentity,
+                                       SharesVectors, Snapshots)
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
 from memoria.settings import MemoriaSettings
@@ -53,7 +55,8 @@ def plan_parts(mode: str, without=(), weights: dict | None = None) -> Parts:
     return Parts(sources, tuple(part for part in without if part in switches), windows)
 
 
-class MemoriaSystem:
+class MemoriaSystem(Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAsked, CountsWork, Diagnoses,
+                    SharesVectors):
     """One Memoria state per item; `mode` picks the retrieval sources.
 
     `max_workers` is the number of extraction threads at insert time;
@@ -157,6 +160,16 @@ class MemoriaSystem:
             **self.memory.settings,
         }
 
+    @property
+    def stores_vectors(self) -> bool:
+        """Whether the embedder keeps vectors in a store (the farm can then share them)."""
+        return hasattr(self.memory.embedder, "shared")
+
+    def share_vectors(self, shared, verify_share: float) -> None:
+        """Where the stored embedder fetches vectors other workers encoded (None: nowhere), and the share it checks."""
+        self.memory.embedder.shared = shared
+        self.memory.embedder.verify_share = verify_share
+
     def reset(self) -> None:
         self.memory.reset()
 
@@ -188,7 +201,6 @@ class MemoriaSystem:
             if c["metadata"].get("label") == label
         ]
 
-    # Optional: systems that can snapshot their state get the per-item cache.
     def snapshot(self, directory: Path) -> list[Path]:
         return list(self.memory.snapshot(directory).values())
 

@@ -23,12 +23,14 @@ import uuid
 import weakref
 from contextlib import contextmanager
 
+from adapters.systems.contract import Describes, Diagnoses, Embeds
+
 #: MemPalace searches a pool this many times wider than top_k before its re-rank (its own default).
 CANDIDATE_STRATEGY = "vector"
 _ENV_LOCK = threading.Lock()
 
 
-class MemPalaceSystem:
+class MemPalaceSystem(Describes, Embeds, Diagnoses):
     name = "mempalace"
 
     def __init__(self, embedder=None, max_seq_length: int | None = None, embedder_backend: str = "torch",

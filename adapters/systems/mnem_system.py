@@ -23,6 +23,8 @@ import os
 import threading
 from contextlib import contextmanager
 
+from adapters.systems.contract import Describes, Diagnoses, Embeds
+
 MODES = ("hybrid", "dense")
 #: The embedding lane's model name inside mnem (any name; the same one on write and read).
 VECTOR_MODEL = "memfarm-embedder"
@@ -46,7 +48,7 @@ def _labels_on():
                 os.environ["MNEM_BENCH"] = previous
 
 
-class MnemSystem:
+class MnemSystem(Describes, Embeds, Diagnoses):
     name = "mnem"
 
     def __init__(self, mode: str = "hybrid", embedder=None, max_seq_length: int | None = None,

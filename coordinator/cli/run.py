@@ -155,6 +155,7 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
 
 
 def _run_local(cli, spec) -> Path:
+    from adapters.systems.contract import config_of
     from coordinator.running.local_executor import run_local
 
     misses, bars = [], []
@@ -162,7 +163,7 @@ def _run_local(cli, spec) -> Path:
     with ExitStack() as stack:  # the bar's length is known only once the dataset is scanned
         def start(total, system):
             click.echo(f"{spec.benchmark}: {total} items ({system.name}, "
-                       f"{getattr(system, 'config', {}).get('retrieval_mode', spec.retrieval_mode)})", err=True)
+                       f"{(config_of(system) or {}).get('retrieval_mode', spec.retrieval_mode)})", err=True)
             bars.append(stack.enter_context(click.progressbar(
                 length=total, label="items", show_eta=True, show_pos=True, file=sys.stderr,
                 item_show_func=lambda o: o["item_id"][:16] if o else "")))

@@ -19,6 +19,7 @@ import redis
 
 from adapters.errors import ResultsError
 from adapters.records import failure_outcome
+from adapters.systems.contract import model_files_of
 from coordinator.running.ledger import (DEFAULT_RUN_TTL_SECONDS, ItemState, LedgerValueError, RunLedger, check_run_id,
                                         redact)
 from coordinator.running.reducer import reduce_run
@@ -72,7 +73,7 @@ def run_meta(spec: RunSpec, system, *, broker: str) -> dict:
         "scoring_profile": spec.scoring_profile,
         "dataset_sha256": context["dataset_sha256"],
         "embedding_signature": context["embedding_signature"],
-        "model_files": (getattr(system, "build_identity", None) or {}).get("model_files"),
+        "model_files": model_files_of(system),
         "context": {**context, "k_values": list(context["k_values"])},
     }
 

@@ -18,6 +18,7 @@ from adapters.errors import MemfarmError
 from adapters.files import content_hash, file_sha256
 from adapters.registry import Benchmark, benchmark, default_profile
 from adapters.systems import SYSTEMS, describe, make_system, modes_of
+from adapters.systems.contract import signature_of
 from adapters.systems.memoria_system import plan_parts
 from memoria import defaults as engine
 from memoria.errors import SettingsError
@@ -289,7 +290,7 @@ class RunSpec:
     def system_context(self, system, cache_used: bool) -> dict:
         """The context of a run of `system` (memoria, adamem, a user's own)."""
         return self.context(system_config=describe(system),
-                            embedding_signature=getattr(system, "embedding_signature", None),
+                            embedding_signature=signature_of(system),
                             cache_dir=self.cache_dir if cache_used else None)
 
 
