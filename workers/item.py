@@ -174,8 +174,9 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
                    timings={"build_or_restore_ms": round(build_ms, 3),
                             "total_ms": round((time.perf_counter() - started) * 1000, 3),
                             "phases_ms": {name: round(value, 3) for name, value in phases.items()}},
-                   stats={"docs": len(docs), **item.get("stats", {}), **_store_counts(counts_before, counters),
-                          **_kind_counts(kinds_before, counters), **_write_counts(system)})
+                   stats={"docs": len(docs), **item.get("stats", {}),
+                          **_store_counts(counts_before, counters), **_kind_counts(kinds_before, counters),
+                          **_write_counts(system)})
 
 
 def _context_measures(system, task: dict, question: dict, hits, by_id: dict, retrieve_ms: float) -> dict:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from adapters.defaults import EMBEDDER_BACKENDS
 from adapters.errors import MemfarmError
-from adapters.systems import SYSTEMS, modes_of
+from adapters.systems import SYSTEMS
 from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
 
@@ -56,15 +56,13 @@ def _checked(name: str, value, cache_dir: str | None, system: str):
                                f"got {value!r}")
         return int(value)
     if name == "mode":
-        return _choice(name, value, sorted(modes_of(system)))
+        return _choice(name, value, sorted(SYSTEMS[system].modes))
     if name == "embedder_backend":
         return _choice(name, value, EMBEDDER_BACKENDS)
     if name == "embedder":
         return _embedder(value)
     if name == "ablation":
-        from adapters.systems.adamem import ABLATIONS
-
-        return _choice(name, value, sorted(ABLATIONS))
+        return _choice(name, value, sorted(SYSTEMS[system].ablations))
     if name == "without":
         if not isinstance(value, (list, tuple)) or not all(isinstance(part, str) for part in value):
             raise MemfarmError(f"run setting without: expected a list of part names, got {value!r}")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from adapters.systems.contract import CountsWrites, Describes, Embeds, PacksContext
+from adapters.systems.contract import CountsWrites, Describes, Embeds, PacksContext, SystemInfo
 
 #: The seven configurations of the design's ablation list.
 ABLATIONS = {
@@ -274,3 +274,7 @@ class AdaMemSystem(Describes, Embeds, PacksContext, CountsWrites):
         return [{"external_id": r["metadata"]["external_id"], "score": r["score"],
                  "diagnostics": {"contributions": r["contributions"]}}
                 for r in self.memory.retrieve(query, top_k=top_k)]
+
+
+DESCRIPTION = SystemInfo("adamem", AdaMemSystem, "AdaMem", ("ablation", "max_seq_length"),
+                         ablations=tuple(ABLATIONS))

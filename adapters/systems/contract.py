@@ -16,6 +16,8 @@ member is a property that works (a model's files hashed, a server asked).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -126,6 +128,43 @@ class SharesVectors(Protocol):
     stores_vectors: bool
 
     def share_vectors(self, shared, verify_share: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class SystemInfo:
+    """A built-in system as data, declared beside its class: what it takes and what is its own."""
+
+    name: str
+    #: Its class, built with the run's settings (those in `settings`, given ones only).
+    factory: type
+    #: How the system is named in a sentence.
+    title: str
+    #: Settings the factory takes (anything else given on the command line is refused).
+    settings: tuple[str, ...]
+    #: Its retrieval modes, its natural one first; empty: `--retrieval-mode` means nothing to it.
+    modes: tuple[str, ...] = ()
+    #: Its ablations (AdaMem): `--ablation all` runs each.
+    ablations: tuple[str, ...] = ()
+    #: The pip extra an optional system needs (None: always installed), and the module it imports.
+    extra: str | None = None
+    vendor_module: str | None = None
+    #: The parts a mode asks once some are left out: `plan(mode, without, weights)`, raising ValueError for
+    #: what the system does not have (None: nothing to plan).
+    plan: Callable | None = None
+
+    @property
+    def optional(self) -> bool:
+        return self.extra is not None
+
+    @property
+    def install(self) -> str | None:
+        """The line that installs an optional system, from the checkout."""
+        return f"pip install -e '.[{self.extra}]'" if self.extra else None
+
+    @property
+    def snapshots(self) -> bool:
+        """Whether its state can be cached per item."""
+        return Snapshots in self.factory.__mro__
 
 
 def declares(system, capability: type) -> bool:

@@ -13,22 +13,20 @@ import shutil
 import tempfile
 import uuid
 
-from adapters.systems.contract import Describes, Embeds
-
-# mem0 reads this once, when it is first imported: off before anything imports it.
-os.environ.setdefault("MEM0_TELEMETRY", "False")
+from adapters.systems.contract import Describes, Embeds, SystemInfo
 
 
 class Mem0System(Describes, Embeds):
     name = "mem0"
 
     def __init__(self, workdir: str | None = None):
+        os.environ.setdefault("MEM0_TELEMETRY", "False")  # read once, on mem0's first import: off before
         self._root = workdir or tempfile.mkdtemp(prefix="memfarm-mem0-")
         os.environ.setdefault("MEM0_DIR", os.path.join(self._root, "mem0home"))
         try:
             from mem0 import Memory  # noqa: F401
         except ImportError as exc:
-            raise ImportError("mem0 is not installed: pip install -e '.[mem0]' (in the checkout)") from exc
+            raise ImportError(f"mem0 is not installed: {DESCRIPTION.install} (in the checkout)") from exc
         from memoria.model_files import model_path
 
         self._model_path = model_path()
@@ -83,3 +81,6 @@ class Mem0System(Describes, Embeds):
         results = found.get("results", found) if isinstance(found, dict) else found
         return [{"external_id": (hit.get("metadata") or {}).get("external_id"), "score": float(hit.get("score") or 0.0)}
                 for hit in results]
+
+
+DESCRIPTION = SystemInfo("mem0", Mem0System, "mem0", (), extra="mem0", vendor_module="mem0")

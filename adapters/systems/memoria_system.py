@@ -7,8 +7,10 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from adapters.systems.contract import (CountsWork, Describes, Diagnoses, Embeds, GrowsWhileAsked, HasBuildIdentity,
-                                       SharesVectors, Snapshots)
+from dataclasses import fields
+
+from adapters.systems.contract import (CountsWork, Describes, Diagnoses, Embeds, GrowsWhileAsked,
+                                       HasBuildIdentity, SharesVectors, Snapshots, SystemInfo)
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
 from memoria.settings import MemoriaSettings
@@ -166,7 +168,7 @@ class MemoriaSystem(Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAs
         return hasattr(self.memory.embedder, "shared")
 
     def share_vectors(self, shared, verify_share: float) -> None:
-        """Where the stored embedder fetches vectors other workers encoded (None: nowhere), and the share it checks."""
+        """Where the stored embedder finds what other workers encoded (None: nowhere), and the share checked."""
         self.memory.embedder.shared = shared
         self.memory.embedder.verify_share = verify_share
 
@@ -207,3 +209,11 @@ class MemoriaSystem(Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAs
     def restore(self, directory: Path) -> None:
         self.memory.restore(directory)
 
+
+
+DESCRIPTION = SystemInfo(
+    "memoria", MemoriaSystem, "Memoria",
+    ("mode", "batch_size", "max_workers", "without", "max_seq_length", "embedding_store", "embedder_backend",
+     "embedder") + tuple(spec.name for spec in fields(MemoriaSettings)),
+    modes=(defaults.DEFAULT_MODE, *sorted(m for m in defaults.MODE_SOURCES if m != defaults.DEFAULT_MODE)),
+    plan=plan_parts)

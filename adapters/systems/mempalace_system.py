@@ -23,7 +23,7 @@ import uuid
 import weakref
 from contextlib import contextmanager
 
-from adapters.systems.contract import Describes, Diagnoses, Embeds
+from adapters.systems.contract import Describes, Diagnoses, Embeds, SystemInfo
 
 #: MemPalace searches a pool this many times wider than top_k before its re-rank (its own default).
 CANDIDATE_STRATEGY = "vector"
@@ -39,7 +39,7 @@ class MemPalaceSystem(Describes, Embeds, Diagnoses):
             import mempalace  # noqa: F401
             from chromadb.api.types import EmbeddingFunction  # noqa: F401
         except ImportError as exc:
-            raise ImportError("mempalace is not installed: pip install -e '.[mempalace]' (in the checkout)") from exc
+            raise ImportError(f"mempalace is not installed: {DESCRIPTION.install} (in the checkout)") from exc
         from adapters.systems.memoria_system import embedder_threads, onnx_folder
         from memoria.embedder import LazyEmbedder
 
@@ -168,3 +168,8 @@ class _RunEmbedding:
 
     def supported_spaces(self) -> list[str]:
         return ["cosine"]
+
+
+DESCRIPTION = SystemInfo("mempalace", MemPalaceSystem, "MemPalace",
+                         ("embedder", "max_seq_length", "embedder_backend", "batch_size"),
+                         extra="mempalace", vendor_module="mempalace")

@@ -23,7 +23,7 @@ import os
 import threading
 from contextlib import contextmanager
 
-from adapters.systems.contract import Describes, Diagnoses, Embeds
+from adapters.systems.contract import Describes, Diagnoses, Embeds, SystemInfo
 
 MODES = ("hybrid", "dense")
 #: The embedding lane's model name inside mnem (any name; the same one on write and read).
@@ -58,7 +58,7 @@ class MnemSystem(Describes, Embeds, Diagnoses):
         try:
             import pymnem  # noqa: F401
         except ImportError as exc:
-            raise ImportError("mnem is not installed: pip install -e '.[mnem]' (in the checkout)") from exc
+            raise ImportError(f"mnem is not installed: {DESCRIPTION.install} (in the checkout)") from exc
         from adapters.systems.memoria_system import embedder_threads, onnx_folder
         from memoria.embedder import LazyEmbedder
 
@@ -111,3 +111,8 @@ class MnemSystem(Describes, Embeds, Diagnoses):
         # A node id mnem made that this system never mapped stays visible to the runner, which drops and counts it.
         return [{"external_id": self._ids.get(item.node_id, f"mnem:{item.node_id}"), "score": float(item.score)}
                 for item in result.items]
+
+
+DESCRIPTION = SystemInfo("mnem", MnemSystem, "mnem",
+                         ("mode", "embedder", "max_seq_length", "embedder_backend", "batch_size"),
+                         modes=MODES, extra="mnem", vendor_module="pymnem")

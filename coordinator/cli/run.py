@@ -42,9 +42,9 @@ def _setting_option(spec):
 
 def all_modes() -> list[str]:
     """Every built-in system's retrieval modes; the spec refuses one its system does not have."""
-    from adapters.systems import SYSTEMS, modes_of
+    from adapters.systems import SYSTEMS
 
-    return sorted({mode for name, info in SYSTEMS.items() if info.has_modes for mode in modes_of(name)})
+    return sorted({mode for info in SYSTEMS.values() for mode in info.modes})
 
 
 def run_options(command):

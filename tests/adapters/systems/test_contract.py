@@ -24,7 +24,8 @@ class Bare:
         self.docs = list(docs)
 
     def retrieve(self, label, query, top_k):
-        return [{"external_id": d["external_id"], "score": 1.0} for d in self.docs if d["label"] == label][:top_k]
+        hits = [{"external_id": d["external_id"], "score": 1.0} for d in self.docs if d["label"] == label]
+        return hits[:top_k]
 
 
 @pytest.mark.parametrize("helper", ["config_of", "signature_of", "build_identity_of", "model_files_of",
@@ -37,10 +38,12 @@ def test_a_system_that_declares_nothing_optional_has_no_capability(helper):
 
 
 def test_a_system_that_declares_nothing_optional_still_runs():
-    item = {"item_id": "i", "turns": [{"session_id": "s", "turn_id": "t", "text": "hello there", "props": {}}],
+    turn = {"session_id": "s", "turn_id": "t", "text": "hello there", "props": {}}
+    item = {"item_id": "i", "turns": [turn],
             "questions": [{"question_id": "q", "question": "hello?", "expected_ids": ["t"]}]}
     outcome = evaluate_item(item, Bare(), cache=object())
-    assert outcome["records"][0]["status"] == "ok" and outcome["cache"] == {"hit": False, "reason": "no cache"}
+    assert outcome["records"][0]["status"] == "ok"
+    assert outcome["cache"] == {"hit": False, "reason": "no cache"}
 
 
 def test_a_users_class_has_a_capability_by_having_its_members():
@@ -67,10 +70,12 @@ def test_asking_for_a_capability_runs_none_of_its_members():
 
 @pytest.mark.parametrize("cls, declared", [
     (MemoriaSystem, {contract.Snapshots, contract.Embeds, contract.HasBuildIdentity, contract.CountsWork,
-                     contract.GrowsWhileAsked, contract.Diagnoses, contract.SharesVectors, contract.Describes}),
+                     contract.GrowsWhileAsked, contract.Diagnoses, contract.SharesVectors,
+                     contract.Describes}),
     (AdaMemSystem, {contract.Embeds, contract.PacksContext, contract.CountsWrites, contract.Describes}),
     (MnemSystem, {contract.Embeds, contract.Diagnoses, contract.Describes}),
     (HttpSystem, {contract.Remote, contract.Diagnoses, contract.Describes}),
 ])
 def test_each_built_in_system_declares_its_capabilities(cls, declared):
-    assert {base for base in cls.__mro__ if getattr(base, "_is_protocol", False)} - {contract.Protocol} == declared
+    protocols = {base for base in cls.__mro__ if getattr(base, "_is_protocol", False)}
+    assert protocols - {contract.Protocol} == declared
