@@ -168,7 +168,7 @@ class MemoriaSystem(Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAs
         return hasattr(self.memory.embedder, "shared")
 
     def share_vectors(self, shared, verify_share: float) -> None:
-        """Where the stored embedder finds what other workers encoded (None: nowhere), and the share checked."""
+        """Where the stored embedder finds what other workers encoded (None: nowhere); the share checked."""
         self.memory.embedder.shared = shared
         self.memory.embedder.verify_share = verify_share
 
