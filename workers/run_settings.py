@@ -15,9 +15,9 @@ import os
 from dataclasses import fields
 from pathlib import Path
 
-from adapters.defaults import EMBEDDER_BACKENDS
 from adapters.errors import MemfarmError
 from adapters.systems import SYSTEMS
+from memoria.defaults import EMBEDDER_BACKENDS
 from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
 

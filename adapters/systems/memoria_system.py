@@ -75,7 +75,7 @@ class MemoriaSystem(Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAs
     def __init__(self, mode: str = defaults.DEFAULT_MODE, batch_size: int = defaults.DEFAULT_BATCH_SIZE,
                  max_workers: int = defaults.DEFAULT_MAX_WORKERS, parallel_extract: bool = True, embedder=None,
                  without: tuple[str, ...] = (), max_seq_length: int | None = None, embedding_store: str | None = None,
-                 embedder_backend: str = "torch", **settings):
+                 embedder_backend: str = defaults.DEFAULT_EMBEDDER_BACKEND, **settings):
         embedder_name = embedder if isinstance(embedder, str) else None  # a model's name or folder, or an embedder
         embedder = None if isinstance(embedder, str) else embedder
         given = {name: value for name, value in settings.items() if value is not None}

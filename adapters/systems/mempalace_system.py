@@ -24,6 +24,7 @@ import weakref
 from contextlib import contextmanager
 
 from adapters.systems.contract import Describes, Diagnoses, Embeds, SystemInfo
+from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 #: MemPalace searches a pool this many times wider than top_k before its re-rank (its own default).
 CANDIDATE_STRATEGY = "vector"
@@ -33,7 +34,8 @@ _ENV_LOCK = threading.Lock()
 class MemPalaceSystem(Describes, Embeds, Diagnoses):
     name = "mempalace"
 
-    def __init__(self, embedder=None, max_seq_length: int | None = None, embedder_backend: str = "torch",
+    def __init__(self, embedder=None, max_seq_length: int | None = None,
+                 embedder_backend: str = DEFAULT_EMBEDDER_BACKEND,
                  batch_size: int | None = None, workdir: str | None = None):
         try:
             import mempalace  # noqa: F401

@@ -24,6 +24,7 @@ import threading
 from contextlib import contextmanager
 
 from adapters.systems.contract import Describes, Diagnoses, Embeds, SystemInfo
+from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 MODES = ("hybrid", "dense")
 #: The embedding lane's model name inside mnem (any name; the same one on write and read).
@@ -52,7 +53,7 @@ class MnemSystem(Describes, Embeds, Diagnoses):
     name = "mnem"
 
     def __init__(self, mode: str = "hybrid", embedder=None, max_seq_length: int | None = None,
-                 embedder_backend: str = "torch", batch_size: int | None = None):
+                 embedder_backend: str = DEFAULT_EMBEDDER_BACKEND, batch_size: int | None = None):
         if mode not in MODES:
             raise ValueError(f"retrieval mode {mode!r} is not one of mnem's: {', '.join(MODES)}")
         try:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import click
 
-from adapters.defaults import (DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE,
-                               DEFAULT_TOP_K, EMBEDDER_BACKENDS, EMBEDDER_HELP)
+from adapters.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE, DEFAULT_TOP_K, EMBEDDER_HELP
 from adapters.registry import BENCHMARKS
 from coordinator.cli.root import ProfileChoice, broker_option, main
 from memoria import defaults as engine
+from memoria.defaults import DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND, EMBEDDER_BACKENDS
 from memoria.settings import MemoriaSettings, default_of
 
 

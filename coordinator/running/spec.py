@@ -12,14 +12,15 @@ import logging
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from adapters.defaults import (DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS,
-                               DEFAULT_TOP_K, EMBEDDING_STORE_FILE, EXPECTED_TEXT_PROFILE, K_VALUES)
+from adapters.defaults import (DEFAULT_MAX_ATTEMPTS, DEFAULT_TOP_K, EMBEDDING_STORE_FILE,
+                               EXPECTED_TEXT_PROFILE, K_VALUES)
 from adapters.errors import MemfarmError
 from adapters.files import content_hash, file_sha256
 from adapters.registry import Benchmark, benchmark, default_profile
 from adapters.systems import SYSTEMS, describe, make_system
 from adapters.systems.contract import signature_of
 from memoria import defaults as engine
+from memoria.defaults import DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND
 from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
 
