@@ -11,7 +11,6 @@ rewritten run fails with a line that names the field instead of reaching the sys
 from __future__ import annotations
 
 import numbers
-import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -20,16 +19,16 @@ from adapters.systems import SYSTEMS
 from memoria.defaults import EMBEDDER_BACKENDS
 from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
+from workers.config import WorkerConfig
 
 #: The least value of each whole-number setting (the command line's bounds).
 _MINIMUM = {"batch_size": 1, "max_workers": 1, "max_seq_length": 8}
 _ENGINE_FIELDS = frozenset(spec.name for spec in fields(MemoriaSettings))
 
 
-def checked_settings(meta: dict, cache_dir: str | None) -> dict:
-    """The run's `system_settings`, each checked; MemfarmError names the field and what is wrong with it.
-
-    A user's system (`file.py:Class`) is built with no arguments, so it gets none."""
+def checked_settings(meta: dict, config: WorkerConfig) -> dict:
+    """The run's `system_settings`, each checked against this worker's `config`; MemfarmError names the
+    field and what is wrong with it. A user's system (`file.py:Class`) is built with no arguments: none."""
     settings = meta.get("system_settings")
     if not isinstance(settings, dict):
         raise MemfarmError(f"run setting system_settings: expected an object, got {type(settings).__name__}")
@@ -41,7 +40,7 @@ def checked_settings(meta: dict, cache_dir: str | None) -> dict:
         if name not in info.settings:
             raise MemfarmError(f"run setting {name!r}: system {info.name} takes no such setting")
         if value is not None:
-            checked[name] = _checked(name, value, cache_dir, info.name)
+            checked[name] = _checked(name, value, config, info.name)
     try:
         MemoriaSettings().updated(**{k: v for k, v in checked.items() if k in _ENGINE_FIELDS})
     except SettingsError as exc:
@@ -49,7 +48,7 @@ def checked_settings(meta: dict, cache_dir: str | None) -> dict:
     return checked
 
 
-def _checked(name: str, value, cache_dir: str | None, system: str):
+def _checked(name: str, value, config: WorkerConfig, system: str):
     if name in _MINIMUM:
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < _MINIMUM[name]:
             raise MemfarmError(f"run setting {name}: expected a whole number of at least {_MINIMUM[name]}, "
@@ -60,7 +59,7 @@ def _checked(name: str, value, cache_dir: str | None, system: str):
     if name == "embedder_backend":
         return _choice(name, value, EMBEDDER_BACKENDS)
     if name == "embedder":
-        return _embedder(value)
+        return _embedder(value, config.embedder)
     if name == "ablation":
         return _choice(name, value, sorted(SYSTEMS[system].ablations))
     if name == "without":
@@ -68,18 +67,18 @@ def _checked(name: str, value, cache_dir: str | None, system: str):
             raise MemfarmError(f"run setting without: expected a list of part names, got {value!r}")
         return tuple(value)
     if name == "embedding_store":
-        return str(_own_path(name, value, cache_dir))
+        return str(_own_path(name, value, config.cache_dir))
     return value  # an engine setting: MemoriaSettings checks it
 
 
-def _embedder(value) -> str:
+def _embedder(value, own: str | None) -> str:
     """A packaged model's name; a folder only where this worker was started with that folder (a run never picks
     what a worker loads from its disk)."""
     from memoria.model_files import PACKAGED_EMBEDDERS
 
     if isinstance(value, str) and value in PACKAGED_EMBEDDERS:
         return value
-    if isinstance(value, str) and value and value == os.environ.get("MEMFARM_EMBEDDER"):
+    if isinstance(value, str) and value and value == own:
         return value
     raise MemfarmError(f"run setting embedder: choose from {', '.join(PACKAGED_EMBEDDERS)}, or a folder this worker "
                        f"was started with (--embedder), got {value!r}")

@@ -8,10 +8,11 @@ import os
 import traceback
 from pathlib import Path
 
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init
 
 from workers.app import TASK_NAME, app, broker_url, lease_seconds
 from workers.cache import ItemCache
+from workers.config import start, worker_config
 from workers.item import evaluate_item
 from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
@@ -30,10 +31,10 @@ _LEDGER: Ledger | None = None
 _SHARED = None  # the farm's shared vectors (workers.shared_vectors), made once per process
 
 
-def max_seq_length() -> int | None:
-    """This worker's own embedder window (MEMFARM_MAX_SEQ_LENGTH); None to take the run's."""
-    value = os.environ.get("MEMFARM_MAX_SEQ_LENGTH")
-    return int(value) if value else None
+@worker_init.connect
+def _read_configuration(**_):
+    """The worker's configuration, read once in the main process: the pool's processes inherit it."""
+    start()
 
 
 @worker_process_init.connect
@@ -42,7 +43,7 @@ def _init_process(**_):
     a replacement process must come up within Celery's process-up timeout, whatever the load."""
     import torch
 
-    torch.set_num_threads(int(os.environ.get("MEMFARM_TORCH_THREADS", "1")))
+    torch.set_num_threads(worker_config().torch_threads)
 
 
 def _ledger() -> Ledger:
@@ -60,15 +61,16 @@ def _system(meta: dict):
     store is always this worker's own, in its cache dir, and only if the run wants one."""
     from adapters.systems import SYSTEMS
 
-    cache_dir = os.environ.get("MEMFARM_CACHE_DIR")
-    settings = checked_settings(meta, cache_dir)
+    config = worker_config()
+    cache_dir = config.cache_dir
+    settings = checked_settings(meta, config)
     settings.pop("embedding_store", None)
-    if max_seq_length() is not None:
-        settings["max_seq_length"] = max_seq_length()
-    if os.environ.get("MEMFARM_EMBEDDER_BACKEND"):  # the worker's own backend: the signature check decides
-        settings["embedder_backend"] = os.environ["MEMFARM_EMBEDDER_BACKEND"]
-    if os.environ.get("MEMFARM_EMBEDDER"):  # the worker's own model: the signature check decides
-        settings["embedder"] = os.environ["MEMFARM_EMBEDDER"]
+    if config.max_seq_length is not None:
+        settings["max_seq_length"] = config.max_seq_length
+    if config.embedder_backend:  # the worker's own backend: the signature check decides
+        settings["embedder_backend"] = config.embedder_backend
+    if config.embedder:  # the worker's own model: the signature check decides
+        settings["embedder"] = config.embedder
     info = SYSTEMS.get(meta["system"])
     if meta.get("embedding_store") and cache_dir and info and "embedding_store" in info.settings:
         settings["embedding_store"] = str(Path(cache_dir) / EMBEDDING_STORE_FILE)  # this machine's, shared by its pool
@@ -89,7 +91,7 @@ def _verify_share() -> float:
     0 to 1; 0 trusts every vector anyone with a worker credential wrote)."""
     from memoria.embedding_store import SHARED_VERIFY_SHARE
 
-    value = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_VERIFY")
+    value = worker_config().shared_verify
     try:
         share = float(value) if value else SHARED_VERIFY_SHARE
     except ValueError:
@@ -104,13 +106,13 @@ def _shared_vectors():
     if _SHARED is None:
         from workers.shared_vectors import DEFAULT_MAX_BYTES, RedisVectors
 
-        mib = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_MIB")
+        config = worker_config()
+        mib = config.shared_mib
         try:
             max_bytes = int(float(mib) * 2**20) if mib else DEFAULT_MAX_BYTES
         except (ValueError, OverflowError):
             raise MemfarmError(f"MEMFARM_SHARED_EMBEDDINGS_MIB={mib!r} is not a number of MiB") from None
-        claims = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_CLAIMS", "1") != "0"  # "0": the design before claims
-        _SHARED = RedisVectors(_ledger().r, max_bytes=max_bytes, claims=claims)
+        _SHARED = RedisVectors(_ledger().r, max_bytes=max_bytes, claims=config.shared_claims)
     return _SHARED
 
 
@@ -118,8 +120,7 @@ def allowed_systems() -> set[str]:
     """The systems this worker may run: the built-in ones and those named at its start (--allow-system)."""
     from adapters.systems import SYSTEMS
 
-    named = json.loads(os.environ.get("MEMFARM_ALLOWED_SYSTEMS") or "[]")
-    return set(SYSTEMS) | {str(n) for n in named}
+    return set(SYSTEMS) | set(worker_config().allowed_systems)
 
 
 def refusal_before_import(meta: dict) -> str | None:
@@ -136,7 +137,7 @@ def refusal_before_import(meta: dict) -> str | None:
         return (f"system {meta.get('system')!r} is not allowed on this worker (built in: {', '.join(SYSTEMS)}; "
                 "start the worker with --allow-system to allow another)")
     try:
-        checked_settings(meta, os.environ.get("MEMFARM_CACHE_DIR"))
+        checked_settings(meta, worker_config())
     except MemfarmError as exc:
         return str(exc)
     return None
@@ -209,7 +210,7 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
                 ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)
                 return "refused"
             item = ledger.load_item(run_id, item_id)
-            cache_dir = os.environ.get("MEMFARM_CACHE_DIR")
+            cache_dir = worker_config().cache_dir
             outcome = evaluate_item(
                 item, system, top_k=meta["top_k"], k_values=tuple(meta["k_values"]), profile=meta["scoring_profile"],
                 cache=ItemCache(cache_dir, rebuild=meta.get("rebuild_cache", False)) if cache_dir else None,
