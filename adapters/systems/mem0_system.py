@@ -15,12 +15,14 @@ import uuid
 
 from adapters.systems.contract import Describes, Embeds, SystemInfo
 
+# mem0 reads this once, when it is first imported: off before anything imports it.
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+
 
 class Mem0System(Describes, Embeds):
     name = "mem0"
 
     def __init__(self, workdir: str | None = None):
-        os.environ.setdefault("MEM0_TELEMETRY", "False")  # read once, on mem0's first import: off before
         self._root = workdir or tempfile.mkdtemp(prefix="memfarm-mem0-")
         os.environ.setdefault("MEM0_DIR", os.path.join(self._root, "mem0home"))
         try:
