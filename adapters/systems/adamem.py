@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adapters.systems.contract import CountsWrites, Describes, Embeds, PacksContext, SystemInfo
+
 #: The seven configurations of the design's ablation list.
 ABLATIONS = {
     "full_context": {"full_context": True},
@@ -223,7 +225,7 @@ class AdaMem:
         return "\n".join(f"- {c['content']}" for c in chosen)
 
 
-class AdaMemSystem:
+class AdaMemSystem(Describes, Embeds, PacksContext, CountsWrites):
     """AdaMem behind the runner's contract: one memory per item, docs observed in order."""
 
     name = "adamem"
@@ -272,3 +274,7 @@ class AdaMemSystem:
         return [{"external_id": r["metadata"]["external_id"], "score": r["score"],
                  "diagnostics": {"contributions": r["contributions"]}}
                 for r in self.memory.retrieve(query, top_k=top_k)]
+
+
+DESCRIPTION = SystemInfo("adamem", AdaMemSystem, "AdaMem", ("ablation", "max_seq_length"),
+                         ablations=tuple(ABLATIONS))

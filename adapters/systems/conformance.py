@@ -128,11 +128,12 @@ class PythonDriver:
 
     def info(self) -> dict:
         from adapters.systems import describe
+        from adapters.systems.contract import name_of, version_of
 
-        name = getattr(self.system, "name", None)
-        if not isinstance(name, str) or not name:
+        name = name_of(self.system)
+        if not name:
             raise MemfarmError("the system has no str `name`")
-        return {"name": name, "version": str(getattr(self.system, "version", "")), "config": describe(self.system)}
+        return {"name": name, "version": version_of(self.system), "config": describe(self.system)}
 
     def reset(self, label: str) -> None:
         self._timed("reset", self.system.reset)

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 from adapters.defaults import (HTTP_BACKOFF_CAP_SECONDS, HTTP_BACKOFF_SECONDS, HTTP_INGEST_BATCH,
                                HTTP_MAX_INFO_BYTES, HTTP_MAX_RESPONSE_BYTES, HTTP_RETRIES, HTTP_TIMEOUT_SECONDS)
 from adapters.errors import MemfarmError
+from adapters.systems.contract import Describes, Diagnoses, Remote
 from adapters.terminal import printable
 
 logger = logging.getLogger(__name__)
@@ -335,7 +336,7 @@ class HttpClient:
         return HttpSystemError(self.url, call, problem, field=field)
 
 
-class HttpSystem:
+class HttpSystem(Describes, Diagnoses, Remote):
     """The contract of a system under test (`reset`, `ingest`, `retrieve`) over `HttpClient`.
 
     The Python contract's `reset()` names no label, the wire's does: the labels an item is ingested under are

@@ -13,11 +13,13 @@ import shutil
 import tempfile
 import uuid
 
+from adapters.systems.contract import Describes, Embeds, SystemInfo
+
 # mem0 reads this once, when it is first imported: off before anything imports it.
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 
-class Mem0System:
+class Mem0System(Describes, Embeds):
     name = "mem0"
 
     def __init__(self, workdir: str | None = None):
@@ -26,7 +28,7 @@ class Mem0System:
         try:
             from mem0 import Memory  # noqa: F401
         except ImportError as exc:
-            raise ImportError("mem0 is not installed: pip install -e '.[mem0]' (in the checkout)") from exc
+            raise ImportError(f"mem0 is not installed: {DESCRIPTION.install} (in the checkout)") from exc
         from memoria.model_files import model_path
 
         self._model_path = model_path()
@@ -81,3 +83,6 @@ class Mem0System:
         results = found.get("results", found) if isinstance(found, dict) else found
         return [{"external_id": (hit.get("metadata") or {}).get("external_id"), "score": float(hit.get("score") or 0.0)}
                 for hit in results]
+
+
+DESCRIPTION = SystemInfo("mem0", Mem0System, "mem0", (), extra="mem0", vendor_module="mem0")

@@ -7,6 +7,10 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from dataclasses import fields
+
+from adapters.systems.contract import (CountsWork, Describes, Diagnoses, Embeds, GrowsWhileAsked,
+                                       HasBuildIdentity, SharesVectors, Snapshots, SystemInfo)
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
 from memoria.settings import MemoriaSettings
@@ -53,7 +57,8 @@ def plan_parts(mode: str, without=(), weights: dict | None = None) -> Parts:
     return Parts(sources, tuple(part for part in without if part in switches), windows)
 
 
-class MemoriaSystem:
+class MemoriaSystem(Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAsked, CountsWork, Diagnoses,
+                    SharesVectors):
     """One Memoria state per item; `mode` picks the retrieval sources.
 
     `max_workers` is the number of extraction threads at insert time;
@@ -70,7 +75,7 @@ class MemoriaSystem:
     def __init__(self, mode: str = defaults.DEFAULT_MODE, batch_size: int = defaults.DEFAULT_BATCH_SIZE,
                  max_workers: int = defaults.DEFAULT_MAX_WORKERS, parallel_extract: bool = True, embedder=None,
                  without: tuple[str, ...] = (), max_seq_length: int | None = None, embedding_store: str | None = None,
-                 embedder_backend: str = "torch", **settings):
+                 embedder_backend: str = defaults.DEFAULT_EMBEDDER_BACKEND, **settings):
         embedder_name = embedder if isinstance(embedder, str) else None  # a model's name or folder, or an embedder
         embedder = None if isinstance(embedder, str) else embedder
         given = {name: value for name, value in settings.items() if value is not None}
@@ -157,6 +162,16 @@ class MemoriaSystem:
             **self.memory.settings,
         }
 
+    @property
+    def stores_vectors(self) -> bool:
+        """Whether the embedder keeps vectors in a store (the farm can then share them)."""
+        return hasattr(self.memory.embedder, "shared")
+
+    def share_vectors(self, shared, verify_share: float) -> None:
+        """Where the stored embedder finds what other workers encoded (None: nowhere); the share checked."""
+        self.memory.embedder.shared = shared
+        self.memory.embedder.verify_share = verify_share
+
     def reset(self) -> None:
         self.memory.reset()
 
@@ -188,10 +203,17 @@ class MemoriaSystem:
             if c["metadata"].get("label") == label
         ]
 
-    # Optional: systems that can snapshot their state get the per-item cache.
     def snapshot(self, directory: Path) -> list[Path]:
         return list(self.memory.snapshot(directory).values())
 
     def restore(self, directory: Path) -> None:
         self.memory.restore(directory)
 
+
+
+DESCRIPTION = SystemInfo(
+    "memoria", MemoriaSystem, "Memoria",
+    ("mode", "batch_size", "max_workers", "without", "max_seq_length", "embedding_store", "embedder_backend",
+     "embedder") + tuple(spec.name for spec in fields(MemoriaSettings)),
+    modes=(defaults.DEFAULT_MODE, *sorted(m for m in defaults.MODE_SOURCES if m != defaults.DEFAULT_MODE)),
+    plan=plan_parts)

@@ -23,21 +23,25 @@ import uuid
 import weakref
 from contextlib import contextmanager
 
+from adapters.systems.contract import Describes, Diagnoses, Embeds, SystemInfo
+from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
+
 #: MemPalace searches a pool this many times wider than top_k before its re-rank (its own default).
 CANDIDATE_STRATEGY = "vector"
 _ENV_LOCK = threading.Lock()
 
 
-class MemPalaceSystem:
+class MemPalaceSystem(Describes, Embeds, Diagnoses):
     name = "mempalace"
 
-    def __init__(self, embedder=None, max_seq_length: int | None = None, embedder_backend: str = "torch",
+    def __init__(self, embedder=None, max_seq_length: int | None = None,
+                 embedder_backend: str = DEFAULT_EMBEDDER_BACKEND,
                  batch_size: int | None = None, workdir: str | None = None):
         try:
             import mempalace  # noqa: F401
             from chromadb.api.types import EmbeddingFunction  # noqa: F401
         except ImportError as exc:
-            raise ImportError("mempalace is not installed: pip install -e '.[mempalace]' (in the checkout)") from exc
+            raise ImportError(f"mempalace is not installed: {DESCRIPTION.install} (in the checkout)") from exc
         from adapters.systems.memoria_system import embedder_threads, onnx_folder
         from memoria.embedder import LazyEmbedder
 
@@ -166,3 +170,8 @@ class _RunEmbedding:
 
     def supported_spaces(self) -> list[str]:
         return ["cosine"]
+
+
+DESCRIPTION = SystemInfo("mempalace", MemPalaceSystem, "MemPalace",
+                         ("embedder", "max_seq_length", "embedder_backend", "batch_size"),
+                         extra="mempalace", vendor_module="mempalace")

@@ -23,6 +23,9 @@ import os
 import threading
 from contextlib import contextmanager
 
+from adapters.systems.contract import Describes, Diagnoses, Embeds, SystemInfo
+from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
+
 MODES = ("hybrid", "dense")
 #: The embedding lane's model name inside mnem (any name; the same one on write and read).
 VECTOR_MODEL = "memfarm-embedder"
@@ -46,17 +49,17 @@ def _labels_on():
                 os.environ["MNEM_BENCH"] = previous
 
 
-class MnemSystem:
+class MnemSystem(Describes, Embeds, Diagnoses):
     name = "mnem"
 
     def __init__(self, mode: str = "hybrid", embedder=None, max_seq_length: int | None = None,
-                 embedder_backend: str = "torch", batch_size: int | None = None):
+                 embedder_backend: str = DEFAULT_EMBEDDER_BACKEND, batch_size: int | None = None):
         if mode not in MODES:
             raise ValueError(f"retrieval mode {mode!r} is not one of mnem's: {', '.join(MODES)}")
         try:
             import pymnem  # noqa: F401
         except ImportError as exc:
-            raise ImportError("mnem is not installed: pip install -e '.[mnem]' (in the checkout)") from exc
+            raise ImportError(f"mnem is not installed: {DESCRIPTION.install} (in the checkout)") from exc
         from adapters.systems.memoria_system import embedder_threads, onnx_folder
         from memoria.embedder import LazyEmbedder
 
@@ -109,3 +112,8 @@ class MnemSystem:
         # A node id mnem made that this system never mapped stays visible to the runner, which drops and counts it.
         return [{"external_id": self._ids.get(item.node_id, f"mnem:{item.node_id}"), "score": float(item.score)}
                 for item in result.items]
+
+
+DESCRIPTION = SystemInfo("mnem", MnemSystem, "mnem",
+                         ("mode", "embedder", "max_seq_length", "embedder_backend", "batch_size"),
+                         modes=MODES, extra="mnem", vendor_module="pymnem")

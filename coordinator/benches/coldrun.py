@@ -15,19 +15,20 @@ from pathlib import Path
 from adapters.errors import MemfarmError
 from coordinator.benches.common import fresh_workdir, measure_memfarm, sharing_statistics, write_bench
 from coordinator.running.reducer import summarize
+from memoria.defaults import EMBEDDER_BACKENDS
 
 
 def backend_quality(locomo: str | Path, workdir: Path) -> dict:
     """Session R@5 and turn R@10 on a LoCoMo file for each embedder backend (fusion, the default mode)."""
     rows = {}
-    for backend in ("torch", "onnx", "onnx-int8"):
+    for backend in EMBEDDER_BACKENDS:
         out = workdir / f"locomo_{backend}.json"
         seconds, _ = measure_memfarm(["run", "locomo", "--dataset", str(locomo), "--embedder-backend", backend,
                                       "--cache-dir", str(workdir / f"locomo_cache_{backend}"), "--output", str(out)])
         metrics = json.loads(out.read_text())["metrics"]["all"]
         rows[backend] = {"session_recall_any@5": round(metrics["session"]["recall_any@5"], 4),
                          "turn_recall_any@10": round(metrics["turn"]["recall_any@10"], 4), "seconds": round(seconds, 1)}
-    for backend in ("onnx", "onnx-int8"):
+    for backend in EMBEDDER_BACKENDS[1:]:  # each against torch
         rows[backend]["cost_vs_torch"] = {k: round(rows[backend][k] - rows["torch"][k], 4)
                                           for k in ("session_recall_any@5", "turn_recall_any@10")}
     return {"dataset": str(locomo), "mode": "fusion", "backends": rows}
@@ -90,7 +91,8 @@ def _variants(modes, embedders, backends) -> list[dict]:
 
 def _onnx_folder(onnx_dir: Path, embedder: str) -> Path:
     """Where a run looks for `embedder`'s ONNX files (memoria.embedder.LazyEmbedder.loaded)."""
-    from memoria.model_files import DEFAULT_EMBEDDER, embedder_key, resolve
+    from memoria.defaults import DEFAULT_EMBEDDER
+    from memoria.model_files import embedder_key, resolve
 
     key = embedder_key(embedder)
     return onnx_dir if key == DEFAULT_EMBEDDER else onnx_dir / resolve(key).files_sha256[:16]

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from coordinator.benches.common import write_bench
+from memoria.defaults import DEFAULT_EMBEDDER
 
 
 def length_buckets(texts: list[str], tokenizer, lengths=(16, 64, 128, 256), per_bucket_tokens: int = 20000,
@@ -26,7 +27,7 @@ def length_buckets(texts: list[str], tokenizer, lengths=(16, 64, 128, 256), per_
 
 
 def run_encoders_bench(output: str | Path, rounds: int = 3, threads: int = 2, workdir: str | Path = "cache/bench_encoders",
-                       per_bucket_tokens: int = 20000, embedder: str = "minilm") -> str:
+                       per_bucket_tokens: int = 20000, embedder: str = DEFAULT_EMBEDDER) -> str:
     """Texts per second of each embedder backend by text length, the backends interleaved in every round so
     that a change in the machine's load falls on all alike; the median round is reported."""
     import torch
@@ -39,7 +40,8 @@ def run_encoders_bench(output: str | Path, rounds: int = 3, threads: int = 2, wo
     model = embedder  # the name: `embedder` below is each backend in turn
     texts = [f"{turn['role']}: {turn['content']}" for question in iter_questions(4, seed=7, scale=1.0)
              for session in question["haystack_sessions"] for turn in session]
-    folder = Path(workdir) / ("onnx" if embedder == "minilm" else f"onnx-{embedder.replace('/', '_')}")
+    name = "onnx" if embedder == DEFAULT_EMBEDDER else f"onnx-{embedder.replace('/', '_')}"
+    folder = Path(workdir) / name
     backends = {"torch": Embedder(embedder=embedder),
                 "onnx": OnnxEmbedder(folder, "onnx", threads=threads, embedder=embedder),
                 "onnx-int8": OnnxEmbedder(folder, "onnx-int8", threads=threads, embedder=embedder)}

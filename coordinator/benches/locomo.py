@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 
 from coordinator.benches.common import measure_memfarm, write_bench
+from memoria.defaults import DEFAULT_EMBEDDER
 
 
-def run_locomo_bench(dataset: str | Path, workdir: str | Path, output, embedder: str = "minilm") -> str:
+def run_locomo_bench(dataset: str | Path, workdir: str | Path, output,
+                     embedder: str = DEFAULT_EMBEDDER) -> str:
     """Every mode on one LoCoMo file, one shared cache, side by side."""
     from memoria.defaults import MODE_SOURCES
 

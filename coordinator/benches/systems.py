@@ -28,8 +28,6 @@ SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"])
 METRICS = (("session:recall_all@5", "session_recall_all_5"), ("session:recall_any@5", "session_recall_any_5"),
            ("session:ndcg_any@10", "session_ndcg_10"), ("turn:recall_any@10", "turn_recall_any_10"))
 REFERENCE = SYSTEMS[0][0]
-#: The package an optional system imports: not installed, its rows are skipped.
-VENDOR_MODULES = {"mem0": "mem0", "mnem": "pymnem", "mempalace": "mempalace"}
 
 
 def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cache/bench_systems",
@@ -39,6 +37,8 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
     server's URL, a Python class; a row under its own spelling) on both datasets; write one row per dataset and
     system, and return the printed table."""
     import importlib.util
+
+    from adapters.systems import SYSTEMS as BUILT_IN
 
     workdir = fresh_workdir(workdir)
     unknown = [name for name in only if name not in dict(SYSTEMS)]
@@ -54,9 +54,9 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
     for benchmark, (path, dataset_args) in datasets.items():
         files = {}
         for label, options in chosen:
-            vendor = VENDOR_MODULES.get(options[options.index("--system") + 1])
-            if vendor and importlib.util.find_spec(vendor) is None:
-                skipped[label] = f"{vendor} is not installed (pip install -e '.[{options[1]}]' in the checkout)"
+            info = BUILT_IN.get(options[options.index("--system") + 1])
+            if info and info.optional and importlib.util.find_spec(info.vendor_module) is None:
+                skipped[label] = f"{info.vendor_module} is not installed ({info.install} in the checkout)"
                 continue
             out = workdir / f"{benchmark}_{len(files)}_{re.sub(r'[^A-Za-z0-9_.-]+', '-', label)}.json"
             args = ["run", benchmark, "--dataset", str(path), *options, "--output", str(out), *dataset_args]

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from coordinator.cli.root import broker_option, main
+from memoria.defaults import DEFAULT_EMBEDDER, EMBEDDER_BACKENDS
 
 
 @main.group()
@@ -45,7 +46,7 @@ def bench_longmemeval(questions, scale, rss_questions, workdir, output):
 @click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True)
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_locomo", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/locomo.json", show_default=True)
-@click.option("--embedder", metavar="minilm|mpnet|PATH", default="minilm", show_default=True,
+@click.option("--embedder", metavar="minilm|mpnet|PATH", default=DEFAULT_EMBEDDER, show_default=True,
               help="The embedding model of every run.")
 def bench_locomo(dataset, workdir, output, embedder):
     """dense, bm25, raw and fusion on one LoCoMo file, side by side."""
@@ -118,8 +119,8 @@ def bench_systems(locomo, questions, scale, limit, systems, workdir, output):
               help="Haystack size relative to the real file's.")
 @click.option("--modes", default="fusion,full,full-nosentence", show_default=True,
               help="Comma-separated: fusion, full, full-nosentence (full without the sentence signal).")
-@click.option("--embedder", "embedders", default="minilm", show_default=True, metavar="minilm,mpnet,...",
-              help="Comma-separated embedding models.")
+@click.option("--embedder", "embedders", default=DEFAULT_EMBEDDER, show_default=True,
+              metavar="minilm,mpnet,...", help="Comma-separated embedding models.")
 @click.option("--backends", default="torch", show_default=True, help="Comma-separated: torch, onnx, onnx-int8.")
 @click.option("--m-sessions", type=click.IntRange(0), default=0, show_default=True,
               help="Also one LongMemEval-M question of this many sessions (476: full size), cold, in full mode.")
@@ -132,7 +133,6 @@ def bench_systems(locomo, questions, scale, limit, systems, workdir, output):
 def bench_coldrun(questions, scale, modes, embedders, backends, m_sessions, locomo, workdir, output, rounds):
     """Cold LongMemEval-S runs per mode, embedding model and backend, side by side."""
     from coordinator.benches.coldrun import run_coldrun_bench
-    from memoria.model_files import BACKENDS
 
     def listed(value, name, known=None):
         items = [v.strip() for v in value.split(",") if v.strip()]
@@ -146,7 +146,8 @@ def bench_coldrun(questions, scale, modes, embedders, backends, m_sessions, loco
 
     click.echo(run_coldrun_bench(questions, scale, workdir, output, locomo=locomo, rounds=rounds,
                                  modes=listed(modes, "--modes", MODES), embedders=listed(embedders, "--embedder"),
-                                 backends=listed(backends, "--backends", BACKENDS), m_sessions=m_sessions))
+                                 backends=listed(backends, "--backends", EMBEDDER_BACKENDS),
+                                 m_sessions=m_sessions))
 
 
 @bench.command("encoders")
@@ -157,7 +158,7 @@ def bench_coldrun(questions, scale, modes, embedders, backends, m_sessions, loco
               help="About how many tokens each length bucket holds.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_encoders", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/encoders.json", show_default=True)
-@click.option("--embedder", metavar="minilm|mpnet|PATH", default="minilm", show_default=True,
+@click.option("--embedder", metavar="minilm|mpnet|PATH", default=DEFAULT_EMBEDDER, show_default=True,
               help="The embedding model measured.")
 def bench_encoders(rounds, threads, tokens_per_bucket, workdir, output, embedder):
     """Texts per second of torch, onnx and onnx-int8 by text length, side by side."""
@@ -296,9 +297,9 @@ def bench_determinism(questions, scale, locomo, locomo_items, mode, speed_rounds
 
 
 @bench.command("embedders")
-@click.option("--embedder", "embedders", multiple=True, default=("minilm", "mpnet"), show_default=True,
-              metavar="minilm|mpnet|PATH", help="A model to measure; repeatable.")
-@click.option("--backend", "backends", multiple=True, type=click.Choice(["torch", "onnx", "onnx-int8"]),
+@click.option("--embedder", "embedders", multiple=True, default=(DEFAULT_EMBEDDER, "mpnet"),
+              show_default=True, metavar="minilm|mpnet|PATH", help="A model to measure; repeatable.")
+@click.option("--backend", "backends", multiple=True, type=click.Choice(EMBEDDER_BACKENDS),
               default=("torch",), show_default=True, help="A backend to measure each model with; repeatable.")
 @click.option("--locomo", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Measure each mode's quality on this LoCoMo file (e.g. ../shared/data/locomo_dev5.json).")

@@ -12,6 +12,8 @@ import click
 
 from adapters.errors import MemfarmError
 from coordinator.cli.root import broker_option, main, pass_cli
+from coordinator.operations.cluster import DEFAULT_REDIS_MAXMEMORY
+from memoria.defaults import EMBEDDER_BACKENDS
 
 
 def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
@@ -204,7 +206,7 @@ def forget_stored_embeddings_command(cache_dir, everything):
               help="Torch threads per worker process.")
 @click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,
               help="Shorten the embedder's window (tokens); it changes the embedding signature.")
-@click.option("--embedder-backend", type=click.Choice(["torch", "onnx", "onnx-int8"]), default=None,
+@click.option("--embedder-backend", type=click.Choice(EMBEDDER_BACKENDS), default=None,
               help="Run the embedder this way whatever a run says; a run staged with another backend is refused.")
 @click.option("--embedder", metavar="minilm|mpnet|PATH", envvar="MEMFARM_EMBEDDER", default=None,
               help="This worker's embedding model whatever a run says (default: the run's); a run staged with "

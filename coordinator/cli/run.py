@@ -9,11 +9,11 @@ from pathlib import Path
 
 import click
 
-from adapters.defaults import (DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE,
-                               DEFAULT_TOP_K, EMBEDDER_BACKENDS, EMBEDDER_HELP)
+from adapters.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE, DEFAULT_TOP_K, EMBEDDER_HELP
 from adapters.registry import BENCHMARKS
 from coordinator.cli.root import ProfileChoice, broker_option, main
 from memoria import defaults as engine
+from memoria.defaults import DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND, EMBEDDER_BACKENDS
 from memoria.settings import MemoriaSettings, default_of
 
 
@@ -42,9 +42,9 @@ def _setting_option(spec):
 
 def all_modes() -> list[str]:
     """Every built-in system's retrieval modes; the spec refuses one its system does not have."""
-    from adapters.systems import SYSTEMS, modes_of
+    from adapters.systems import SYSTEMS
 
-    return sorted({mode for name, info in SYSTEMS.items() if info.has_modes for mode in modes_of(name)})
+    return sorted({mode for info in SYSTEMS.values() for mode in info.modes})
 
 
 def run_options(command):
@@ -155,6 +155,7 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
 
 
 def _run_local(cli, spec) -> Path:
+    from adapters.systems.contract import config_of
     from coordinator.running.local_executor import run_local
 
     misses, bars = [], []
@@ -162,7 +163,7 @@ def _run_local(cli, spec) -> Path:
     with ExitStack() as stack:  # the bar's length is known only once the dataset is scanned
         def start(total, system):
             click.echo(f"{spec.benchmark}: {total} items ({system.name}, "
-                       f"{getattr(system, 'config', {}).get('retrieval_mode', spec.retrieval_mode)})", err=True)
+                       f"{(config_of(system) or {}).get('retrieval_mode', spec.retrieval_mode)})", err=True)
             bars.append(stack.enter_context(click.progressbar(
                 length=total, label="items", show_eta=True, show_pos=True, file=sys.stderr,
                 item_show_func=lambda o: o["item_id"][:16] if o else "")))

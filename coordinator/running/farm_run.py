@@ -19,6 +19,7 @@ import redis
 
 from adapters.errors import ResultsError
 from adapters.records import failure_outcome
+from adapters.systems.contract import model_files_of
 from coordinator.running.run_ledger import (DEFAULT_RUN_TTL_SECONDS, ItemState, LedgerValueError, RunLedger,
                                             check_run_id, redact)
 from coordinator.running.reducer import reduce_run
@@ -63,7 +64,7 @@ def run_meta(spec: RunSpec, system, *, broker: str) -> dict:
         "task_time_limit": task_time_limit(),
         "lost_grace_seconds": DEFAULT_LOST_GRACE_SECONDS,
         "system": spec.system_name,
-        # where a worker keeps its store is the worker's own (workers.run_settings): the run only says whether
+        # where a worker keeps its store is the worker's own (workers.farm.run_settings): the run only says whether
         "system_settings": {k: v for k, v in spec.system_settings().items() if k != "embedding_store"},
         "retrieval_mode": context["system_config"].get("retrieval_mode"),
         "rebuild_cache": spec.rebuild_cache,
@@ -72,7 +73,7 @@ def run_meta(spec: RunSpec, system, *, broker: str) -> dict:
         "scoring_profile": spec.scoring_profile,
         "dataset_sha256": context["dataset_sha256"],
         "embedding_signature": context["embedding_signature"],
-        "model_files": (getattr(system, "build_identity", None) or {}).get("model_files"),
+        "model_files": model_files_of(system),
         "context": {**context, "k_values": list(context["k_values"])},
     }
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from adapters.records import failure_outcome
+from adapters.systems.contract import snapshots_of
 from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
 from workers.item.cache import ItemCache
@@ -72,7 +73,7 @@ def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = No
     ids = adapter.scan()
     total = min(len(ids), spec.limit) if spec.limit else len(ids)
     system = spec.make_system()
-    can_cache = spec.cache_dir is not None and hasattr(system, "snapshot") and hasattr(system, "restore")
+    can_cache = spec.cache_dir is not None and snapshots_of(system) is not None
     cache = ItemCache(spec.cache_dir, rebuild=spec.rebuild_cache) if can_cache else None
     context = spec.system_context(system, cache_used=can_cache)
     if on_start:

@@ -12,14 +12,15 @@ import logging
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from adapters.defaults import (DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND, DEFAULT_MAX_ATTEMPTS,
-                               DEFAULT_TOP_K, EMBEDDING_STORE_FILE, EXPECTED_TEXT_PROFILE, K_VALUES)
+from adapters.defaults import (DEFAULT_MAX_ATTEMPTS, DEFAULT_TOP_K, EMBEDDING_STORE_FILE,
+                               EXPECTED_TEXT_PROFILE, K_VALUES)
 from adapters.errors import MemfarmError
 from adapters.files import content_hash, file_sha256
 from adapters.registry import Benchmark, benchmark, default_profile
-from adapters.systems import SYSTEMS, describe, make_system, modes_of
-from adapters.systems.memoria_system import plan_parts
+from adapters.systems import SYSTEMS, describe, make_system
+from adapters.systems.contract import signature_of
 from memoria import defaults as engine
+from memoria.defaults import DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND
 from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
 
@@ -56,7 +57,7 @@ class RunSpec:
     max_seq_length: int | None = None
     #: Keep each distinct text's vector in `<cache dir>/embeddings.sqlite` (a farm worker: its own cache dir).
     embedding_store: bool = True
-    #: Farm: workers also share vectors through the run's Redis (workers.shared_vectors), float32, bounded.
+    #: Farm: workers also share vectors through the run's Redis (workers.farm.shared_vectors), float32, bounded.
     shared_embeddings: bool = False
     #: How MiniLM runs: torch, onnx or onnx-int8 (part of the embedding signature).
     embedder_backend: str = DEFAULT_EMBEDDER_BACKEND
@@ -73,7 +74,7 @@ class RunSpec:
             object.__setattr__(self, "scoring_profile", default_profile(self.benchmark))
         info = SYSTEMS.get(self.system or "")
         if (info and info.modes and "retrieval_mode" not in self.explicit
-                and self.retrieval_mode == engine.DEFAULT_MODE):  # a system with modes of its own: its default
+                and self.retrieval_mode == engine.DEFAULT_MODE):  # a system with modes: its natural one
             object.__setattr__(self, "retrieval_mode", info.modes[0])
 
     @property
@@ -82,9 +83,7 @@ class RunSpec:
 
     @property
     def system_name(self) -> str:
-        if self.system:
-            return self.system
-        return "adamem" if self.info.scoring == "substrings" else "memoria"
+        return self.system or self.info.system
 
     # -- checks ---------------------------------------------------------------
     def check(self, farm: bool) -> list[str]:
@@ -106,8 +105,9 @@ class RunSpec:
             raise MemfarmError(f"--scoring-profile {self.scoring_profile} does not apply to {self.benchmark}; "
                                f"its profiles: {', '.join(info.profiles)}")
         if info.scoring == "substrings":
-            if self.system_name != "adamem":
-                raise MemfarmError(f"{self.benchmark} episodes are observed by AdaMem; --system must be adamem")
+            if self.system_name != info.system:
+                raise MemfarmError(f"{self.benchmark} episodes are observed by {SYSTEMS[info.system].title}; "
+                                   f"--system must be {info.system}")
             for option in ("top_k", "scoring_profile"):
                 refuse(option, f"does not apply to {self.benchmark}: each query carries its own top_k and is judged "
                                "by substrings")
@@ -115,12 +115,12 @@ class RunSpec:
             for option in ("retrieval_mode", "ablation", "weights_file", "batch_size", "extraction_threads"):
                 refuse(option, f"is not passed to {self.system_name} (a user system is built with no arguments)")
         else:
-            if not system.has_modes:
+            if not system.modes:
                 refuse("retrieval_mode", f"means nothing to {system.name}; it has no retrieval modes"
                        + (" (use --ablation)" if "ablation" in system.settings else ""))
-            elif self.retrieval_mode not in modes_of(system.name):
+            elif self.retrieval_mode not in system.modes:
                 raise MemfarmError(f"--retrieval-mode {self.retrieval_mode} is not a mode of {system.name}; "
-                                   f"its modes: {', '.join(modes_of(system.name))}")
+                                   f"its modes: {', '.join(system.modes)}")
             for option, setting in (("ablation", "ablation"), ("weights_file", "weights"),
                                     ("batch_size", "batch_size"), ("extraction_threads", "max_workers"),
                                     ("max_seq_length", "max_seq_length"), ("embedding_store", "embedding_store"),
@@ -138,9 +138,9 @@ class RunSpec:
                     raise MemfarmError(f"{_flag(option)} sets the ranking of --retrieval-mode full, "
                                        f"not {self.retrieval_mode}")
         parts = None
-        if self.system_name == "memoria":  # the system's own rules for its parts, before anything is built
+        if system is not None and system.plan:  # the system's own rules for its parts, before it is built
             try:
-                parts = plan_parts(self.retrieval_mode, self.without, self._weights())
+                parts = system.plan(self.retrieval_mode, self.without, self._weights())
             except ValueError as exc:
                 raise MemfarmError(f"--without: {exc}") from None
         try:
@@ -171,7 +171,7 @@ class RunSpec:
                                 "none, or --without sentence), and sentence vectors weighing nothing are not built")
         if farm and "cache_dir" in given:
             warnings.append("--cache-dir is not used by a farm run: each worker caches in its own --cache-dir")
-        elif self.cache_dir and not farm and self.system_name in SYSTEMS and self.system_name != "memoria":
+        elif self.cache_dir and not farm and system is not None and not system.snapshots:
             warnings.append(f"--cache-dir is not used: {self.system_name} cannot snapshot its state")
         if self.benchmark == "longmemeval" and self.questions is None and self.scoring_profile == EXPECTED_TEXT_PROFILE:
             warnings.append("no --questions file; turn gold is the first turn of each answer session")
@@ -190,10 +190,9 @@ class RunSpec:
     # -- what the spec builds -------------------------------------------------
     def ablations(self) -> list["RunSpec"]:
         """One spec per AdaMem ablation when `--ablation all` (the default for AdaMem episodes), else itself."""
-        from adapters.systems.adamem import ABLATIONS
-
+        system = SYSTEMS.get(self.system_name)
         wants_all = self.ablation == "all" or (self.ablation is None and self.info.scoring == "substrings")
-        if self.system_name != "adamem" or not wants_all:
+        if system is None or not system.ablations or not wants_all:
             return [self]
 
         def output(name):  # one results file per ablation, never one overwriting another
@@ -203,7 +202,7 @@ class RunSpec:
             return str(path.with_name(f"{path.stem}.{name}{path.suffix or '.json'}"))
 
         return [replace(self, ablation=name, output=output(name),
-                        run_id=f"{self.run_id}.{name}" if self.run_id else None) for name in ABLATIONS]
+                        run_id=f"{self.run_id}.{name}" if self.run_id else None) for name in system.ablations]
 
     def system_settings(self) -> dict:
         """The settings the system is built with (also what a farm worker rebuilds it from)."""
@@ -289,7 +288,7 @@ class RunSpec:
     def system_context(self, system, cache_used: bool) -> dict:
         """The context of a run of `system` (memoria, adamem, a user's own)."""
         return self.context(system_config=describe(system),
-                            embedding_signature=getattr(system, "embedding_signature", None),
+                            embedding_signature=signature_of(system),
                             cache_dir=self.cache_dir if cache_used else None)
 
 

@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from coordinator.cli import main
 from tests.helpers import write_dataset
+from workers.farm.config import WorkerConfig
 from workers.farm.run_settings import checked_settings
 
 
@@ -89,18 +90,20 @@ def _meta(**settings):
 ])
 def test_each_setting_is_typed_and_bounded(settings, words, tmp_path):
     with pytest.raises(Exception) as caught:
-        checked_settings(_meta(**settings), str(tmp_path / "cache"))
+        checked_settings(_meta(**settings), WorkerConfig(cache_dir=str(tmp_path / "cache")))
     assert words in str(caught.value)
 
 
 def test_a_path_inside_the_worker_s_cache_dir_and_plain_settings_are_taken(tmp_path):
     cache = tmp_path / "cache"
     inside = str(cache / "embeddings.sqlite")
-    settings = checked_settings(_meta(without=["bm25"], embedding_store=inside, mmr_lambda=0.5), str(cache))
+    settings = checked_settings(_meta(without=["bm25"], embedding_store=inside, mmr_lambda=0.5),
+                                WorkerConfig(cache_dir=str(cache)))
     assert settings == {"mode": "fusion", "batch_size": 8, "without": ("bm25",), "embedding_store": inside,
                         "mmr_lambda": 0.5}
-    assert checked_settings({"system": "my_system.py:Mine", "system_settings": {"anything": 1}}, None) == {}
-    assert checked_settings({"system": "adamem", "system_settings": {"ablation": "semantic_only"}}, None) == \
+    none = WorkerConfig()
+    assert checked_settings({"system": "my_system.py:Mine", "system_settings": {"anything": 1}}, none) == {}
+    assert checked_settings({"system": "adamem", "system_settings": {"ablation": "semantic_only"}}, none) == \
         {"ablation": "semantic_only"}
 
 
@@ -116,11 +119,9 @@ def test_a_run_meta_carries_no_path_of_the_coordinator_s(tmp_path):
     assert "embedding_store" not in meta["system_settings"] and meta["embedding_store"] is True
 
 
-def test_a_run_names_a_model_folder_only_where_the_worker_was_started_with_it(tmp_path, monkeypatch):
+def test_a_run_names_a_model_folder_only_where_the_worker_was_started_with_it(tmp_path):
     folder = str(tmp_path / "my-model")
-    monkeypatch.delenv("MEMFARM_EMBEDDER", raising=False)
-    assert checked_settings(_meta(embedder="mpnet"), None)["embedder"] == "mpnet"
+    assert checked_settings(_meta(embedder="mpnet"), WorkerConfig())["embedder"] == "mpnet"
     with pytest.raises(Exception, match="run setting embedder"):
-        checked_settings(_meta(embedder=folder), None)
-    monkeypatch.setenv("MEMFARM_EMBEDDER", folder)
-    assert checked_settings(_meta(embedder=folder), None)["embedder"] == folder
+        checked_settings(_meta(embedder=folder), WorkerConfig())
+    assert checked_settings(_meta(embedder=folder), WorkerConfig(embedder=folder))["embedder"] == folder

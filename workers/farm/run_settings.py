@@ -2,7 +2,7 @@
 
 Whoever holds a worker's Redis password can rewrite a run's metadata, so nothing in it is trusted
 for where a worker writes: a path is the worker's own to choose (its embedding store lies in its
-cache dir, `workers.tasks`), and a run that names one outside that dir is refused. Every other
+cache dir, `workers.farm.tasks`), and a run that names one outside that dir is refused. Every other
 setting is typed and bounded as the command line bounds it (the engine's own settings by
 `memoria.settings.MemoriaSettings`), and a setting the system does not take is refused, so a
 rewritten run fails with a line that names the field instead of reaching the system's constructor.
@@ -11,25 +11,24 @@ rewritten run fails with a line that names the field instead of reaching the sys
 from __future__ import annotations
 
 import numbers
-import os
 from dataclasses import fields
 from pathlib import Path
 
-from adapters.defaults import EMBEDDER_BACKENDS
 from adapters.errors import MemfarmError
-from adapters.systems import SYSTEMS, modes_of
+from adapters.systems import SYSTEMS
+from memoria.defaults import EMBEDDER_BACKENDS
 from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
+from workers.farm.config import WorkerConfig
 
 #: The least value of each whole-number setting (the command line's bounds).
 _MINIMUM = {"batch_size": 1, "max_workers": 1, "max_seq_length": 8}
 _ENGINE_FIELDS = frozenset(spec.name for spec in fields(MemoriaSettings))
 
 
-def checked_settings(meta: dict, cache_dir: str | None) -> dict:
-    """The run's `system_settings`, each checked; MemfarmError names the field and what is wrong with it.
-
-    A user's system (`file.py:Class`) is built with no arguments, so it gets none."""
+def checked_settings(meta: dict, config: WorkerConfig) -> dict:
+    """The run's `system_settings`, each checked against this worker's `config`; MemfarmError names the
+    field and what is wrong with it. A user's system (`file.py:Class`) is built with no arguments: none."""
     settings = meta.get("system_settings")
     if not isinstance(settings, dict):
         raise MemfarmError(f"run setting system_settings: expected an object, got {type(settings).__name__}")
@@ -41,7 +40,7 @@ def checked_settings(meta: dict, cache_dir: str | None) -> dict:
         if name not in info.settings:
             raise MemfarmError(f"run setting {name!r}: system {info.name} takes no such setting")
         if value is not None:
-            checked[name] = _checked(name, value, cache_dir, info.name)
+            checked[name] = _checked(name, value, config, info.name)
     try:
         MemoriaSettings().updated(**{k: v for k, v in checked.items() if k in _ENGINE_FIELDS})
     except SettingsError as exc:
@@ -49,39 +48,37 @@ def checked_settings(meta: dict, cache_dir: str | None) -> dict:
     return checked
 
 
-def _checked(name: str, value, cache_dir: str | None, system: str):
+def _checked(name: str, value, config: WorkerConfig, system: str):
     if name in _MINIMUM:
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < _MINIMUM[name]:
             raise MemfarmError(f"run setting {name}: expected a whole number of at least {_MINIMUM[name]}, "
                                f"got {value!r}")
         return int(value)
     if name == "mode":
-        return _choice(name, value, sorted(modes_of(system)))
+        return _choice(name, value, sorted(SYSTEMS[system].modes))
     if name == "embedder_backend":
         return _choice(name, value, EMBEDDER_BACKENDS)
     if name == "embedder":
-        return _embedder(value)
+        return _embedder(value, config.embedder)
     if name == "ablation":
-        from adapters.systems.adamem import ABLATIONS
-
-        return _choice(name, value, sorted(ABLATIONS))
+        return _choice(name, value, sorted(SYSTEMS[system].ablations))
     if name == "without":
         if not isinstance(value, (list, tuple)) or not all(isinstance(part, str) for part in value):
             raise MemfarmError(f"run setting without: expected a list of part names, got {value!r}")
         return tuple(value)
     if name == "embedding_store":
-        return str(_own_path(name, value, cache_dir))
+        return str(_own_path(name, value, config.cache_dir))
     return value  # an engine setting: MemoriaSettings checks it
 
 
-def _embedder(value) -> str:
+def _embedder(value, own: str | None) -> str:
     """A packaged model's name; a folder only where this worker was started with that folder (a run never picks
     what a worker loads from its disk)."""
     from memoria.model_files import PACKAGED_EMBEDDERS
 
     if isinstance(value, str) and value in PACKAGED_EMBEDDERS:
         return value
-    if isinstance(value, str) and value and value == os.environ.get("MEMFARM_EMBEDDER"):
+    if isinstance(value, str) and value and value == own:
         return value
     raise MemfarmError(f"run setting embedder: choose from {', '.join(PACKAGED_EMBEDDERS)}, or a folder this worker "
                        f"was started with (--embedder), got {value!r}")

@@ -8,13 +8,15 @@ import os
 import traceback
 from pathlib import Path
 
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init
 
 from workers.farm.app import TASK_NAME, app, broker_url, lease_seconds
+from workers.farm.config import start, worker_config
 from workers.item.cache import ItemCache
 from workers.item.evaluate import evaluate_item
 from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
+from adapters.systems.contract import model_files_of, remote_of, signature_of, vector_sharing_of
 from adapters.systems.http_system import is_http_system, origin
 from adapters.terminal import printable
 from workers.farm.connection import connect
@@ -27,13 +29,13 @@ from memoria.model_files import ModelFilesError
 logger = logging.getLogger(__name__)
 _SYSTEMS: dict[tuple, object] = {}
 _LEDGER: Ledger | None = None
-_SHARED = None  # the farm's shared vectors (workers.shared_vectors), made once per process
+_SHARED = None  # the farm's shared vectors (workers.farm.shared_vectors), made once per process
 
 
-def max_seq_length() -> int | None:
-    """This worker's own embedder window (MEMFARM_MAX_SEQ_LENGTH); None to take the run's."""
-    value = os.environ.get("MEMFARM_MAX_SEQ_LENGTH")
-    return int(value) if value else None
+@worker_init.connect
+def _read_configuration(**_):
+    """The worker's configuration, read once in the main process: the pool's processes inherit it."""
+    start()
 
 
 @worker_process_init.connect
@@ -42,7 +44,7 @@ def _init_process(**_):
     a replacement process must come up within Celery's process-up timeout, whatever the load."""
     import torch
 
-    torch.set_num_threads(int(os.environ.get("MEMFARM_TORCH_THREADS", "1")))
+    torch.set_num_threads(worker_config().torch_threads)
 
 
 def _ledger() -> Ledger:
@@ -60,15 +62,16 @@ def _system(meta: dict):
     store is always this worker's own, in its cache dir, and only if the run wants one."""
     from adapters.systems import SYSTEMS
 
-    cache_dir = os.environ.get("MEMFARM_CACHE_DIR")
-    settings = checked_settings(meta, cache_dir)
+    config = worker_config()
+    cache_dir = config.cache_dir
+    settings = checked_settings(meta, config)
     settings.pop("embedding_store", None)
-    if max_seq_length() is not None:
-        settings["max_seq_length"] = max_seq_length()
-    if os.environ.get("MEMFARM_EMBEDDER_BACKEND"):  # the worker's own backend: the signature check decides
-        settings["embedder_backend"] = os.environ["MEMFARM_EMBEDDER_BACKEND"]
-    if os.environ.get("MEMFARM_EMBEDDER"):  # the worker's own model: the signature check decides
-        settings["embedder"] = os.environ["MEMFARM_EMBEDDER"]
+    if config.max_seq_length is not None:
+        settings["max_seq_length"] = config.max_seq_length
+    if config.embedder_backend:  # the worker's own backend: the signature check decides
+        settings["embedder_backend"] = config.embedder_backend
+    if config.embedder:  # the worker's own model: the signature check decides
+        settings["embedder"] = config.embedder
     info = SYSTEMS.get(meta["system"])
     if meta.get("embedding_store") and cache_dir and info and "embedding_store" in info.settings:
         settings["embedding_store"] = str(Path(cache_dir) / EMBEDDING_STORE_FILE)  # this machine's, shared by its pool
@@ -78,10 +81,9 @@ def _system(meta: dict):
 
         _SYSTEMS[key] = make_system(meta["system"], **settings)
     system = _SYSTEMS[key]
-    embedder = getattr(getattr(system, "memory", None), "embedder", None)
-    if hasattr(embedder, "shared"):  # a stored embedder: the run decides whether the farm shares vectors
-        embedder.shared = _shared_vectors() if meta.get("shared_embeddings") else None
-        embedder.verify_share = _verify_share()
+    sharing = vector_sharing_of(system)
+    if sharing is not None:  # the run decides whether the farm shares vectors
+        sharing.share_vectors(_shared_vectors() if meta.get("shared_embeddings") else None, _verify_share())
     return system
 
 
@@ -90,7 +92,7 @@ def _verify_share() -> float:
     0 to 1; 0 trusts every vector anyone with a worker credential wrote)."""
     from memoria.embedding_store import SHARED_VERIFY_SHARE
 
-    value = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_VERIFY")
+    value = worker_config().shared_verify
     try:
         share = float(value) if value else SHARED_VERIFY_SHARE
     except ValueError:
@@ -105,13 +107,13 @@ def _shared_vectors():
     if _SHARED is None:
         from workers.farm.shared_vectors import DEFAULT_MAX_BYTES, RedisVectors
 
-        mib = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_MIB")
+        config = worker_config()
+        mib = config.shared_mib
         try:
             max_bytes = int(float(mib) * 2**20) if mib else DEFAULT_MAX_BYTES
         except (ValueError, OverflowError):
             raise MemfarmError(f"MEMFARM_SHARED_EMBEDDINGS_MIB={mib!r} is not a number of MiB") from None
-        claims = os.environ.get("MEMFARM_SHARED_EMBEDDINGS_CLAIMS", "1") != "0"  # "0": the design before claims
-        _SHARED = RedisVectors(_ledger().r, max_bytes=max_bytes, claims=claims)
+        _SHARED = RedisVectors(_ledger().r, max_bytes=max_bytes, claims=config.shared_claims)
     return _SHARED
 
 
@@ -119,8 +121,7 @@ def allowed_systems() -> set[str]:
     """The systems this worker may run: the built-in ones and those named at its start (--allow-system)."""
     from adapters.systems import SYSTEMS
 
-    named = json.loads(os.environ.get("MEMFARM_ALLOWED_SYSTEMS") or "[]")
-    return set(SYSTEMS) | {str(n) for n in named}
+    return set(SYSTEMS) | set(worker_config().allowed_systems)
 
 
 def refusal_before_import(meta: dict) -> str | None:
@@ -137,7 +138,7 @@ def refusal_before_import(meta: dict) -> str | None:
         return (f"system {meta.get('system')!r} is not allowed on this worker (built in: {', '.join(SYSTEMS)}; "
                 "start the worker with --allow-system to allow another)")
     try:
-        checked_settings(meta, os.environ.get("MEMFARM_CACHE_DIR"))
+        checked_settings(meta, worker_config())
     except MemfarmError as exc:
         return str(exc)
     return None
@@ -160,7 +161,7 @@ def _server_refusal(url: str) -> str | None:
 
 def incompatibility(meta: dict, system) -> str | None:
     """Why this worker must refuse the run's items once the system is built, or None."""
-    mine = getattr(system, "embedding_signature", None)
+    mine = signature_of(system)
     wanted = meta["embedding_signature"]
     if (isinstance(mine, dict) and isinstance(wanted, dict) and mine.get("model_id") and wanted.get("model_id")
             and mine["model_id"] != wanted["model_id"]):
@@ -168,12 +169,12 @@ def incompatibility(meta: dict, system) -> str | None:
                 f"{wanted.get('model_id')} ({wanted.get('dimension')}-d): start a worker with the run's --embedder")
     if mine != wanted:
         return f"embedding signature of this worker {mine} differs from the run's {meta['embedding_signature']}"
-    changed_since = getattr(system, "changed_since", None)  # a server: still the one the run was staged against?
-    if callable(changed_since):
-        reason = changed_since(((meta.get("context") or {}).get("system_config") or {}).get("info"))
+    remote = remote_of(system)  # a server: still the one the run was staged against?
+    if remote is not None:
+        reason = remote.changed_since(((meta.get("context") or {}).get("system_config") or {}).get("info"))
         if reason:
             return reason
-    files = (getattr(system, "build_identity", None) or {}).get("model_files")
+    files = model_files_of(system)
     if meta.get("model_files") and files and files != meta["model_files"]:  # same name, other weights
         return (f"model files of this worker (sha256 {files[:12]}) differ from the run's ({meta['model_files'][:12]}): "
                 "install the same model packages everywhere")
@@ -210,13 +211,13 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
                 ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)
                 return "refused"
             item = ledger.load_item(run_id, item_id)
-            cache_dir = os.environ.get("MEMFARM_CACHE_DIR")
+            cache_dir = worker_config().cache_dir
             outcome = evaluate_item(
                 item, system, top_k=meta["top_k"], k_values=tuple(meta["k_values"]), profile=meta["scoring_profile"],
                 cache=ItemCache(cache_dir, rebuild=meta.get("rebuild_cache", False)) if cache_dir else None,
                 dataset_sha256=meta["dataset_sha256"], worker=worker, attempt=attempt,
             )
-            outcome.update(run_id=run_id, embedding_signature=getattr(system, "embedding_signature", None),
+            outcome.update(run_id=run_id, embedding_signature=signature_of(system),
                            code_version=CODE_VERSION)
             return "done" if ledger.finish(run_id, item_id, attempt, outcome) else "superseded"
         except ModelFilesError as exc:  # this machine's model is not the one checked: no attempt here can help

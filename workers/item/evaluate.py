@@ -20,6 +20,8 @@ from adapters.defaults import CONTEXT_ENTRIES, DEFAULT_SCORING_PROFILE, DEFAULT_
 from adapters.files import content_hash
 from adapters.official import PROFILE as OFFICIAL
 from adapters.records import candidate, failure_outcome, outcome, question_record
+from adapters.systems.contract import (build_identity_of, context_packer_of, counters_of, diagnostics_of,
+                                       grows_while_asked, signature_of, snapshots_of, write_stats_of)
 from workers.item.cache import expected_entry
 
 logger = logging.getLogger(__name__)
@@ -107,19 +109,19 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
     docs, native = make_docs(item)
     label = docs[0]["label"] if docs else label_for(item["item_id"])
     cache_state = {"hit": False, "reason": "no cache"}
-    can_cache = cache is not None and hasattr(system, "snapshot") and hasattr(system, "restore")
+    can_cache = cache is not None and snapshots_of(system) is not None
     if can_cache:  # the key (the model files' hash among it) is worked out only when there is a cache
-        expected = expected_entry(content_hash(docs), getattr(system, "embedding_signature", None),
-                                  getattr(system, "build_identity", None))
+        expected = expected_entry(content_hash(docs), signature_of(system), build_identity_of(system))
         reason = cache.restore(item["item_id"], system, expected)
         cache_state = {"hit": reason is None, "reason": reason}
-    counts_before = getattr(system, "embedding_counts", None)
-    kinds_before = getattr(system, "encoded_by_kind", None)
+    counters = counters_of(system)
+    counts_before = counters.embedding_counts if counters else None
+    kinds_before = counters.encoded_by_kind if counters else None
     phases = {"cache_ms": (time.perf_counter() - started) * 1000}
     if not cache_state["hit"]:
         system.reset()
         system.ingest(docs)
-        phases.update(getattr(system, "ingest_timings", None) or {})
+        phases.update((counters.ingest_timings if counters else None) or {})
         if can_cache:
             stored = time.perf_counter()
             failure = cache.store(item["item_id"], system, expected, dataset_sha256)
@@ -130,7 +132,7 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
     recall_ms = scoring_ms = 0.0
 
     by_id = {d["external_id"]: d for d in docs}
-    packs = callable(getattr(system, "context", None))  # a system that packs a prompt block (AdaMem) is measured
+    packs = context_packer_of(system) is not None  # a system that packs a prompt block (AdaMem) is measured
     # The official profile widens k until it spans k sessions, so it reads the whole ranking: the system is asked
     # for every doc, and the results file keeps the first top_k as candidates.
     depth = max(top_k, len(docs)) if profile == OFFICIAL else top_k
@@ -155,12 +157,12 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
         records.append(question_record(
             question, item["item_id"], candidates, level="turn", k_values=k_values, profile=profile,
             ranking=[native[hit["external_id"]] for hit in hits], runtime_ms=runtime_ms, worker=worker, attempt=attempt,
-            diagnostics={"system": getattr(system, "last_diagnostics", {}) or {}, "rejected_hits": problems,
+            diagnostics={"system": diagnostics_of(system), "rejected_hits": problems,
                          "ranking_depth": {"asked": task["top_k"], "returned": len(hits), "docs": len(docs)}}))
         if measures:
             records[-1]["measures"] = measures
         scoring_ms += (time.perf_counter() - t1) * 1000
-    if can_cache and getattr(system, "unsaved_state", False):  # what the questions built (sentence vectors of
+    if can_cache and grows_while_asked(system):  # what the questions built (sentence vectors of
         stored = time.perf_counter()  # their candidates) goes into the entry, so the next run of the item reads it
         failure = cache.store(item["item_id"], system, expected, dataset_sha256)
         phases["cache_ms"] += (time.perf_counter() - stored) * 1000
@@ -172,9 +174,9 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
                    timings={"build_or_restore_ms": round(build_ms, 3),
                             "total_ms": round((time.perf_counter() - started) * 1000, 3),
                             "phases_ms": {name: round(value, 3) for name, value in phases.items()}},
-                   stats={"docs": len(docs), **item.get("stats", {}), **_store_counts(counts_before, system),
-                          **_kind_counts(kinds_before, system),
-                          **({"write": system.write_stats()} if callable(getattr(system, "write_stats", None)) else {})})
+                   stats={"docs": len(docs), **item.get("stats", {}),
+                          **_store_counts(counts_before, counters), **_kind_counts(kinds_before, counters),
+                          **_write_counts(system)})
 
 
 def _context_measures(system, task: dict, question: dict, hits, by_id: dict, retrieve_ms: float) -> dict:
@@ -188,17 +190,23 @@ def _context_measures(system, task: dict, question: dict, hits, by_id: dict, ret
     return {**measures, "answer": answer}
 
 
-def _kind_counts(before: dict | None, system) -> dict:
+def _write_counts(system) -> dict:
+    """What the system stored for the item's docs (write amplification), where it says."""
+    stats = write_stats_of(system)
+    return {"write": stats} if stats is not None else {}
+
+
+def _kind_counts(before: dict | None, counters) -> dict:
     """Texts the model encoded for this item by kind (turns, windows, pieces, questions), where the system says."""
-    after = getattr(system, "encoded_by_kind", None)
+    after = counters.encoded_by_kind if counters else None
     if before is None or after is None:
         return {}
     return {"texts_encoded_by_kind": {kind: after[kind] - before.get(kind, 0) for kind in after}}
 
 
-def _store_counts(before: dict | None, system) -> dict:
+def _store_counts(before: dict | None, counters) -> dict:
     """Texts this item encoded and texts the embedding store served it (queries included)."""
-    after = getattr(system, "embedding_counts", None)
+    after = counters.embedding_counts if counters else None
     if before is None or after is None:
         return {}
     return {"texts_encoded": after["encoded"] - before["encoded"], "texts_served": after["served"] - before["served"],

@@ -103,13 +103,15 @@ def test_modes_are_the_systems_own(tmp_path):
 
     assert RunSpec("locomo", dataset="x", system="mnem").retrieval_mode == "hybrid"
     assert RunSpec("locomo", dataset="x", system="memoria").retrieval_mode == "fusion"
+    from workers.farm.config import WorkerConfig
     from workers.farm.run_settings import checked_settings
 
-    assert checked_settings({"system": "mnem", "system_settings": {"mode": "dense"}}, None) == {"mode": "dense"}
+    taken = checked_settings({"system": "mnem", "system_settings": {"mode": "dense"}}, WorkerConfig())
+    assert taken == {"mode": "dense"}
     with pytest.raises(MemfarmError, match="choose from dense, hybrid"):
-        checked_settings({"system": "mnem", "system_settings": {"mode": "fusion"}}, None)
+        checked_settings({"system": "mnem", "system_settings": {"mode": "fusion"}}, WorkerConfig())
     with pytest.raises(MemfarmError, match="choose from"):
-        checked_settings({"system": "memoria", "system_settings": {"mode": "hybrid"}}, None)
+        checked_settings({"system": "memoria", "system_settings": {"mode": "hybrid"}}, WorkerConfig())
 
 
 def test_a_missing_vendor_package_makes_the_system_unavailable(monkeypatch):
