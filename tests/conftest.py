@@ -1,4 +1,5 @@
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,7 @@ RESOURCE_OF_FIXTURE = {
 }
 RESOURCES = ("model", "server", "workers", "browser")
 _USED: dict[str, set] = {}
+_STARTED = [time.monotonic()]
 _CURRENT: list[str] = []
 
 
@@ -211,10 +213,7 @@ def pytest_terminal_summary(terminalreporter):
     for nodeid, seconds in durations:
         per_test[nodeid] = per_test.get(nodeid, 0.0) + seconds
     if per_test:
-        import time
-
-        started = getattr(terminalreporter, "_sessionstarttime", None)
-        wall = time.time() - started if started else sum(per_test.values())
+        wall = time.monotonic() - _STARTED[0]
         terminalreporter.write_sep("-", "slowest tests (setup + call + teardown)")
         for nodeid, seconds in sorted(per_test.items(), key=lambda kv: -kv[1])[:10]:
             terminalreporter.write_line(f"{seconds:8.1f} s  {nodeid}")
