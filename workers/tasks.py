@@ -19,6 +19,7 @@ from adapters.systems.http_system import is_http_system, origin
 from adapters.terminal import printable
 from workers.ledger import Ledger, connect, stale_after
 from workers.ledger_values import shown
+from workers.run_meta import RunMeta
 from workers.run_settings import checked_settings
 from workers.version import CODE_VERSION
 from memoria.model_files import ModelFilesError
@@ -157,24 +158,24 @@ def _server_refusal(url: str) -> str | None:
             f"--allow-system {scheme}://{host}:{port} to allow that server)")
 
 
-def incompatibility(meta: dict, system) -> str | None:
+def incompatibility(run: RunMeta, system) -> str | None:
     """Why this worker must refuse the run's items once the system is built, or None."""
     mine = getattr(system, "embedding_signature", None)
-    wanted = meta["embedding_signature"]
+    wanted = run.run_context().embedding_signature
     if (isinstance(mine, dict) and isinstance(wanted, dict) and mine.get("model_id") and wanted.get("model_id")
             and mine["model_id"] != wanted["model_id"]):
         return (f"embedding model of this worker is {mine.get('model_id')} ({mine.get('dimension')}-d); the run wants "
                 f"{wanted.get('model_id')} ({wanted.get('dimension')}-d): start a worker with the run's --embedder")
     if mine != wanted:
-        return f"embedding signature of this worker {mine} differs from the run's {meta['embedding_signature']}"
+        return f"embedding signature of this worker {mine} differs from the run's {wanted}"
     changed_since = getattr(system, "changed_since", None)  # a server: still the one the run was staged against?
     if callable(changed_since):
-        reason = changed_since(((meta.get("context") or {}).get("system_config") or {}).get("info"))
+        reason = changed_since(run.run_context().system_config.get("info"))
         if reason:
             return reason
     files = (getattr(system, "build_identity", None) or {}).get("model_files")
-    if meta.get("model_files") and files and files != meta["model_files"]:  # same name, other weights
-        return (f"model files of this worker (sha256 {files[:12]}) differ from the run's ({meta['model_files'][:12]}): "
+    if run.model_files and files and files != run.model_files:  # same name, other weights
+        return (f"model files of this worker (sha256 {files[:12]}) differ from the run's ({run.model_files[:12]}): "
                 "install the same model packages everywhere")
     return None
 
@@ -199,21 +200,23 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
         return verdict.replace("_", " ")
     with ledger.hold(run_id, item_id, attempt):
         try:
+            run = RunMeta.from_dict(meta, f"run {shown(run_id)}'s metadata")  # a damaged context fails the attempt
             refusal = refusal_before_import(meta)
             if refusal:
                 ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)
                 return "refused"
             system = _system(meta)
-            refusal = incompatibility(meta, system)
+            refusal = incompatibility(run, system)
             if refusal:
                 ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)
                 return "refused"
             item = ledger.load_item(run_id, item_id)
             cache_dir = os.environ.get("MEMFARM_CACHE_DIR")
+            context = run.run_context()
             outcome = evaluate_item(
-                item, system, top_k=meta["top_k"], k_values=tuple(meta["k_values"]), profile=meta["scoring_profile"],
-                cache=ItemCache(cache_dir, rebuild=meta.get("rebuild_cache", False)) if cache_dir else None,
-                dataset_sha256=meta["dataset_sha256"], worker=worker, attempt=attempt,
+                item, system, top_k=context.top_k, k_values=context.k_values, profile=context.scoring_profile,
+                cache=ItemCache(cache_dir, rebuild=context.rebuild_cache) if cache_dir else None,
+                dataset_sha256=context.dataset_sha256, worker=worker, attempt=attempt,
             )
             outcome.update(run_id=run_id, embedding_signature=getattr(system, "embedding_signature", None),
                            code_version=CODE_VERSION)

@@ -14,6 +14,7 @@ from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
 from workers.cache import ItemCache
 from workers.item import evaluate_item
+from workers.run_context import RunContext
 
 logger = logging.getLogger(__name__)
 
@@ -74,12 +75,11 @@ def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = No
     system = spec.make_system()
     can_cache = spec.cache_dir is not None and hasattr(system, "snapshot") and hasattr(system, "restore")
     cache = ItemCache(spec.cache_dir, rebuild=spec.rebuild_cache) if can_cache else None
-    context = spec.system_context(system, cache_used=can_cache)
+    context = RunContext.from_dict(spec.system_context(system, cache_used=can_cache))
     if on_start:
         on_start(total, system)
-    outcomes = run_items(adapter.iter_items(limit=spec.limit), system, top_k=spec.top_k, k_values=context["k_values"],
-                         profile=spec.scoring_profile, cache=cache, dataset_sha256=context["dataset_sha256"],
+    outcomes = run_items(adapter.iter_items(limit=spec.limit), system, top_k=spec.top_k, k_values=context.k_values,
+                         profile=spec.scoring_profile, cache=cache, dataset_sha256=context.dataset_sha256,
                          on_item=on_item)
-    context["elapsed_seconds"] = time.perf_counter() - started
-    context["peak_rss_bytes"] = peak_rss_bytes()
-    return reduce_run(outcomes, context)
+    return reduce_run(outcomes, context, elapsed_seconds=time.perf_counter() - started,
+                      peak_rss_bytes=peak_rss_bytes())
