@@ -105,7 +105,8 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
             adapter = _wrapped(spec.open_dataset(), {poison_id: _poison, slow_id: _too_slow(200)})
             faulty = replace(spec, run_id="faulty")
             system = faulty.make_system()
-            meta = replace(farm.run_meta(faulty, system, broker=fleet.broker), item_count=len(ids), staging_done=False)
+            meta = replace(farm.run_meta(faulty, system, broker=fleet.broker), item_count=len(ids),
+                           staging_done=False)
             t0 = time.perf_counter()
             ledger.create_run("faulty", meta.to_dict())
             farm.stage_run(ledger, app, "faulty", adapter, None)

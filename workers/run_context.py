@@ -31,7 +31,7 @@ _MORE_FIELDS = {
 
 @dataclass(frozen=True)
 class RunContext:
-    """One run's facts, each stored once: the benchmark and dataset, the system as described, how it is scored."""
+    """One run's facts, each stored once: benchmark and dataset, the system as described, how it is scored."""
 
     benchmark: str
     benchmark_title: str
@@ -59,8 +59,8 @@ class RunContext:
 
     @classmethod
     def from_dict(cls, data, where: str = "run context") -> "RunContext":
-        """The context `to_dict` wrote (or `RunSpec.context` built, its K values a tuple); a `LedgerValueError`
-        naming `where` and the field when it is not one."""
+        """The context `to_dict` wrote (or `RunSpec.context` built, its K values a tuple); a
+        `LedgerValueError` naming `where` and the field when it is not one."""
         if not isinstance(data, dict):
             raise LedgerValueError(f"{where} is not a JSON object but {type(data).__name__}")
         if isinstance(data.get("k_values"), tuple):
@@ -69,14 +69,16 @@ class RunContext:
         return cls(benchmark=data["benchmark"], benchmark_title=data["benchmark_title"],
                    group_key=data.get("group_key"), dataset_path=data["dataset_path"],
                    dataset_sha256=data["dataset_sha256"], system_config=data["system_config"],
-                   embedding_signature=data.get("embedding_signature"), scoring_profile=data["scoring_profile"],
+                   embedding_signature=data.get("embedding_signature"),
+                   scoring_profile=data["scoring_profile"],
                    top_k=data["top_k"], k_values=tuple(data["k_values"]), rendering=data.get("rendering"),
                    cache_dir=data.get("cache_dir"), rebuild_cache=data.get("rebuild_cache", False),
                    arguments=data["arguments"], command=data["command"], tuning=data.get("tuning"))
 
     def to_dict(self) -> dict:
         """Plain JSON, in the order a run's metadata has always held it."""
-        return {"benchmark": self.benchmark, "benchmark_title": self.benchmark_title, "group_key": self.group_key,
+        return {"benchmark": self.benchmark, "benchmark_title": self.benchmark_title,
+                "group_key": self.group_key,
                 "dataset_path": self.dataset_path, "dataset_sha256": self.dataset_sha256,
                 "system_config": self.system_config, "embedding_signature": self.embedding_signature,
                 "scoring_profile": self.scoring_profile, "top_k": self.top_k, "k_values": list(self.k_values),

@@ -29,7 +29,7 @@ class RunMeta:
     code_version: str | None = None
     #: The system's name as the worker builds it: built in, a user's `file.py:Class`, or a server's URL.
     system: str | None = None
-    #: The settings it is built with, as given: a worker checks them (`workers.run_settings`), never trusts them.
+    #: Its settings as given: a worker checks them (`workers.run_settings`), never trusts them.
     system_settings: dict = field(default_factory=dict)
     #: Whether a worker keeps an embedding store in its own cache dir, and shares vectors through Redis.
     embedding_store: bool = False
@@ -46,14 +46,15 @@ class RunMeta:
 
     @classmethod
     def from_dict(cls, data, where: str = "run metadata") -> "RunMeta":
-        """The metadata `to_dict` wrote, as `Ledger.meta` returns it; a `LedgerValueError` names a field that is
-        not what the farm writes. Fields an older version wrote beside these (each fact again) are not read."""
+        """The metadata `to_dict` wrote, as `Ledger.meta` returns it; a `LedgerValueError` names a field
+        that is not what the farm writes. Fields an older version wrote twice are read from the context."""
         if not isinstance(data, dict):
             raise LedgerValueError(f"{where} is not a JSON object but {type(data).__name__}")
         check_fields(data, META_FIELDS, META_REQUIRED, where)
         context = data.get("context")
         return cls(
-            created=data["created"], max_attempts=data["max_attempts"], task_time_limit=data["task_time_limit"],
+            created=data["created"], max_attempts=data["max_attempts"],
+            task_time_limit=data["task_time_limit"],
             lost_grace_seconds=data.get("lost_grace_seconds", DEFAULT_LOST_GRACE_SECONDS),
             broker=data.get("broker"), code_version=data.get("code_version"), system=data.get("system"),
             system_settings=data.get("system_settings"), embedding_store=bool(data.get("embedding_store")),
@@ -71,12 +72,13 @@ class RunMeta:
                 "lost_grace_seconds": self.lost_grace_seconds, "system": self.system,
                 "system_settings": self.system_settings, "model_files": self.model_files,
                 "context": self.context.to_dict() if self.context else None}
-        later = {"item_count": self.item_count, "staging_done": self.staging_done, "staged_at": self.staged_at,
+        later = {"item_count": self.item_count, "staging_done": self.staging_done,
+                 "staged_at": self.staged_at,
                  "staging": self.staging, "reduced_at": self.reduced_at, "expires_in": self.expires_in}
         return {**data, **{name: value for name, value in later.items() if value is not None}}
 
     def run_context(self) -> RunContext:
-        """The run's context, which every run the coordinator creates holds; a named error when this one does not."""
+        """The run's context (every run the coordinator makes holds one); a named error when it lacks one."""
         if self.context is None:
             raise LedgerValueError("the run's metadata holds no context (what the run evaluates and how)")
         return self.context

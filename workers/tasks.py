@@ -175,7 +175,8 @@ def incompatibility(run: RunMeta, system) -> str | None:
             return reason
     files = (getattr(system, "build_identity", None) or {}).get("model_files")
     if run.model_files and files and files != run.model_files:  # same name, other weights
-        return (f"model files of this worker (sha256 {files[:12]}) differ from the run's ({run.model_files[:12]}): "
+        return (f"model files of this worker (sha256 {files[:12]}) differ from the run's "
+                f"({run.model_files[:12]}): "
                 "install the same model packages everywhere")
     return None
 
@@ -200,7 +201,8 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
         return verdict.replace("_", " ")
     with ledger.hold(run_id, item_id, attempt):
         try:
-            run = RunMeta.from_dict(meta, f"run {shown(run_id)}'s metadata")  # a damaged context fails the attempt
+            # a damaged context fails this attempt, as any other error does
+            run = RunMeta.from_dict(meta, f"run {shown(run_id)}'s metadata")
             refusal = refusal_before_import(meta)
             if refusal:
                 ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)

@@ -84,8 +84,9 @@ def generated_runs(questions: int, runs: int, seed: int = 0, top_k: int = 50) ->
             benchmark="longmemeval", benchmark_title="LongMemEval-S (generated)", group_key="question_type",
             dataset_path="generated", dataset_sha256=f"{seed:064x}",
             system_config={"name": f"system{number}", "retrieval_mode": "generated", "skill": skill},
-            embedding_signature={"model_id": "generated", "dimension": 0}, scoring_profile=EXPECTED_TEXT_PROFILE,
-            top_k=top_k, k_values=K_VALUES, command="memfarm bench board")
+            embedding_signature={"model_id": "generated", "dimension": 0},
+            scoring_profile=EXPECTED_TEXT_PROFILE, top_k=top_k, k_values=K_VALUES,
+            command="memfarm bench board")
         made.append(reduce_run(outcomes, context, commit="generated",
                                elapsed_seconds=questions * (0.5 + number * 0.3)))
     return made

@@ -58,7 +58,8 @@ def run_meta(spec: RunSpec, system, *, broker: str) -> RunMeta:
     return RunMeta(
         created=time.time(), broker=redact(broker), code_version=CODE_VERSION, max_attempts=spec.max_attempts,
         embedding_store=spec.embedding_store, shared_embeddings=spec.shared_embeddings,
-        task_time_limit=task_time_limit(), lost_grace_seconds=DEFAULT_LOST_GRACE_SECONDS, system=spec.system_name,
+        task_time_limit=task_time_limit(), lost_grace_seconds=DEFAULT_LOST_GRACE_SECONDS,
+        system=spec.system_name,
         # where a worker keeps its store is the worker's own (workers.run_settings): the run only says whether
         system_settings={k: v for k, v in spec.system_settings().items() if k != "embedding_store"},
         model_files=(getattr(system, "build_identity", None) or {}).get("model_files"),

@@ -78,8 +78,9 @@ def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = No
     context = RunContext.from_dict(spec.system_context(system, cache_used=can_cache))
     if on_start:
         on_start(total, system)
-    outcomes = run_items(adapter.iter_items(limit=spec.limit), system, top_k=spec.top_k, k_values=context.k_values,
-                         profile=spec.scoring_profile, cache=cache, dataset_sha256=context.dataset_sha256,
+    outcomes = run_items(adapter.iter_items(limit=spec.limit), system, top_k=spec.top_k,
+                         k_values=context.k_values, profile=spec.scoring_profile, cache=cache,
+                         dataset_sha256=context.dataset_sha256,
                          on_item=on_item)
     return reduce_run(outcomes, context, elapsed_seconds=time.perf_counter() - started,
                       peak_rss_bytes=peak_rss_bytes())

@@ -174,8 +174,9 @@ class Tally:
     measures: dict | None
 
 
-def reduce_run(outcomes: list[dict], context: RunContext, *, elapsed_seconds: float, commit: str | None = None,
-               peak_rss_bytes: int | None = None, farm: dict | None = None) -> tuple[dict, dict]:
+def reduce_run(outcomes: list[dict], context: RunContext, *, elapsed_seconds: float,
+               commit: str | None = None, peak_rss_bytes: int | None = None,
+               farm: dict | None = None) -> tuple[dict, dict]:
     """(results, manifest) from item outcomes in dataset order and the run's context.
 
     `commit`: the code's (default: this checkout's); `peak_rss_bytes`: of the process that ran every item (a
@@ -185,13 +186,14 @@ def reduce_run(outcomes: list[dict], context: RunContext, *, elapsed_seconds: fl
     check_one_run(records)
     tally = compute_metrics(records, outcomes, context)
     results = build_results(records, tally, context, commit=commit or git_commit(),
-                            elapsed_seconds=round(elapsed_seconds, 3), peak_rss_bytes=peak_rss_bytes, farm=farm)
+                            elapsed_seconds=round(elapsed_seconds, 3), peak_rss_bytes=peak_rss_bytes,
+                            farm=farm)
     manifest = build_manifest(outcomes, tally, context, results)
     return results.to_dict(), manifest.to_dict()
 
 
 def gather_records(outcomes: list[dict]) -> list[dict]:
-    """Every question record of the outcomes, in dataset order, its scoring profiles under their current names."""
+    """Every question record of the outcomes, in dataset order, each profile under its current name."""
     return [current_profile_names(r) for outcome in outcomes for r in outcome["records"]]
 
 
@@ -229,8 +231,8 @@ def compute_metrics(records: list[dict], outcomes: list[dict], context: RunConte
     )
 
 
-def build_results(records: list[dict], tally: Tally, context: RunContext, *, commit: str, elapsed_seconds: float,
-                  peak_rss_bytes: int | None, farm: dict | None) -> Results:
+def build_results(records: list[dict], tally: Tally, context: RunContext, *, commit: str,
+                  elapsed_seconds: float, peak_rss_bytes: int | None, farm: dict | None) -> Results:
     signature = context.embedding_signature or {}
     return Results(
         # a run with failed items averages over the rest: said first, so that no reader misses it
@@ -240,9 +242,11 @@ def build_results(records: list[dict], tally: Tally, context: RunContext, *, com
         system=context.system_config.get("name"), question_count=len(records),
         retrieval_evaluable=tally.evaluable,
         # official profile: questions without a has_answer user turn, scored anyway (recall_all 1, recall_any 0)
-        scored_without_gold=tally.without_gold, abstentions_excluded=tally.abstentions, excluded=tally.excluded,
+        scored_without_gold=tally.without_gold, abstentions_excluded=tally.abstentions,
+        excluded=tally.excluded,
         failed=len(tally.failed), metrics=tally.summary, metrics_by_profile=tally.by_profile,
-        short_rankings=tally.short, phases_ms=tally.phases, embedding_store=tally.store_counts, records=records,
+        short_rankings=tally.short, phases_ms=tally.phases, embedding_store=tally.store_counts,
+        records=records,
         dataset_checksum=context.dataset_sha256, embedder=signature.get("model_id"),
         embedding_dimension=signature.get("dimension"), commit=commit,
         retrieval_mode=context.system_config.get("retrieval_mode"), scoring_profile=context.scoring_profile,
@@ -255,12 +259,14 @@ def build_results(records: list[dict], tally: Tally, context: RunContext, *, com
 def build_manifest(outcomes: list[dict], tally: Tally, context: RunContext, results: Results) -> Manifest:
     caches = [o.get("cache") for o in outcomes if o.get("cache")]
     return Manifest(
-        dataset_path=str(context.dataset_path), dataset_sha256=context.dataset_sha256, arguments=context.arguments,
+        dataset_path=str(context.dataset_path), dataset_sha256=context.dataset_sha256,
+        arguments=context.arguments,
         command=context.command, commit=results.commit, python=sys.version.split()[0],
         platform=platform.platform(), system=context.system_config, top_k=context.top_k,
         rendering=context.rendering,
         cache={
-            "dir": context.cache_dir, "rebuild": context.rebuild_cache, "signature": context.embedding_signature or {},
+            "dir": context.cache_dir, "rebuild": context.rebuild_cache,
+            "signature": context.embedding_signature or {},
             "format_version": harness.CACHE_FORMAT_VERSION,
             "hits": sum(1 for c in caches if c["hit"]), "misses": sum(1 for c in caches if not c["hit"]),
             "rebuild_reasons": {o["item_id"]: o["cache"]["reason"] for o in outcomes
@@ -269,8 +275,9 @@ def build_manifest(outcomes: list[dict], tally: Tally, context: RunContext, resu
         evaluation={
             "k_values": list(context.k_values), "scoring_profile": context.scoring_profile,
             "profiles_computed": sorted(results.metrics_by_profile), "metric_names": list(METRIC_NAMES),
-            "levels": ["session", "turn"], "question_count": results.question_count, "evaluable": tally.evaluable,
-            "scored_without_gold": tally.without_gold, "turn_evaluable": tally.summary["all"]["evaluable"]["turn"],
+            "levels": ["session", "turn"], "question_count": results.question_count,
+            "evaluable": tally.evaluable, "scored_without_gold": tally.without_gold,
+            "turn_evaluable": tally.summary["all"]["evaluable"]["turn"],
             "abstentions": tally.abstentions, "excluded": tally.excluded, "failed": len(tally.failed),
             "truncated_texts": sum(o.get("stats", {}).get("truncated_texts", 0) for o in outcomes),
             # questions whose system returned fewer docs than asked (the official profile asks for all)
@@ -282,7 +289,8 @@ def build_manifest(outcomes: list[dict], tally: Tally, context: RunContext, resu
         items=[{"item_id": o["item_id"], "timings": o.get("timings", {}), "stats": o.get("stats", {}),
                 "worker": (o["records"][0].get("worker") if o["records"] else None)} for o in outcomes],
         settings=results.settings, elapsed_seconds=results.elapsed_seconds,
-        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), measures=tally.measures, farm=results.farm)
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), measures=tally.measures,
+        farm=results.farm)
 
 
 def write_results(results: dict, manifest: dict, output: str | Path | None = None) -> tuple[Path, Path]:

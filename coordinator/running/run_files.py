@@ -64,7 +64,7 @@ class Results:
         _check(data, RESULTS_FORMAT, cls, ("measures", "farm"), where)
         if data.get("corpus", data["scoring_profile"]) != data["scoring_profile"]:
             raise ResultsError(f"{where}: corpus {data['corpus']!r} is not its scoring profile "
-                               f"{data['scoring_profile']!r}; a results file gives its system the chosen corpus")
+                               f"{data['scoring_profile']!r}; a run gives its system the chosen corpus")
         return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
     def to_dict(self) -> dict:
@@ -114,9 +114,11 @@ class Manifest:
     @classmethod
     def from_dict(cls, data, where: str = "manifest") -> "Manifest":
         """A manifest as `to_dict` writes it; a `ResultsError` names a missing field or another format."""
-        if isinstance(data, dict) and isinstance(data.get("dataset"), dict) and isinstance(data.get("fairness"), dict):
-            data = {**data, "dataset_path": data["dataset"].get("path"), "dataset_sha256": data["dataset"].get("sha256"),
-                    "top_k": data["fairness"].get("top_k"), "rendering": data["fairness"].get("rendering")}
+        blocks = isinstance(data, dict) and isinstance(data.get("dataset"), dict)
+        if blocks and isinstance(data.get("fairness"), dict):
+            dataset, fairness = data["dataset"], data["fairness"]
+            data = {**data, "dataset_path": dataset.get("path"), "dataset_sha256": dataset.get("sha256"),
+                    "top_k": fairness.get("top_k"), "rendering": fairness.get("rendering")}
         _check(data, MANIFEST_FORMAT, cls, ("measures", "farm", "rankings"), where)
         return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
@@ -124,7 +126,8 @@ class Manifest:
         return {
             "format": MANIFEST_FORMAT,
             "dataset": {"path": self.dataset_path, "sha256": self.dataset_sha256},
-            "arguments": self.arguments, "command": self.command, "commit": self.commit, "python": self.python,
+            "arguments": self.arguments, "command": self.command, "commit": self.commit,
+            "python": self.python,
             "platform": self.platform, "system": self.system, "vector_store": self.system.get("vector_store"),
             "retrieval": {"mode": self.system.get("retrieval_mode"), "sources": self.system.get("sources"),
                           "candidate_limit": self.top_k},

@@ -152,7 +152,8 @@ def results_file(path, hits: dict, *, mode="fusion", checksum="abc", profile="ex
     context = {"benchmark": "locomo", "benchmark_title": "LoCoMo", "group_key": "question_type",
                "dataset_path": "d.json", "dataset_sha256": checksum,
                "system_config": {"name": "memoria", "retrieval_mode": mode}, "embedding_signature": None,
-               "scoring_profile": profile, "top_k": 5, "k_values": (5, 10), "arguments": {}, "command": "test"}
+               "scoring_profile": profile, "top_k": 5, "k_values": (5, 10), "arguments": {},
+               "command": "test"}
     results, _ = reduce_run(outcomes, RunContext.from_dict(context), elapsed_seconds=0.0, commit="c")
     write_json(path, results)
     return str(path)
