@@ -105,13 +105,13 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
             adapter = _wrapped(spec.open_dataset(), {poison_id: _poison, slow_id: _too_slow(200)})
             faulty = replace(spec, run_id="faulty")
             system = faulty.make_system()
-            meta = farm.run_meta(faulty, system, broker=fleet.broker)
-            meta.update(item_count=len(ids), staging_done=False, arguments=faulty.arguments())
+            meta = replace(farm.run_meta(faulty, system, broker=fleet.broker), item_count=len(ids),
+                           staging_done=False)
             t0 = time.perf_counter()
-            ledger.create_run("faulty", meta)
+            ledger.create_run("faulty", meta.to_dict())
             farm.stage_run(ledger, app, "faulty", adapter, None)
             watcher, box = run_in_background(farm.watch, ledger, app, "faulty", None, 1.0, 1800)
-            campaign = Campaign(fleet, ledger, "faulty", meta["created"], down_seconds=visibility + 5)
+            campaign = Campaign(fleet, ledger, "faulty", meta.created, down_seconds=visibility + 5)
             campaign.data_fault("poison item (the engine refuses it every time)", poison_id)
             campaign.data_fault(f"item over the hard time limit ({time_limit}s)", slow_id)
             # the faults that need an ordinary item running come first, while the run still has many

@@ -55,6 +55,7 @@ def generated_runs(questions: int, runs: int, seed: int = 0, top_k: int = 50) ->
     from adapters.defaults import EXPECTED_TEXT_PROFILE, K_VALUES
     from adapters.records import candidate, outcome, question_record
     from coordinator.running.reducer import reduce_run
+    from workers.item.run_context import RunContext
 
     asked = generated_questions(questions, seed)
     texts_rng = np.random.default_rng(seed + 1)
@@ -79,14 +80,15 @@ def generated_runs(questions: int, runs: int, seed: int = 0, top_k: int = 50) ->
                                      profile=EXPECTED_TEXT_PROFILE, runtime_ms=float(rng.uniform(5, 40)),
                                      worker="bench", attempt=1)
             outcomes.append(outcome(q["question_id"], [record]))
-        context = {"benchmark": "longmemeval", "benchmark_title": "LongMemEval-S (generated)",
-                   "group_key": "question_type", "dataset_path": "generated", "dataset_sha256": f"{seed:064x}",
-                   "system_config": {"name": f"system{number}", "retrieval_mode": "generated", "skill": skill},
-                   "embedding_signature": {"model_id": "generated", "dimension": 0},
-                   "scoring_profile": EXPECTED_TEXT_PROFILE, "top_k": top_k, "k_values": K_VALUES,
-                   "rendering": None, "arguments": {}, "command": "memfarm bench board", "tuning": None,
-                   "commit": "generated", "elapsed_seconds": questions * (0.5 + number * 0.3)}
-        made.append(reduce_run(outcomes, context))
+        context = RunContext(
+            benchmark="longmemeval", benchmark_title="LongMemEval-S (generated)", group_key="question_type",
+            dataset_path="generated", dataset_sha256=f"{seed:064x}",
+            system_config={"name": f"system{number}", "retrieval_mode": "generated", "skill": skill},
+            embedding_signature={"model_id": "generated", "dimension": 0},
+            scoring_profile=EXPECTED_TEXT_PROFILE, top_k=top_k, k_values=K_VALUES,
+            command="memfarm bench board")
+        made.append(reduce_run(outcomes, context, commit="generated",
+                               elapsed_seconds=questions * (0.5 + number * 0.3)))
     return made
 
 

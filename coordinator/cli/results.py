@@ -144,7 +144,10 @@ def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, 
     from adapters.files import file_sha256
     from coordinator.running.reducer import reduce_run
     from coordinator.results.score import score_rankings
+    from dataclasses import replace
+
     from coordinator.running.spec import RunSpec
+    from workers.item.run_context import RunContext
 
     cli = ctx.obj
     scoring_profile = scoring_profile or default_profile(benchmark)
@@ -168,13 +171,12 @@ def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, 
     if report["missing"]:
         click.echo(f"warning: {len(report['missing'])} questions have no ranking and score 0 "
                    f"(first: {', '.join(report['missing'][:5])})", err=True)
-    context = spec.context(
+    context = RunContext.from_dict(spec.context(
         system_config={"name": "rankings", "retrieval_mode": f"score-{level}", "rankings": str(Path(rankings).resolve()),
                        "rankings_sha256": file_sha256(rankings)},
-        embedding_signature=None)
-    context.update(top_k=None, rendering=None, arguments=dict(ctx.params),
-                   elapsed_seconds=time.perf_counter() - started)
-    results, manifest = reduce_run(outcomes, context)
+        embedding_signature=None))
+    context = replace(context, top_k=None, rendering=None, arguments=dict(ctx.params))
+    results, manifest = reduce_run(outcomes, context, elapsed_seconds=time.perf_counter() - started)
     manifest["rankings"] = report
     cli.write_results(results, manifest, output)
 

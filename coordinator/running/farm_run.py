@@ -14,6 +14,7 @@ import logging
 import secrets
 import time
 from collections import Counter, defaultdict
+from dataclasses import replace
 
 import redis
 
@@ -27,6 +28,8 @@ from coordinator.running.spec import RunSpec
 from workers.farm.app import QUEUE, TASK_NAME, task_time_limit
 from workers.farm.ledger import DEFAULT_LOST_GRACE_SECONDS, stale_after
 from workers.farm.ledger_values import shown
+from workers.farm.run_meta import RunMeta
+from workers.item.run_context import RunContext
 from workers.version import CODE_VERSION
 
 logger = logging.getLogger(__name__)
@@ -51,31 +54,17 @@ def enqueue(ledger: RunLedger, app, run_id: str, item_ids) -> int:
     return count
 
 
-def run_meta(spec: RunSpec, system, *, broker: str) -> dict:
+def run_meta(spec: RunSpec, system, *, broker: str) -> RunMeta:
     """Everything a worker needs to rebuild the run's system and check it may take the run's items."""
-    context = spec.system_context(system, cache_used=False)
-    return {
-        "created": time.time(),
-        "broker": redact(broker),
-        "code_version": CODE_VERSION,
-        "max_attempts": spec.max_attempts,
-        "embedding_store": spec.embedding_store,
-        "shared_embeddings": spec.shared_embeddings,
-        "task_time_limit": task_time_limit(),
-        "lost_grace_seconds": DEFAULT_LOST_GRACE_SECONDS,
-        "system": spec.system_name,
+    return RunMeta(
+        created=time.time(), broker=redact(broker), code_version=CODE_VERSION, max_attempts=spec.max_attempts,
+        embedding_store=spec.embedding_store, shared_embeddings=spec.shared_embeddings,
+        task_time_limit=task_time_limit(), lost_grace_seconds=DEFAULT_LOST_GRACE_SECONDS,
+        system=spec.system_name,
         # where a worker keeps its store is the worker's own (workers.farm.run_settings): the run only says whether
-        "system_settings": {k: v for k, v in spec.system_settings().items() if k != "embedding_store"},
-        "retrieval_mode": context["system_config"].get("retrieval_mode"),
-        "rebuild_cache": spec.rebuild_cache,
-        "top_k": spec.top_k,
-        "k_values": list(context["k_values"]),
-        "scoring_profile": spec.scoring_profile,
-        "dataset_sha256": context["dataset_sha256"],
-        "embedding_signature": context["embedding_signature"],
-        "model_files": model_files_of(system),
-        "context": {**context, "k_values": list(context["k_values"])},
-    }
+        system_settings={k: v for k, v in spec.system_settings().items() if k != "embedding_store"},
+        model_files=model_files_of(system),
+        context=RunContext.from_dict(spec.system_context(system, cache_used=False)))
 
 
 def submit(ledger: RunLedger, app, spec: RunSpec, broker: str, on_start=None, on_item=None) -> tuple[str, list[str]]:
@@ -87,9 +76,8 @@ def submit(ledger: RunLedger, app, spec: RunSpec, broker: str, on_start=None, on
     if on_start:
         on_start(expected)
     system = spec.make_system()  # the signature is read from the packaged config: no model is loaded
-    meta = run_meta(spec, system, broker=broker)
-    meta.update(item_count=expected, staging_done=False, arguments=spec.arguments())
-    ledger.create_run(run_id, meta)
+    meta = replace(run_meta(spec, system, broker=broker), item_count=expected, staging_done=False)
+    ledger.create_run(run_id, meta.to_dict())
     staged = stage_run(ledger, app, run_id, adapter, spec.limit, on_item)
     return run_id, staged
 
@@ -262,9 +250,9 @@ def resume(ledger: RunLedger, app, run_id: str) -> list[str]:
     meta = ledger.meta(run_id)
     chosen = []
     if not meta.get("staging_done", True):
-        meta = ledger.meta(run_id, "arguments", "dataset_sha256")
-        spec = RunSpec.from_arguments(meta["arguments"])
-        if spec.dataset_sha256() != meta["dataset_sha256"]:
+        context = RunMeta.from_dict(ledger.meta(run_id, "context"), f"run {run_id}").run_context()
+        spec = RunSpec.from_arguments(context.arguments)
+        if spec.dataset_sha256() != context.dataset_sha256:
             raise ResultsError(f"run {run_id}: its dataset {spec.dataset} changed since staging began; "
                                "cannot finish staging")
         chosen += stage_run(ledger, app, run_id, spec.open_dataset(), spec.limit)
@@ -325,11 +313,12 @@ def vanished_message(run_id: str, missing: int, staged: int, examples=()) -> str
 
 def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
     """The results file and manifest of a finished farm run, with its farm block."""
-    meta = ledger.meta(run_id, "context", "broker", "code_version", "embedding_signature")
+    run = RunMeta.from_dict(ledger.meta(run_id, "context", "broker", "code_version"), f"run {run_id}")
+    signature = run.run_context().embedding_signature
     attempts = ledger.attempts(run_id)
     order = ledger.order(run_id)
     staged = set(order) | set(ledger.states(run_id))
-    expected = max(len(staged), meta.get("item_count") or 0) if meta.get("staging_done", True) else len(staged)
+    expected = max(len(staged), run.item_count or 0) if run.staging_done else len(staged)
     if len(order) < expected:
         raise ResultsError(vanished_message(run_id, expected - len(order), expected, sorted(staged - set(order))))
     outcomes, failures, timings = [], [], []
@@ -344,7 +333,7 @@ def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
             except LedgerValueError as error:  # planted or damaged: this item fails, the run is still reduced
                 unreadable = f"its outcome cannot be read: {error}"
         if state == DONE and outcome is not None:
-            if outcome.get("run_id") != run_id or outcome.get("embedding_signature") != meta["embedding_signature"]:
+            if outcome.get("run_id") != run_id or outcome.get("embedding_signature") != signature:
                 raise ResultsError(f"item {shown(item_id)} was made by another run or embedding signature; "
                                    "refusing to reduce")
         else:
@@ -360,7 +349,7 @@ def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
                   "queue_wait_ms": round((begun - queued) * 1000, 1) if begun and queued else None,
                   "run_ms": round((ended - begun) * 1000, 1) if ended and begun else None,
                   # seconds since the run was created, for the report's timeline
-                  **{f"{name}_s": round(at - meta["created"], 3) if at else None
+                  **{f"{name}_s": round(at - run.created, 3) if at else None
                      for name, at in (("queued", queued), ("started", begun), ("finished", ended))}}
         timings.append(timing)
         if state == DONE:
@@ -368,15 +357,10 @@ def reduce_farm_run(ledger: RunLedger, run_id: str) -> tuple[dict, dict]:
             per_worker[worker]["questions"] += len(outcome["records"])
             per_worker[worker]["run_ms"] += timing["run_ms"] or 0.0
     lost = {i: int(float(ledger.info(run_id, i).get("lost") or 0)) for i in order}
-    context = dict(meta["context"])
-    context.update(
-        elapsed_seconds=time.time() - meta["created"],
-        farm={"run_id": run_id, "broker": meta["broker"], "code_version": meta["code_version"],
-              "max_attempts": meta["max_attempts"], "workers": dict(per_worker), "attempts": attempts,
-              "failures": failures, "items": timings,
-              "lost_attempts": {i: n for i, n in lost.items() if n}},
-    )
-    return reduce_run(outcomes, context)
+    farm = {"run_id": run_id, "broker": run.broker, "code_version": run.code_version,
+            "max_attempts": run.max_attempts, "workers": dict(per_worker), "attempts": attempts,
+            "failures": failures, "items": timings, "lost_attempts": {i: n for i, n in lost.items() if n}}
+    return reduce_run(outcomes, run.run_context(), elapsed_seconds=time.time() - run.created, farm=farm)
 
 
 def run_ttl_seconds() -> int:

@@ -15,6 +15,7 @@ from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
 from workers.item.cache import ItemCache
 from workers.item.evaluate import evaluate_item
+from workers.item.run_context import RunContext
 
 logger = logging.getLogger(__name__)
 
@@ -75,12 +76,12 @@ def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = No
     system = spec.make_system()
     can_cache = spec.cache_dir is not None and snapshots_of(system) is not None
     cache = ItemCache(spec.cache_dir, rebuild=spec.rebuild_cache) if can_cache else None
-    context = spec.system_context(system, cache_used=can_cache)
+    context = RunContext.from_dict(spec.system_context(system, cache_used=can_cache))
     if on_start:
         on_start(total, system)
-    outcomes = run_items(adapter.iter_items(limit=spec.limit), system, top_k=spec.top_k, k_values=context["k_values"],
-                         profile=spec.scoring_profile, cache=cache, dataset_sha256=context["dataset_sha256"],
+    outcomes = run_items(adapter.iter_items(limit=spec.limit), system, top_k=spec.top_k,
+                         k_values=context.k_values, profile=spec.scoring_profile, cache=cache,
+                         dataset_sha256=context.dataset_sha256,
                          on_item=on_item)
-    context["elapsed_seconds"] = time.perf_counter() - started
-    context["peak_rss_bytes"] = peak_rss_bytes()
-    return reduce_run(outcomes, context)
+    return reduce_run(outcomes, context, elapsed_seconds=time.perf_counter() - started,
+                      peak_rss_bytes=peak_rss_bytes())

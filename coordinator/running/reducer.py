@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from adapters import defaults as harness
@@ -20,10 +21,9 @@ from adapters.errors import ResultsError
 from adapters.files import write_json
 from adapters.metrics import METRIC_NAMES, average
 from adapters.registry import BENCHMARKS
+from coordinator.running.run_files import RESULTS_FORMAT, Manifest, Results
 from memoria import defaults as engine
-
-RESULTS_FORMAT = "memoria-farm/results/1"
-
+from workers.item.run_context import RunContext
 
 def git_commit() -> str:
     root = Path(__file__).resolve().parent.parent
@@ -157,130 +157,140 @@ def scored_without_gold(records: list[dict], profile: str) -> int:
     return sum(1 for r in records if r.get("metrics") and not (r.get("gold") or {}).get("turns"))
 
 
-def reduce_run(outcomes: list[dict], context: dict) -> tuple[dict, dict]:
-    """(results, manifest) from item outcomes in dataset order and the run's context."""
-    context = {**context, "scoring_profile": profile_name(context["scoring_profile"])}
-    records = [current_profile_names(r) for outcome in outcomes for r in outcome["records"]]
+@dataclass(frozen=True)
+class Tally:
+    """What the reducer counts over a run's records and outcomes, once, for both files."""
+
+    abstentions: int
+    excluded: int
+    failed: list[dict]
+    evaluable: int
+    without_gold: int
+    summary: dict
+    by_profile: dict
+    short: int
+    phases: dict
+    store_counts: dict
+    measures: dict | None
+
+
+def reduce_run(outcomes: list[dict], context: RunContext, *, elapsed_seconds: float,
+               commit: str | None = None, peak_rss_bytes: int | None = None,
+               farm: dict | None = None) -> tuple[dict, dict]:
+    """(results, manifest) from item outcomes in dataset order and the run's context.
+
+    `commit`: the code's (default: this checkout's); `peak_rss_bytes`: of the process that ran every item (a
+    local run); `farm`: a farm run's block, in both files (the analyzer reads results files only)."""
+    context = replace(context, scoring_profile=profile_name(context.scoring_profile))
+    records = gather_records(outcomes)
+    check_one_run(records)
+    tally = compute_metrics(records, outcomes, context)
+    results = build_results(records, tally, context, commit=commit or git_commit(),
+                            elapsed_seconds=round(elapsed_seconds, 3), peak_rss_bytes=peak_rss_bytes,
+                            farm=farm)
+    manifest = build_manifest(outcomes, tally, context, results)
+    return results.to_dict(), manifest.to_dict()
+
+
+def gather_records(outcomes: list[dict]) -> list[dict]:
+    """Every question record of the outcomes, in dataset order, each profile under its current name."""
+    return [current_profile_names(r) for outcome in outcomes for r in outcome["records"]]
+
+
+def check_one_run(records: list[dict]) -> None:
+    """Refuse records that hold a question twice: two runs' records, or one item's twice."""
     ids = [r["question_id"] for r in records]
     if len(ids) != len(set(ids)):
         raise ResultsError("records hold a question twice; refusing to reduce")
+
+
+def compute_metrics(records: list[dict], outcomes: list[dict], context: RunContext) -> Tally:
+    """The averages (overall, per group, per profile) and the counts both files report."""
     ok = [r for r in records if r.get("status") == "ok"]
-    abstentions = sum(1 for r in ok if r.get("abstention"))
-    excluded = sum(1 for r in ok if r.get("excluded") and not r.get("abstention"))
-    failed = [r for r in records if r.get("status") != "ok"]
-    evaluable = sum(1 for r in ok if r.get("metrics"))
-    without_gold = scored_without_gold(ok, context["scoring_profile"])
-    summary = summarize(records, context.get("group_key"))
-    short = sum(1 for r in ok if _short(r))
-    phases = phase_totals(outcomes)
-    store_counts = {  # texts encoded by the model vs served from the machine's store, over all items
-        "texts_encoded": sum(o.get("stats", {}).get("texts_encoded", 0) for o in outcomes),
-        "texts_served": sum(o.get("stats", {}).get("texts_served", 0) for o in outcomes),
-        "texts_from_shared": sum(o.get("stats", {}).get("texts_from_shared", 0) for o in outcomes),  # of those served
-        # shared vectors encoded again to check them (among those encoded), and those found forged
-        "texts_verified": sum(o.get("stats", {}).get("texts_verified", 0) for o in outcomes),
-        "texts_forged": sum(o.get("stats", {}).get("texts_forged", 0) for o in outcomes),
-    }
-    signature = context.get("embedding_signature") or {}
-    failures = failure_summary(records, context["benchmark"])
-    results = {
-        "format": RESULTS_FORMAT,
+    summary = summarize(records, context.group_key)
+
+    def stat(name: str) -> int:
+        return sum(o.get("stats", {}).get(name, 0) for o in outcomes)
+
+    return Tally(
+        abstentions=sum(1 for r in ok if r.get("abstention")),
+        excluded=sum(1 for r in ok if r.get("excluded") and not r.get("abstention")),
+        failed=[r for r in records if r.get("status") != "ok"],
+        evaluable=sum(1 for r in ok if r.get("metrics")),
+        without_gold=scored_without_gold(ok, context.scoring_profile),
+        summary=summary,
+        by_profile=by_profile(records, context.group_key, context.scoring_profile),
+        short=sum(1 for r in ok if _short(r)),
+        phases=phase_totals(outcomes),
+        # texts encoded by the model vs served from the machine's store (of those, from the farm's shared
+        # vectors); shared vectors encoded again to check them (among those encoded), and those found forged
+        store_counts={name: stat(name) for name in ("texts_encoded", "texts_served", "texts_from_shared",
+                                                    "texts_verified", "texts_forged")},
+        # AdaMem's six measures (systems that pack a context block), in both files
+        measures=run_measures(records, outcomes, summary["all"]) or None,
+    )
+
+
+def build_results(records: list[dict], tally: Tally, context: RunContext, *, commit: str,
+                  elapsed_seconds: float, peak_rss_bytes: int | None, farm: dict | None) -> Results:
+    signature = context.embedding_signature or {}
+    return Results(
         # a run with failed items averages over the rest: said first, so that no reader misses it
-        "complete": not failed,
-        "failures": failures,
+        complete=not tally.failed, failures=failure_summary(records, context.benchmark),
         # weights tuned on this very dataset make numbers that are not held out: said at the top too
-        "tuning": context.get("tuning"),
-        "benchmark": context["benchmark_title"],
-        "benchmark_key": context["benchmark"],
-        "system": context["system_config"].get("name"),
-        "question_count": len(records),
-        "retrieval_evaluable": evaluable,
+        tuning=context.tuning, benchmark=context.benchmark_title, benchmark_key=context.benchmark,
+        system=context.system_config.get("name"), question_count=len(records),
+        retrieval_evaluable=tally.evaluable,
         # official profile: questions without a has_answer user turn, scored anyway (recall_all 1, recall_any 0)
-        "scored_without_gold": without_gold,
-        "abstentions_excluded": abstentions,
-        "excluded": excluded,
-        "failed": len(failed),
-        "metrics": summary,
-        "metrics_by_profile": by_profile(records, context.get("group_key"), context["scoring_profile"]),
-        "short_rankings": short,
-        "phases_ms": phases,
-        "embedding_store": store_counts,
-        "records": records,
-        "dataset_checksum": context["dataset_sha256"],
-        "embedder": signature.get("model_id"),
-        "embedding_dimension": signature.get("dimension"),
-        "commit": context.get("commit") or git_commit(),
-        "retrieval_mode": context["system_config"].get("retrieval_mode"),
-        "scoring_profile": context["scoring_profile"],
-        "corpus": context["scoring_profile"],
-        "settings": settings_snapshot(),
-        "settings_system": context["system_config"],
-        "command": context["command"],
-        "elapsed_seconds": round(context["elapsed_seconds"], 3),
+        scored_without_gold=tally.without_gold, abstentions_excluded=tally.abstentions,
+        excluded=tally.excluded,
+        failed=len(tally.failed), metrics=tally.summary, metrics_by_profile=tally.by_profile,
+        short_rankings=tally.short, phases_ms=tally.phases, embedding_store=tally.store_counts,
+        records=records,
+        dataset_checksum=context.dataset_sha256, embedder=signature.get("model_id"),
+        embedding_dimension=signature.get("dimension"), commit=commit,
+        retrieval_mode=context.system_config.get("retrieval_mode"), scoring_profile=context.scoring_profile,
+        settings=settings_snapshot(), settings_system=context.system_config, command=context.command,
+        elapsed_seconds=elapsed_seconds,
         # the peak resident memory of the process that ran every item (local runs; a farm's are its workers')
-        "peak_rss_bytes": context.get("peak_rss_bytes"),
-    }
+        peak_rss_bytes=peak_rss_bytes, measures=tally.measures, farm=farm)
+
+
+def build_manifest(outcomes: list[dict], tally: Tally, context: RunContext, results: Results) -> Manifest:
     caches = [o.get("cache") for o in outcomes if o.get("cache")]
-    manifest = {
-        "format": RESULTS_FORMAT + "/manifest",
-        "dataset": {"path": str(context["dataset_path"]), "sha256": context["dataset_sha256"]},
-        "arguments": context["arguments"],
-        "command": context["command"],
-        "commit": results["commit"],
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "system": context["system_config"],
-        "vector_store": context["system_config"].get("vector_store"),
-        "retrieval": {
-            "mode": results["retrieval_mode"],
-            "sources": context["system_config"].get("sources"),
-            "candidate_limit": context["top_k"],
-        },
-        "ranking": context["system_config"].get("ranking", {"enabled": False, "mmr": False}),
-        "fairness": {"top_k": context["top_k"], "rendering": context.get("rendering")},
-        "cache": {
-            "dir": context.get("cache_dir"),
-            "rebuild": context.get("rebuild_cache", False),
-            "signature": signature,
+    return Manifest(
+        dataset_path=str(context.dataset_path), dataset_sha256=context.dataset_sha256,
+        arguments=context.arguments,
+        command=context.command, commit=results.commit, python=sys.version.split()[0],
+        platform=platform.platform(), system=context.system_config, top_k=context.top_k,
+        rendering=context.rendering,
+        cache={
+            "dir": context.cache_dir, "rebuild": context.rebuild_cache,
+            "signature": context.embedding_signature or {},
             "format_version": harness.CACHE_FORMAT_VERSION,
-            "hits": sum(1 for c in caches if c["hit"]),
-            "misses": sum(1 for c in caches if not c["hit"]),
+            "hits": sum(1 for c in caches if c["hit"]), "misses": sum(1 for c in caches if not c["hit"]),
             "rebuild_reasons": {o["item_id"]: o["cache"]["reason"] for o in outcomes
                                 if o.get("cache") and not o["cache"]["hit"]},
         },
-        "evaluation": {
-            "k_values": list(context["k_values"]),
-            "scoring_profile": context["scoring_profile"],
-            "profiles_computed": sorted(results["metrics_by_profile"]),
-            "metric_names": list(METRIC_NAMES),
-            "levels": ["session", "turn"],
-            "question_count": len(records),
-            "evaluable": evaluable,
-            "scored_without_gold": without_gold,
-            "turn_evaluable": summary["all"]["evaluable"]["turn"],
-            "abstentions": abstentions,
-            "excluded": excluded,
-            "failed": len(failed),
+        evaluation={
+            "k_values": list(context.k_values), "scoring_profile": context.scoring_profile,
+            "profiles_computed": sorted(results.metrics_by_profile), "metric_names": list(METRIC_NAMES),
+            "levels": ["session", "turn"], "question_count": results.question_count,
+            "evaluable": tally.evaluable, "scored_without_gold": tally.without_gold,
+            "turn_evaluable": tally.summary["all"]["evaluable"]["turn"],
+            "abstentions": tally.abstentions, "excluded": tally.excluded, "failed": len(tally.failed),
             "truncated_texts": sum(o.get("stats", {}).get("truncated_texts", 0) for o in outcomes),
             # questions whose system returned fewer docs than asked (the official profile asks for all)
-            "short_rankings": short,
+            "short_rankings": tally.short,
         },
-        "phases_ms": phases,
-        "embedding_store": store_counts,
-        "failures": [{"question_id": r["question_id"], "item_id": r["item_id"], "attempt": r.get("attempt"),
-                      "error": r.get("error"), "field": r.get("field")} for r in failed],
-        "items": [{"item_id": o["item_id"], "timings": o.get("timings", {}), "stats": o.get("stats", {}),
-                   "worker": (o["records"][0].get("worker") if o["records"] else None)} for o in outcomes],
-        "settings": results["settings"],
-        "elapsed_seconds": results["elapsed_seconds"],
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    measures = run_measures(records, outcomes, summary["all"])
-    if measures:  # AdaMem's six measures (systems that pack a context block), in both files
-        results["measures"] = manifest["measures"] = measures
-    if context.get("farm"):  # in both: the analyzer reads results files only
-        manifest["farm"] = results["farm"] = context["farm"]
-    return results, manifest
+        phases_ms=tally.phases, embedding_store=tally.store_counts,
+        failures=[{"question_id": r["question_id"], "item_id": r["item_id"], "attempt": r.get("attempt"),
+                   "error": r.get("error"), "field": r.get("field")} for r in tally.failed],
+        items=[{"item_id": o["item_id"], "timings": o.get("timings", {}), "stats": o.get("stats", {}),
+                "worker": (o["records"][0].get("worker") if o["records"] else None)} for o in outcomes],
+        settings=results.settings, elapsed_seconds=results.elapsed_seconds,
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), measures=tally.measures,
+        farm=results.farm)
 
 
 def write_results(results: dict, manifest: dict, output: str | Path | None = None) -> tuple[Path, Path]:

@@ -120,6 +120,7 @@ def test_a_turn_item_measured_with_nothing_marked_stale(embedder):
     from adapters.systems.adamem import AdaMemSystem
     from coordinator.running.reducer import reduce_run
     from workers.item.evaluate import evaluate_item
+    from workers.item.run_context import RunContext
 
     turns = [{"session_id": "D1", "turn_id": f"D1:{n}", "text": text, "props": {"speaker": "A"}}
              for n, text in enumerate(["A: I moved to Boston last spring.", "B: The weather was cold."], start=1)]
@@ -138,8 +139,8 @@ def test_a_turn_item_measured_with_nothing_marked_stale(embedder):
     context = {"benchmark": "locomo", "benchmark_title": "LoCoMo", "group_key": None, "dataset_path": "x",
                "dataset_sha256": "0", "system_config": {"name": "adamem"}, "embedding_signature": None,
                "scoring_profile": "expected-text", "top_k": 2, "k_values": (1, 3, 5, 10, 30, 50), "arguments": {},
-               "command": "", "elapsed_seconds": 0.0}
-    results, manifest = reduce_run([outcome], context)
+               "command": ""}
+    results, manifest = reduce_run([outcome], RunContext.from_dict(context), elapsed_seconds=0.0)
     assert results["measures"]["stale_fact_rate"] is None and results["measures"]["stale_fact_queries"] == 0
     assert results["measures"]["recall"]["session"] == results["metrics"]["all"]["session"]
     assert results["measures"]["write_amplification"]["entries_per_event"] == 1.0

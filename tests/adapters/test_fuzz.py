@@ -16,6 +16,7 @@ from adapters.longmemeval import LongMemEval
 from adapters.longmemeval_synth import generate
 from coordinator.running.local_executor import run_items
 from coordinator.running.reducer import reduce_run, write_results
+from workers.item.run_context import RunContext
 
 BASE = generate(4, seed=21, scale=0.03)
 #: Fields a question cannot do without (question_id falls back to q_<index>, haystack_dates to none).
@@ -119,8 +120,8 @@ def test_damaged_files_never_escape_as_tracebacks_and_nothing_damaged_is_scored(
     context = {"benchmark": "longmemeval", "benchmark_title": "LongMemEval-S", "group_key": "question_type",
                "dataset_path": str(path), "dataset_sha256": "x", "system_config": {"name": "echo"},
                "embedding_signature": None, "scoring_profile": "expected-text", "top_k": 10, "k_values": (1, 5),
-               "arguments": {}, "command": "fuzz", "elapsed_seconds": 0.0}
-    results, manifest = reduce_run(outcomes, context)
+               "arguments": {}, "command": "fuzz"}
+    results, manifest = reduce_run(outcomes, RunContext.from_dict(context), elapsed_seconds=0.0)
     written, _ = write_results(results, manifest, folder / "r.json")
     assert json.loads(written.read_text())["question_count"] == len(data)
     damaged = results["records"][index]

@@ -116,7 +116,7 @@ def test_a_run_meta_carries_no_path_of_the_coordinator_s(tmp_path):
                    cache_dir=str(tmp_path / "cache"))
     assert "embedding_store" in spec.system_settings(), "the local run keeps its store in its cache dir"
     meta = run_meta(spec, make_system("memoria"), broker="redis://x")
-    assert "embedding_store" not in meta["system_settings"] and meta["embedding_store"] is True
+    assert "embedding_store" not in meta.system_settings and meta.embedding_store is True
 
 
 def test_a_run_names_a_model_folder_only_where_the_worker_was_started_with_it(tmp_path):

@@ -10,19 +10,20 @@ from pathlib import Path
 
 from celery.signals import worker_init, worker_process_init
 
-from workers.farm.app import TASK_NAME, app, broker_url, lease_seconds
-from workers.farm.config import start, worker_config
-from workers.item.cache import ItemCache
-from workers.item.evaluate import evaluate_item
 from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
 from adapters.systems.contract import model_files_of, remote_of, signature_of, vector_sharing_of
 from adapters.systems.http_system import is_http_system, origin
 from adapters.terminal import printable
+from workers.farm.app import TASK_NAME, app, broker_url, lease_seconds
+from workers.farm.config import start, worker_config
 from workers.farm.connection import connect
 from workers.farm.ledger import Ledger, stale_after
 from workers.farm.ledger_values import shown
+from workers.farm.run_meta import RunMeta
 from workers.farm.run_settings import checked_settings
+from workers.item.cache import ItemCache
+from workers.item.evaluate import evaluate_item
 from workers.version import CODE_VERSION
 from memoria.model_files import ModelFilesError
 
@@ -159,24 +160,25 @@ def _server_refusal(url: str) -> str | None:
             f"--allow-system {scheme}://{host}:{port} to allow that server)")
 
 
-def incompatibility(meta: dict, system) -> str | None:
+def incompatibility(run: RunMeta, system) -> str | None:
     """Why this worker must refuse the run's items once the system is built, or None."""
     mine = signature_of(system)
-    wanted = meta["embedding_signature"]
+    wanted = run.run_context().embedding_signature
     if (isinstance(mine, dict) and isinstance(wanted, dict) and mine.get("model_id") and wanted.get("model_id")
             and mine["model_id"] != wanted["model_id"]):
         return (f"embedding model of this worker is {mine.get('model_id')} ({mine.get('dimension')}-d); the run wants "
                 f"{wanted.get('model_id')} ({wanted.get('dimension')}-d): start a worker with the run's --embedder")
     if mine != wanted:
-        return f"embedding signature of this worker {mine} differs from the run's {meta['embedding_signature']}"
+        return f"embedding signature of this worker {mine} differs from the run's {wanted}"
     remote = remote_of(system)  # a server: still the one the run was staged against?
     if remote is not None:
-        reason = remote.changed_since(((meta.get("context") or {}).get("system_config") or {}).get("info"))
+        reason = remote.changed_since(run.run_context().system_config.get("info"))
         if reason:
             return reason
     files = model_files_of(system)
-    if meta.get("model_files") and files and files != meta["model_files"]:  # same name, other weights
-        return (f"model files of this worker (sha256 {files[:12]}) differ from the run's ({meta['model_files'][:12]}): "
+    if run.model_files and files and files != run.model_files:  # same name, other weights
+        return (f"model files of this worker (sha256 {files[:12]}) differ from the run's "
+                f"({run.model_files[:12]}): "
                 "install the same model packages everywhere")
     return None
 
@@ -201,21 +203,24 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
         return verdict.replace("_", " ")
     with ledger.hold(run_id, item_id, attempt):
         try:
+            # a damaged context fails this attempt, as any other error does
+            run = RunMeta.from_dict(meta, f"run {shown(run_id)}'s metadata")
             refusal = refusal_before_import(meta)
             if refusal:
                 ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)
                 return "refused"
             system = _system(meta)
-            refusal = incompatibility(meta, system)
+            refusal = incompatibility(run, system)
             if refusal:
                 ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)
                 return "refused"
             item = ledger.load_item(run_id, item_id)
             cache_dir = worker_config().cache_dir
+            context = run.run_context()
             outcome = evaluate_item(
-                item, system, top_k=meta["top_k"], k_values=tuple(meta["k_values"]), profile=meta["scoring_profile"],
-                cache=ItemCache(cache_dir, rebuild=meta.get("rebuild_cache", False)) if cache_dir else None,
-                dataset_sha256=meta["dataset_sha256"], worker=worker, attempt=attempt,
+                item, system, top_k=context.top_k, k_values=context.k_values, profile=context.scoring_profile,
+                cache=ItemCache(cache_dir, rebuild=context.rebuild_cache) if cache_dir else None,
+                dataset_sha256=context.dataset_sha256, worker=worker, attempt=attempt,
             )
             outcome.update(run_id=run_id, embedding_signature=signature_of(system),
                            code_version=CODE_VERSION)

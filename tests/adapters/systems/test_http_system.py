@@ -290,19 +290,19 @@ def test_a_server_is_given_exactly_what_an_in_process_system_is_given(server, tm
 def test_a_worker_refuses_a_server_that_changed_since_the_run_was_staged(server):
     from types import SimpleNamespace
 
+    from tests.workers.test_refusals import staged_run
     from workers.farm.tasks import incompatibility
 
     good = server("good")
     staged = HttpSystem(good.url).info
     system = HttpSystem(good.url)
-    meta = {"embedding_signature": None, "context": {"system_config": {"info": staged}}}
-    assert incompatibility(meta, system) is None
+    assert incompatibility(staged_run(None, system_config={"info": staged}), system) is None
     for changed, said in (({**staged, "version": "0.2"}, "version changed"),
                           ({**staged, "config": {"mode": "other"}}, "config changed")):
-        reason = incompatibility({**meta, "context": {"system_config": {"info": changed}}}, system)
+        reason = incompatibility(staged_run(None, system_config={"info": changed}), system)
         assert reason.startswith(f"server {good.url} now answers info wire-good 0.1, the run was staged against "
                                  f"wire-good {changed['version']} ({said})")
-    assert incompatibility({"embedding_signature": None}, SimpleNamespace()) is None  # not a server: not asked
+    assert incompatibility(staged_run(None), SimpleNamespace()) is None  # not a server: not asked
 
 
 def test_https_is_verified_against_the_trusted_authorities(server, tmp_path, monkeypatch):

@@ -281,6 +281,7 @@ def test_the_html_report_of_a_run_links_to_the_board(tmp_path, three):
 def test_runs_judged_by_substrings_stand_apart_with_their_pass_rates(tmp_path, made):
     from adapters.records import judged_record, outcome
     from coordinator.running.reducer import reduce_run
+    from workers.item.run_context import RunContext
 
     retrieved = [{"id": 1, "content": "I moved to Lisbon in March", "score": 0.9, "contributions": {}},
                  {"id": 2, "content": "I lived in Porto", "score": 0.5, "contributions": {}}]
@@ -292,8 +293,9 @@ def test_runs_judged_by_substrings_stand_apart_with_their_pass_rates(tmp_path, m
                "dataset_path": "episodes.jsonl", "dataset_sha256": "e" * 64,
                "system_config": {"name": "adamem", "retrieval_mode": "full"}, "embedding_signature": None,
                "scoring_profile": None, "top_k": None, "k_values": (1, 5), "rendering": None, "arguments": {},
-               "command": "test", "tuning": None, "commit": "c", "elapsed_seconds": 1.0}
-    judged = reduce_run([outcome("episode-1", records)], context)
+               "command": "test", "tuning": None}
+    judged = reduce_run([outcome("episode-1", records)], RunContext.from_dict(context), elapsed_seconds=1.0,
+                        commit="c")
     paths = write_runs(tmp_path, [judged, copy.deepcopy(made[0])])
     data = board_data.build_data(paths, resamples=RESAMPLES)
     (episodes,) = [g for g in data["groups"] if g["judged"]]

@@ -14,6 +14,7 @@ from coordinator.results.compare import bootstrap_interval, compare_files, holm,
 from coordinator.running.reducer import reduce_run
 from adapters.records import candidate, question_record
 from adapters.errors import ResultsError
+from workers.item.run_context import RunContext
 
 
 def _binary(wins: int, losses: int, both_hit: int, both_miss: int) -> tuple[dict, dict]:
@@ -150,9 +151,9 @@ def results_file(path, hits: dict, *, mode="fusion", checksum="abc", profile="ex
     context = {"benchmark": "locomo", "benchmark_title": "LoCoMo", "group_key": "question_type",
                "dataset_path": "d.json", "dataset_sha256": checksum,
                "system_config": {"name": "memoria", "retrieval_mode": mode}, "embedding_signature": None,
-               "scoring_profile": profile, "top_k": 5, "k_values": (5, 10), "arguments": {}, "command": "test",
-               "elapsed_seconds": 0.0, "commit": "c"}
-    results, _ = reduce_run(outcomes, context)
+               "scoring_profile": profile, "top_k": 5, "k_values": (5, 10), "arguments": {},
+               "command": "test"}
+    results, _ = reduce_run(outcomes, RunContext.from_dict(context), elapsed_seconds=0.0, commit="c")
     write_json(path, results)
     return str(path)
 

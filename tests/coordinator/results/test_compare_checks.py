@@ -19,6 +19,7 @@ from coordinator.results.checks import check_results
 from coordinator.results.compare import compare_files, paired
 from coordinator.results.score import score_rankings
 from coordinator.running.reducer import reduce_run
+from workers.item.run_context import RunContext
 from tests.coordinator.results.test_compare import HITS_A, HITS_B, results_file
 
 
@@ -200,8 +201,8 @@ def official_file(tmp_path_factory):
     context = {"benchmark": "longmemeval", "benchmark_title": "LongMemEval", "group_key": "question_type",
                "dataset_path": str(data), "dataset_sha256": "x", "system_config": {"name": "rankings"},
                "embedding_signature": None, "scoring_profile": "longmemeval-official", "top_k": 10,
-               "k_values": K_VALUES, "arguments": {}, "command": "test", "elapsed_seconds": 0.0, "commit": "c"}
-    results, _ = reduce_run(outcomes, context)
+               "k_values": K_VALUES, "arguments": {}, "command": "test"}
+    results, _ = reduce_run(outcomes, RunContext.from_dict(context), elapsed_seconds=0.0, commit="c")
     path = tmp / "r.json"
     path.write_text(json.dumps(results))
     return path

@@ -2,6 +2,7 @@
 
 from coordinator.results.report import metrics_table
 from coordinator.running.reducer import reduce_run
+from workers.item.run_context import RunContext
 
 LOCOMO = {"benchmark": "locomo", "benchmark_title": "LoCoMo"}
 LONGMEMEVAL = {"benchmark": "longmemeval", "benchmark_title": "LongMemEval-S"}
@@ -19,8 +20,8 @@ def _reduce(outcomes, benchmark=LOCOMO):
     context = {**benchmark, "group_key": "question_type", "dataset_path": "d.json", "dataset_sha256": "x",
                "system_config": {"name": "memoria", "retrieval_mode": "fusion"}, "embedding_signature": None,
                "scoring_profile": "expected-text", "top_k": 5, "k_values": (5, 10), "arguments": {},
-               "command": "test", "elapsed_seconds": 0.0, "commit": "c"}
-    return reduce_run(outcomes, context)[0]
+               "command": "test"}
+    return reduce_run(outcomes, RunContext.from_dict(context), elapsed_seconds=0.0, commit="c")[0]
 
 
 def _item(item, questions, status="ok"):

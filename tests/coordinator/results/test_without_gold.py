@@ -7,6 +7,7 @@ from adapters.longmemeval import LongMemEval
 from coordinator.results.report import metrics_table
 from coordinator.results.score import score_rankings
 from coordinator.running.reducer import reduce_run
+from workers.item.run_context import RunContext
 from tests.adapters.test_longmemeval import _raw
 
 
@@ -26,8 +27,8 @@ def _results(tmp_path, profile):
     context = {"benchmark": "longmemeval", "benchmark_title": "LongMemEval", "group_key": "question_type",
                "dataset_path": str(data), "dataset_sha256": "x", "system_config": {"name": "rankings"},
                "embedding_signature": None, "scoring_profile": profile, "top_k": 10, "k_values": (1, 5, 10),
-               "arguments": {}, "command": "test", "elapsed_seconds": 0.0, "commit": "c"}
-    return reduce_run(outcomes, context)
+               "arguments": {}, "command": "test"}
+    return reduce_run(outcomes, RunContext.from_dict(context), elapsed_seconds=0.0, commit="c")
 
 
 def test_the_closing_table_counts_the_questions_scored_without_a_has_answer_user_turn(tmp_path):

@@ -2,6 +2,7 @@
 
 from adapters.defaults import EXPECTED_TEXT_PROFILE
 from coordinator.running.reducer import reduce_run
+from workers.item.run_context import RunContext
 
 OFFICIAL = "longmemeval-official"
 HIT = {"session": {"recall_any@1": 1.0}, "turn": {"recall_any@1": 1.0}}
@@ -18,13 +19,14 @@ def _context(profile):
     return {"benchmark": "longmemeval", "benchmark_title": "LongMemEval-S", "group_key": "question_type",
             "dataset_path": "d.json", "dataset_sha256": "x", "system_config": {"name": "scripted"},
             "embedding_signature": None, "scoring_profile": profile, "top_k": 1, "k_values": (1,),
-            "arguments": {}, "command": "test", "elapsed_seconds": 0.0, "commit": "c"}
+            "arguments": {}, "command": "test"}
 
 
 def test_outcomes_under_the_old_name_memoria_reduce_under_expected_text():
     outcomes = [_outcome("q1", {"memoria": HIT, OFFICIAL: MISS}, "memoria"),
                 _outcome("q2", {"memoria": MISS, OFFICIAL: MISS}, "memoria")]
-    results, manifest = reduce_run(outcomes, _context("memoria"))
+    results, manifest = reduce_run(outcomes, RunContext.from_dict(_context("memoria")), elapsed_seconds=0.0,
+                                   commit="c")
     assert results["scoring_profile"] == results["corpus"] == EXPECTED_TEXT_PROFILE
     assert set(results["metrics_by_profile"]) == {EXPECTED_TEXT_PROFILE, OFFICIAL}
     text_block = results["metrics_by_profile"][EXPECTED_TEXT_PROFILE]

@@ -49,7 +49,7 @@ def test_settings_round_trip_through_the_run_metadata_a_worker_builds_its_system
                    memoria_settings=given, extra_settings={"mmr_lambda": 1.0, "weights": {"semantic": 1.0,
                                                                                           "window": 0.2}})
     system = spec.make_system()
-    meta = json.loads(json.dumps(run_meta(spec, system, broker="redis://localhost:1/0")))
+    meta = json.loads(json.dumps(run_meta(spec, system, broker="redis://localhost:1/0").to_dict()))
     assert meta["system_settings"] == {"mode": "full", "batch_size": 32, "max_workers": 4,
                                        "without": ["speaker_strip", "date"], **given, "mmr_lambda": 1.0,
                                        "weights": {"semantic": 1.0, "window": 0.2}}

@@ -105,7 +105,7 @@ def test_submit_reads_the_embedding_signature_without_loading_the_model(redis_se
     meta = RunLedger(connect(redis_server.url)).meta("sig")
     from memoria.embedder import Embedder
 
-    assert meta["embedding_signature"] == Embedder.shared().signature
+    assert meta["context"]["embedding_signature"] == Embedder.shared().signature
     assert meta["system_settings"]["mode"] == "fusion"
 
 
