@@ -27,7 +27,7 @@ from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
 from workers.farm.app import QUEUE, TASK_NAME, task_time_limit
 from workers.farm.ledger import DEFAULT_LOST_GRACE_SECONDS, stale_after
-from workers.farm.ledger_values import shown
+from workers.ledger_values import shown
 from workers.farm.run_meta import RunMeta
 from workers.item.run_context import RunContext
 from workers.version import CODE_VERSION

@@ -23,7 +23,7 @@ from workers.farm.app import QUEUE
 from workers.farm.connection import connect
 from workers.farm.ledger import STATES, ItemState, Ledger, check_run_id
 from workers.farm.ledger_scripts import LUA_NUMBERS
-from workers.farm.ledger_values import (CONTEXT_FIELDS, MAX_ITEM_ID_CHARS, MAX_UNPACKED_BYTES,
+from workers.ledger_values import (CONTEXT_FIELDS, MAX_ITEM_ID_CHARS, MAX_UNPACKED_BYTES,
                                         LedgerValueError, check_fields, check_info, check_item_id,
                                         check_outcome, kind_checked, message_args, shown, text, unpack)
 from workers.farm.staging_codec import dictionary_id, pack, pack_session, session_dictionary, split_sessions

@@ -14,7 +14,7 @@ from kombu.transport.virtual import Message
 import workers.farm.tasks  # noqa: F401  (registers the task on the app)
 from workers.farm.app import QUEUE, TASK_NAME, app, make_app
 from workers.farm.ledger import RUN_ID
-from workers.farm.ledger_values import MAX_ITEM_ID_CHARS
+from workers.ledger_values import MAX_ITEM_ID_CHARS
 from workers.farm.task_message import check_task_message, task_message_problem
 
 RUN = "20261202-134807-ab0d4a"

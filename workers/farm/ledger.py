@@ -26,7 +26,7 @@ import redis
 
 from adapters.errors import MemfarmError
 from workers.farm.ledger_scripts import BEGIN, FAIL, FINISH, HEARTBEAT, LUA_NUMBERS
-from workers.farm.ledger_values import (MAX_META_BYTES, MAX_UNPACKED_BYTES, STAGED_FIELDS, LedgerValueError,
+from workers.ledger_values import (MAX_META_BYTES, MAX_UNPACKED_BYTES, STAGED_FIELDS, LedgerValueError,
                                         check_fields, check_info, check_item_id, check_meta, kind_checked,
                                         shown, unpack)
 from workers.farm.staging_codec import dictionary_id, join_sessions, pack, unpack_session

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workers.farm.ledger import DEFAULT_LOST_GRACE_SECONDS
-from workers.farm.ledger_values import META_FIELDS, META_REQUIRED, LedgerValueError, check_fields
+from workers.ledger_values import META_FIELDS, META_REQUIRED, LedgerValueError, check_fields
 from workers.item.run_context import RunContext
 
 

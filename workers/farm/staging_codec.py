@@ -3,7 +3,7 @@
 LongMemEval's haystacks repeat sessions across questions, so each run of turns of one session occurrence
 is stored once, by its hash, compressed against a run-wide preset dictionary; the staged item keeps
 references to its chunks. `split_sessions` and `join_sessions` are each other's inverse; what comes back
-from Redis is checked by `workers.farm.ledger_values` before it reaches them.
+from Redis is checked by `workers.ledger_values` before it reaches them.
 """
 
 from __future__ import annotations

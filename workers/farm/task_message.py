@@ -17,7 +17,7 @@ import json
 import re
 
 from workers.farm.ledger import RUN_ID
-from workers.farm.ledger_values import MAX_ITEM_ID_CHARS, shown
+from workers.ledger_values import MAX_ITEM_ID_CHARS, shown
 
 QUEUE = "memfarm"
 TASK_NAME = "memfarm.evaluate_item"

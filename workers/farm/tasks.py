@@ -19,7 +19,7 @@ from workers.farm.app import TASK_NAME, app, broker_url, lease_seconds
 from workers.farm.config import start, worker_config
 from workers.farm.connection import connect
 from workers.farm.ledger import Ledger, stale_after
-from workers.farm.ledger_values import shown
+from workers.ledger_values import shown
 from workers.farm.run_meta import RunMeta
 from workers.farm.run_settings import checked_settings
 from workers.item.cache import ItemCache

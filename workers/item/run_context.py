@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from workers.farm.ledger_values import CONTEXT_FIELDS, LedgerValueError, check_fields
+from workers.ledger_values import CONTEXT_FIELDS, LedgerValueError, check_fields
 
 
 def _optional(kind, wanted: str):

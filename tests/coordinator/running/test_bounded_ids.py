@@ -13,7 +13,7 @@ from coordinator.running.run_ledger import RunLedger, connect
 from tests.helpers import write_dataset
 from workers.farm.app import make_app
 from workers.farm.ledger import Ledger
-from workers.farm.ledger_values import MAX_ITEM_ID_CHARS
+from workers.ledger_values import MAX_ITEM_ID_CHARS
 
 pytestmark = pytest.mark.server
 
