@@ -58,7 +58,8 @@ def make_system(name: str, **settings):
     """Build a system by name (settings it does not take are dropped) or `file.py:Class` / `module:Class`."""
     info = SYSTEMS.get(name)
     if info is None:
-        from adapters.systems.http_system import HttpSystem, is_http_system
+        from adapters.systems.http_client import is_http_system
+        from adapters.systems.http_system import HttpSystem
 
         if is_http_system(name):  # a server: nothing is asked of it until the run needs its info
             return HttpSystem(name)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from adapters.errors import MemfarmError
 from adapters.percentile import percentile
-from adapters.systems.http_system import finite_number
+from adapters.systems.http_client import finite_number
 from adapters.terminal import printable
 
 logger = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class WireDriver:
         """As a run ingests: a failure that may pass (no answer, 5xx, 429) resets the label and ingests again, so
         that a server a run would get through does not fail the check on one busy answer. The check ingests a
         label only right after its reset: reset, then these docs, is the label's whole content."""
-        from adapters.systems.http_system import HttpSystemError
+        from adapters.systems.http_client import HttpSystemError
 
         client = self.client
         half = (len(docs) + 1) // 2  # two calls, as a run sends a long conversation: the second adds to the first
@@ -364,7 +364,7 @@ def _report(results: dict, info, driver) -> dict:
 def check_system(spec: str, *, timeout: float | None = None) -> dict:
     """The conformance report of the system `spec` names (a server's URL, a built-in name or `module:Class`)."""
     from adapters.systems import make_system
-    from adapters.systems.http_system import HttpClient, canonical_url, is_http_system
+    from adapters.systems.http_client import HttpClient, canonical_url, is_http_system
 
     if is_http_system(spec):
         client = HttpClient(spec, timeout=timeout)

@@ -99,7 +99,7 @@ def bench_ablation(locomo, questions, scale, workdir, output):
 def bench_systems(locomo, questions, scale, limit, systems, workdir, output):
     """Memoria (full, fusion), AdaMem full, mem0, mnem (hybrid, dense) and MemPalace on a LoCoMo file and a
     generated LongMemEval-S file, each against Memoria full with paired intervals and Holm-adjusted p."""
-    from adapters.systems.http_system import is_http_system
+    from adapters.systems.http_client import is_http_system
     from coordinator.benches.systems import SYSTEMS, run_systems_bench
     from coordinator.running.spec import resolved_system
 

@@ -225,7 +225,7 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
     from coordinator.running.run_ledger import connect
     from coordinator.running.spec import resolved_system
 
-    from adapters.systems.http_system import TOKEN_ENV, is_http_system, origin
+    from adapters.systems.http_client import TOKEN_ENV, is_http_system, origin
 
     resolved = [resolved_system(a) for a in allowed]
     servers = sorted({origin(a) for a in resolved if is_http_system(a)})

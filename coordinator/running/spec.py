@@ -299,7 +299,7 @@ def _flag(name: str) -> str:
 def resolved_system(name: str) -> str:
     """A user's `file.py:Class` with the file's absolute path (the same file wherever the name is read:
     farm workers, their allow-lists, resume); a server's URL in its one spelling; any other name as it is."""
-    from adapters.systems.http_system import canonical_url, is_http_system
+    from adapters.systems.http_client import canonical_url, is_http_system
 
     if is_http_system(name):
         return canonical_url(name)

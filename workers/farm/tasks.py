@@ -13,7 +13,7 @@ from celery.signals import worker_init, worker_process_init
 from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
 from adapters.systems.contract import model_files_of, remote_of, signature_of, vector_sharing_of
-from adapters.systems.http_system import is_http_system, origin
+from adapters.systems.http_client import is_http_system, origin
 from adapters.terminal import printable
 from workers.farm.app import TASK_NAME, app, broker_url, lease_seconds
 from workers.farm.config import start, worker_config

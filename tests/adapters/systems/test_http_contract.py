@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from adapters.systems.http_system import HttpClient
+from adapters.systems.http_client import HttpClient
 from coordinator.cli import main
 from tests.http_support import REPO, reference_server
 

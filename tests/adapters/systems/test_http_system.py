@@ -8,7 +8,8 @@ from click.testing import CliRunner
 
 from adapters.errors import MemfarmError
 from adapters.systems import make_system
-from adapters.systems.http_system import HttpClient, HttpSystem, HttpSystemError, canonical_url, origin, parse_url
+from adapters.systems.http_client import HttpClient, HttpSystemError, canonical_url, origin, parse_url
+from adapters.systems.http_system import HttpSystem
 from coordinator.cli import main
 from coordinator.operations.processes import free_port
 from tests.http_support import TOKEN, reference_server, wire_server
@@ -252,7 +253,7 @@ def test_a_wrong_timeout_or_retry_count_is_named(monkeypatch, name, value):
 
 
 def test_a_score_past_float_range_is_not_a_finite_number():
-    from adapters.systems.http_system import finite_number
+    from adapters.systems.http_client import finite_number
 
     assert finite_number(1) and finite_number(-2.5) and not finite_number(10 ** 400)
     assert not finite_number(True) and not finite_number("1") and not finite_number(float("inf"))
