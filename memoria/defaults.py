@@ -168,3 +168,5 @@ DEFAULT_MMR_WINDOW = 20
 DEFAULT_GRAPH_SEEDS = 10
 #: The retrieval mode of a recall, and of a run, that names none.
 DEFAULT_MODE = "fusion"
+#: Every retrieval mode, the default first: what a harness offers (the engine itself asks `MODE_SOURCES`).
+MODES = (DEFAULT_MODE, *sorted(mode for mode in MODE_SOURCES if mode != DEFAULT_MODE))

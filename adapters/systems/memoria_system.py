@@ -215,5 +215,5 @@ DESCRIPTION = SystemInfo(
     "memoria", MemoriaSystem, "Memoria",
     ("mode", "batch_size", "max_workers", "without", "max_seq_length", "embedding_store", "embedder_backend",
      "embedder") + tuple(spec.name for spec in fields(MemoriaSettings)),
-    modes=(defaults.DEFAULT_MODE, *sorted(m for m in defaults.MODE_SOURCES if m != defaults.DEFAULT_MODE)),
+    modes=defaults.MODES,
     plan=plan_parts)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import click
 
-from adapters.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE, DEFAULT_TOP_K, EMBEDDER_HELP
+from adapters.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE, DEFAULT_TOP_K
 from adapters.registry import BENCHMARKS
+from adapters.systems.settings import BY_NAME, SETTINGS, Kind, Setting
 from coordinator.cli.root import ProfileChoice, broker_option, main
 from memoria import defaults as engine
-from memoria.defaults import DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND, EMBEDDER_BACKENDS
 from memoria.settings import MemoriaSettings, default_of
 
 
@@ -40,24 +40,50 @@ def _setting_option(spec):
                         help=f"{scope}{meta['doc']} (default {default}{note}).")
 
 
-def all_modes() -> list[str]:
-    """Every built-in system's retrieval modes; the spec refuses one its system does not have."""
+def system_option(setting: Setting):
+    """The option of a system's setting (`adapters.systems.settings`): named, typed and explained by it.
+
+    A choice offers every built-in system's values (the spec refuses one its system does not have);
+    one with an `each` value (`--ablation all`) is any text, which the spec expands and the system checks.
+    """
     from adapters.systems import SYSTEMS
 
-    return sorted({mode for info in SYSTEMS.values() for mode in info.modes})
+    kwargs = {"help": setting.help, "metavar": setting.metavar, "envvar": setting.envvar}
+    if setting.kind is Kind.PARTS:
+        kwargs["multiple"] = True  # none given: an empty tuple, click's own
+    else:
+        kwargs["default"] = setting.default
+        if setting.default is not None:
+            kwargs["show_default"] = True
+    if setting.kind is Kind.COUNT:
+        kwargs["type"] = click.IntRange(setting.minimum)
+    elif setting.kind is Kind.CHOICE and setting.each is None:
+        kwargs["type"] = click.Choice(setting.offered(SYSTEMS.values()))
+    elif setting.kind is Kind.WEIGHTS:
+        kwargs["type"] = click.Path(exists=True, dir_okay=False)
+    if setting.kind is Kind.STORE:
+        return click.option(f"{setting.flag}/--no-{setting.flag[2:]}", **kwargs)
+    return click.option(setting.flag, setting.option, **kwargs)
 
 
 def run_options(command):
-    """Options shared by `run` and `submit`: what to evaluate and how (they become a RunSpec)."""
+    """Options shared by `run` and `submit`: what to evaluate and how (they become a RunSpec).
+
+    Each system setting's option is placed by name where its help reads best; one not placed comes last.
+    """
+    placed = []
+
+    def described(*names):
+        placed.extend(names)
+        return [system_option(BY_NAME[name]) for name in names]
+
     options = [
         click.argument("benchmark", type=click.Choice(list(BENCHMARKS))),
         click.option("--dataset", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="The dataset file (not for adamem-synthetic)."),
         click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="Companion questions file (LongMemEval) for turn-level gold."),
-        click.option("--retrieval-mode", type=click.Choice(all_modes()), default=engine.DEFAULT_MODE,
-                     show_default=True, help="Memoria's sources, or the modes of a system that has its own "
-                                             "(mnem: hybrid, its default, or dense)."),
+        *described("mode"),
         click.option("--system", default=None,
                      help="memoria (default), adamem (default for adamem-*), mem0, mnem, mempalace, "
                           "path/to/file.py:ClassName, or a server: http://HOST:PORT[/PREFIX] (token in "
@@ -71,32 +97,15 @@ def run_options(command):
                      default=None,
                      help="Gold rules and corpus of the run (every profile of the benchmark is also computed). "
                           "Default: longmemeval-official for longmemeval (citable), expected-text otherwise."),
-        click.option("--batch-size", type=click.IntRange(1), default=engine.DEFAULT_BATCH_SIZE, show_default=True,
-                     help="Texts per call to the embedding model."),
-        click.option("--extraction-threads", type=click.IntRange(1), default=engine.DEFAULT_MAX_WORKERS,
-                     show_default=True, help="Threads that extract entities and attributes at insert time."),
+        *described("batch_size", "max_workers"),
         click.option("--top-k", type=click.IntRange(1), default=DEFAULT_TOP_K, show_default=True),
         click.option("--max-attempts", type=click.IntRange(1), default=DEFAULT_MAX_ATTEMPTS, show_default=True,
                      help="Farm: attempts per item before it is a final failure."),
         click.option("--run-id", default=None, help="Farm: name the run (default: time + random)."),
-        click.option("--weights", "weights_file", type=click.Path(exists=True, dir_okay=False), default=None,
-                     help="Ranking weights (JSON) for --retrieval-mode full."),
-        click.option("--without", multiple=True, metavar="PART",
-                     help="Memoria: leave out a source of the mode or, in full, switch off a ranking or query part "
-                          f"({', '.join(engine.SWITCHES)}); repeatable."),
+        *described("weights", "without"),
         *settings_options(),
-        click.option("--ablation", default=None,
-                     help="AdaMem configuration (system adamem; 'all' runs each, the default for adamem-*)."),
-        click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,
-                     help="Shorten the embedder's window (tokens); it changes the embedding signature."),
-        click.option("--embedder-backend", type=click.Choice(EMBEDDER_BACKENDS), default=DEFAULT_EMBEDDER_BACKEND,
-                     show_default=True, help="How the embedder runs: torch, onnx (the same vectors, faster) or "
-                                             "onnx-int8 (faster still, a small quality cost); part of the signature."),
-        click.option("--embedder", metavar="minilm|mpnet|PATH", default=DEFAULT_EMBEDDER, show_default=True,
-                     help=EMBEDDER_HELP),
-        click.option("--embedding-store/--no-embedding-store", default=True, show_default=True,
-                     help="Encode each distinct text once per machine, in <cache dir>/embeddings.sqlite "
-                          "(needs --cache-dir locally; a farm worker uses its own)."),
+        *described("ablation", "max_seq_length", "embedder_backend", "embedder", "embedding_store"),
+        *[system_option(setting) for setting in SETTINGS if setting.name not in placed],
         click.option("--shared-embeddings", is_flag=True, default=False,
                      help="Farm: workers also share vectors through the run's Redis (float32, bounded by "
                           "MEMFARM_SHARED_EMBEDDINGS_MIB, default 256)."),

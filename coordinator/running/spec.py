@@ -19,8 +19,8 @@ from adapters.files import content_hash, file_sha256
 from adapters.registry import Benchmark, benchmark, default_profile
 from adapters.systems import SYSTEMS, describe, make_system
 from adapters.systems.contract import signature_of
+from adapters.systems.settings import BY_NAME, SETTINGS, Kind, Setting, default
 from memoria import defaults as engine
-from memoria.defaults import DEFAULT_EMBEDDER, DEFAULT_EMBEDDER_BACKEND
 from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
 
@@ -32,7 +32,7 @@ class RunSpec:
     benchmark: str
     dataset: str | None = None
     questions: str | None = None
-    retrieval_mode: str = engine.DEFAULT_MODE
+    retrieval_mode: str = default("retrieval_mode")
     #: None: the benchmark's natural system (adamem for AdaMem episodes, memoria otherwise).
     system: str | None = None
     limit: int | None = None
@@ -41,8 +41,8 @@ class RunSpec:
     output: str | None = None
     #: None: the benchmark's default (`longmemeval-official` for LongMemEval-S, `expected-text` otherwise).
     scoring_profile: str | None = None
-    batch_size: int = engine.DEFAULT_BATCH_SIZE
-    extraction_threads: int = engine.DEFAULT_MAX_WORKERS
+    batch_size: int = default("batch_size")
+    extraction_threads: int = default("extraction_threads")
     top_k: int = DEFAULT_TOP_K
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     run_id: str | None = None
@@ -56,13 +56,13 @@ class RunSpec:
     #: The embedder's window in tokens (None: the model's own); it changes the embedding signature.
     max_seq_length: int | None = None
     #: Keep each distinct text's vector in `<cache dir>/embeddings.sqlite` (a farm worker: its own cache dir).
-    embedding_store: bool = True
+    embedding_store: bool = default("embedding_store")
     #: Farm: workers also share vectors through the run's Redis (workers.farm.shared_vectors), float32, bounded.
     shared_embeddings: bool = False
     #: How MiniLM runs: torch, onnx or onnx-int8 (part of the embedding signature).
-    embedder_backend: str = DEFAULT_EMBEDDER_BACKEND
+    embedder_backend: str = default("embedder_backend")
     #: Which model embeds: minilm, mpnet or a local folder's path (part of the embedding signature).
-    embedder: str = DEFAULT_EMBEDDER
+    embedder: str = default("embedder")
     command: str = ""
     #: Option names the user gave explicitly (the others are defaults).
     explicit: frozenset = frozenset()
@@ -74,7 +74,7 @@ class RunSpec:
             object.__setattr__(self, "scoring_profile", default_profile(self.benchmark))
         info = SYSTEMS.get(self.system or "")
         if (info and info.modes and "retrieval_mode" not in self.explicit
-                and self.retrieval_mode == engine.DEFAULT_MODE):  # a system with modes: its natural one
+                and self.retrieval_mode == default("retrieval_mode")):  # a system with modes: its natural one
             object.__setattr__(self, "retrieval_mode", info.modes[0])
 
     @property
@@ -111,26 +111,11 @@ class RunSpec:
             for option in ("top_k", "scoring_profile"):
                 refuse(option, f"does not apply to {self.benchmark}: each query carries its own top_k and is judged "
                                "by substrings")
-        if system is None:  # a user's own system: built with no arguments
-            for option in ("retrieval_mode", "ablation", "weights_file", "batch_size", "extraction_threads"):
-                refuse(option, f"is not passed to {self.system_name} (a user system is built with no arguments)")
-        else:
-            if not system.modes:
-                refuse("retrieval_mode", f"means nothing to {system.name}; it has no retrieval modes"
-                       + (" (use --ablation)" if "ablation" in system.settings else ""))
-            elif self.retrieval_mode not in system.modes:
-                raise MemfarmError(f"--retrieval-mode {self.retrieval_mode} is not a mode of {system.name}; "
-                                   f"its modes: {', '.join(system.modes)}")
-            for option, setting in (("ablation", "ablation"), ("weights_file", "weights"),
-                                    ("batch_size", "batch_size"), ("extraction_threads", "max_workers"),
-                                    ("max_seq_length", "max_seq_length"), ("embedding_store", "embedding_store"),
-                                    ("embedder_backend", "embedder_backend"), ("embedder", "embedder")):
-                if setting not in system.settings:
-                    refuse(option, f"is not a setting of {system.name}")
+        self._check_taken(system, refuse)
         if self.weights_file and self.retrieval_mode not in engine.RANKED_MODES:
             raise MemfarmError(f"--weights sets the ranking of --retrieval-mode full, not {self.retrieval_mode}")
         ranked = {spec.name for spec in fields(MemoriaSettings) if spec.metadata["ranked"]}
-        for option, value in {"without": self.without, **self._memoria_given()}.items():
+        for option, value in {"without": self.without, **self._memoria_given()}.items():  # judged by value
             if value not in (None, ()):
                 if system is None or option not in system.settings:
                     raise MemfarmError(f"{_flag(option)} is not a setting of {self.system_name}")
@@ -177,6 +162,29 @@ class RunSpec:
             warnings.append("no --questions file; turn gold is the first turn of each answer session")
         return warnings
 
+    def _check_taken(self, system, refuse) -> None:
+        """Refuse a described setting given for a system that does not take it, and a mode it does not have.
+
+        `without` is judged with the engine's settings, by its value. A user's system is built with no
+        arguments, so each setting given for it is refused, except a per-machine one (a machine's own)."""
+        described = [setting for setting in SETTINGS if setting.name != "without"]
+        if system is None:
+            for setting in described:
+                if not setting.per_machine:
+                    refuse(setting.option, f"is not passed to {self.system_name} (a user system is built "
+                                           "with no arguments)")
+            return
+        mode = BY_NAME["mode"]
+        if not mode.allowed(system):
+            refuse(mode.option, f"means nothing to {system.name}; it has no retrieval modes"
+                   + (" (use --ablation)" if "ablation" in system.settings else ""))
+        elif self.retrieval_mode not in mode.allowed(system):
+            raise MemfarmError(f"{mode.flag} {self.retrieval_mode} is not a mode of {system.name}; "
+                               f"its modes: {', '.join(mode.allowed(system))}")
+        for setting in described:
+            if setting.name not in system.settings and setting is not mode:
+                refuse(setting.option, f"is not a setting of {system.name}")
+
     def _memoria_given(self) -> dict:
         return {name: value for name, value in self.memoria_settings.items() if value is not None}
 
@@ -206,20 +214,27 @@ class RunSpec:
 
     def system_settings(self) -> dict:
         """The settings the system is built with (also what a farm worker rebuilds it from)."""
-        settings = {"mode": self.retrieval_mode, "batch_size": self.batch_size, "max_workers": self.extraction_threads,
-                    "ablation": self.ablation, "max_seq_length": self.max_seq_length,
-                    "without": tuple(self.without) or None, **self.memoria_settings, **self.extra_settings}
-        if self.embedder_backend != DEFAULT_EMBEDDER_BACKEND:
-            settings["embedder_backend"] = self.embedder_backend
-        if self.embedder != DEFAULT_EMBEDDER:
-            settings["embedder"] = self.embedder
-        if self.embedding_store and self.cache_dir:
-            settings["embedding_store"] = str(Path(self.cache_dir).resolve() / EMBEDDING_STORE_FILE)
-        if self.weights_file:
-            settings["weights"] = self._weights()
+        described = {setting.name: self._system_value(setting) for setting in SETTINGS}
+        settings = {**{k: v for k, v in described.items() if v is not None}, **self.memoria_settings,
+                    **self.extra_settings}
         info = SYSTEMS.get(self.system_name)
         wanted = info.settings if info else ()
         return {k: v for k, v in settings.items() if k in wanted and v is not None}
+
+    def _system_value(self, setting: Setting):
+        """What the system is given for `setting` (None: nothing); a per-machine one where the run chose."""
+        value = getattr(self, setting.option)
+        if setting.kind is Kind.STORE:  # kept in the cache dir: this machine's (a farm worker keeps its own)
+            if not (value and self.cache_dir):
+                return None
+            return str(Path(self.cache_dir).resolve() / EMBEDDING_STORE_FILE)
+        if setting.per_machine and value == setting.default:
+            return None
+        if setting.kind is Kind.PARTS:
+            return tuple(value) or None
+        if setting.kind is Kind.WEIGHTS:
+            return self._weights()
+        return value
 
     def make_system(self):
         return make_system(self.system_name, **self.system_settings())

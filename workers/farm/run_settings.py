@@ -3,9 +3,10 @@
 Whoever holds a worker's Redis password can rewrite a run's metadata, so nothing in it is trusted
 for where a worker writes: a path is the worker's own to choose (its embedding store lies in its
 cache dir, `workers.farm.tasks`), and a run that names one outside that dir is refused. Every other
-setting is typed and bounded as the command line bounds it (the engine's own settings by
-`memoria.settings.MemoriaSettings`), and a setting the system does not take is refused, so a
-rewritten run fails with a line that names the field instead of reaching the system's constructor.
+setting is typed and bounded by the description the command line is built from
+(`adapters.systems.settings`; the engine's own settings by `memoria.settings.MemoriaSettings`), and a
+setting the system does not take is refused, so a rewritten run fails with a line that names the
+field instead of reaching the system's constructor.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ from pathlib import Path
 
 from adapters.errors import MemfarmError
 from adapters.systems import SYSTEMS
-from memoria.defaults import EMBEDDER_BACKENDS
+from adapters.systems.contract import SystemInfo
+from adapters.systems.settings import BY_NAME, Kind, Setting
 from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
 from workers.farm.config import WorkerConfig
 
-#: The least value of each whole-number setting (the command line's bounds).
-_MINIMUM = {"batch_size": 1, "max_workers": 1, "max_seq_length": 8}
 _ENGINE_FIELDS = frozenset(spec.name for spec in fields(MemoriaSettings))
 
 
@@ -40,7 +40,7 @@ def checked_settings(meta: dict, config: WorkerConfig) -> dict:
         if name not in info.settings:
             raise MemfarmError(f"run setting {name!r}: system {info.name} takes no such setting")
         if value is not None:
-            checked[name] = _checked(name, value, config, info.name)
+            checked[name] = _checked(BY_NAME[name], value, config, info) if name in BY_NAME else value
     try:
         MemoriaSettings().updated(**{k: v for k, v in checked.items() if k in _ENGINE_FIELDS})
     except SettingsError as exc:
@@ -48,27 +48,26 @@ def checked_settings(meta: dict, config: WorkerConfig) -> dict:
     return checked
 
 
-def _checked(name: str, value, config: WorkerConfig, system: str):
-    if name in _MINIMUM:
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < _MINIMUM[name]:
-            raise MemfarmError(f"run setting {name}: expected a whole number of at least {_MINIMUM[name]}, "
+def _checked(setting: Setting, value, config: WorkerConfig, system: SystemInfo):
+    """`value` of a described setting, checked by its kind; the engine checks the rest (and the weights)."""
+    name = setting.name
+    if setting.kind is Kind.COUNT:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < setting.minimum:
+            raise MemfarmError(f"run setting {name}: expected a whole number of at least {setting.minimum}, "
                                f"got {value!r}")
         return int(value)
-    if name == "mode":
-        return _choice(name, value, sorted(SYSTEMS[system].modes))
-    if name == "embedder_backend":
-        return _choice(name, value, EMBEDDER_BACKENDS)
-    if name == "embedder":
+    if setting.kind is Kind.CHOICE:  # a system's own values sorted, fixed ones in their order
+        allowed = setting.allowed(system)
+        return _choice(name, value, sorted(allowed) if setting.system_choices else allowed)
+    if setting.kind is Kind.MODEL:
         return _embedder(value, config.embedder)
-    if name == "ablation":
-        return _choice(name, value, sorted(SYSTEMS[system].ablations))
-    if name == "without":
+    if setting.kind is Kind.PARTS:
         if not isinstance(value, (list, tuple)) or not all(isinstance(part, str) for part in value):
-            raise MemfarmError(f"run setting without: expected a list of part names, got {value!r}")
+            raise MemfarmError(f"run setting {name}: expected a list of part names, got {value!r}")
         return tuple(value)
-    if name == "embedding_store":
+    if setting.kind is Kind.STORE:
         return str(_own_path(name, value, config.cache_dir))
-    return value  # an engine setting: MemoriaSettings checks it
+    return value  # the weights: MemoriaSettings checks them
 
 
 def _embedder(value, own: str | None) -> str:

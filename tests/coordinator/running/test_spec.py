@@ -110,7 +110,7 @@ def test_submit_reads_the_embedding_signature_without_loading_the_model(redis_se
 
 
 @pytest.mark.slow  # the real model
-def test_without_on_the_command_line_reaches_the_system_and_the_results_say_so(tmp_path):
+def test_without_on_the_command_line_reaches_the_system_and_the_results_say_so(tmp_path, embedder):
     data = write_dataset(tmp_path / "d.json", questions=2, seed=3, scale=0.05)
     out = tmp_path / "r.json"
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--retrieval-mode", "full",
