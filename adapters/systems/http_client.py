@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 from adapters.defaults import (HTTP_BACKOFF_CAP_SECONDS, HTTP_BACKOFF_SECONDS, HTTP_MAX_INFO_BYTES,
                                HTTP_MAX_RESPONSE_BYTES, HTTP_RETRIES, HTTP_TIMEOUT_SECONDS)
 from adapters.errors import MemfarmError
+from adapters.hits import count_problem
 from adapters.terminal import printable
 
 logger = logging.getLogger(__name__)
@@ -210,11 +211,16 @@ class HttpClient:
         item."""
         self._call("ingest", "POST", {"label": label, "docs": docs}, self.max_response_bytes)
 
-    def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
+    def retrieve(self, label: str, query: str, top_k: int, docs: int | None = None) -> list[dict]:
+        """The hits, checked; with `docs` (how many the label holds), a flood fails on its count, before its
+        hits are read one by one."""
         answer = self._retried("retrieve", "POST", {"label": label, "query": query, "top_k": top_k})
         hits = answer.get("hits")
         if not isinstance(hits, list):
             raise self._error("retrieve", f"expected a list, got {type(hits).__name__}", field="hits")
+        flood = count_problem(len(hits), top_k, docs) if docs is not None else None
+        if flood:
+            raise self._error("retrieve", flood, field="hits")
         checked = []
         for position, hit in enumerate(hits):
             where = f"hits[{position}]"

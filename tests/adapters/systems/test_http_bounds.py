@@ -1,0 +1,48 @@
+"""What a server can make of a run: a flood of hits, an info nested deep or past a float's range, labels kept by
+their prefix, a URL that cannot be sent. Each is refused in one line, and the run's own files stay readable."""
+
+import json
+import logging
+
+import pytest
+from click.testing import CliRunner
+
+from coordinator.cli import main
+from tests.helpers import write_dataset
+from tests.http_support import wire_server
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture()
+def server(tmp_path):
+    started = []
+
+    def start(mode, *args):
+        one = wire_server(tmp_path, mode, *args)
+        started.append(one)
+        return one
+
+    yield start
+    for one in started:
+        one.stop()
+
+
+def _run(tmp_path, system, out="out.json", questions=3):
+    data = write_dataset(tmp_path / "d.json", questions=questions, seed=5, scale=0.03)
+    return CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", system,
+                                     "--output", str(tmp_path / out)])
+
+
+def test_a_server_flooding_its_answers_fails_each_item_once_with_a_count(server, tmp_path, caplog, monkeypatch):
+    monkeypatch.setenv("MEMFARM_SYSTEM_RETRIES", "0")
+    flood = server("flood", "--flood", "20000")  # ids never ingested, well under the 8 MiB bound
+    with caplog.at_level(logging.WARNING):
+        result = _run(tmp_path, flood.url)
+    results = json.loads((tmp_path / "out.json").read_text())
+    records = results["records"]
+    assert results["complete"] is False and [r["status"] for r in records] == ["failed"] * 3, result.output
+    assert all("retrieve: field hits: returned 20,000 hits for " in r["error"] for r in records)
+    assert (tmp_path / "out.json").stat().st_size < 200_000  # the flood stays out of the results file
+    flooded = [r for r in caplog.records if "ghost-" in r.getMessage() or "output rejected" in r.getMessage()]
+    assert len(flooded) <= 3
