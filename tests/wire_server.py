@@ -12,7 +12,9 @@ retrieve's 401 error, as a careless server might), `cheat` (every label shares o
 nothing, unless the label is not shaped like a run's `item-<12 hex>.<12 hex>`: then it behaves), `jitter` (each score
 off in its last bits, as a server summing in another order each time: the ranking stays), `shuffle` (the
 second time a question is asked, its two best hits swap), `replace` (an ingest replaces what the label held
-rather than adding to it) and `flood` (retrieve answers --flood hits of ids never ingested).
+rather than adding to it), `flood` (retrieve answers --flood hits of ids never ingested), `deep-info`
+(info's config nested --depth deep, 900 unless said) and `inf-info` (info's config holds `1e400`, past a
+float's range).
 Each request is one JSON line in --log: the call,
 the label, how many docs, whether its bearer token was WIRE_TOKEN (the token itself is never logged) and,
 with --bodies, the request's body.
@@ -70,6 +72,18 @@ class Handler(BaseHTTPRequestHandler):
             self._log("info", {})
             if self.options.mode == "bad-info":
                 return self._answer(200, {"name": "", "version": "0.1", "config": {}})
+            if self.options.mode == "deep-info":
+                depth = self.options.depth
+                nested = b'{"a": ' * depth + b"1" + b"}" * depth
+                return self._answer(200, b'{"name": "wire-deep", "version": "0.1", "config": '
+                                    + nested + b"}")
+            if self.options.mode == "inf-info":
+                return self._answer(200, b'{"name": "wire-inf", "version": "0.1", '
+                                    b'"config": {"limit": 1e400}}')
+            if self.options.mode == "echo-token":
+                auth = self.headers.get("Authorization")
+                return self._answer(200, {"name": "wire-echo-token", "version": "0.1",
+                                          "config": {"seen": {"headers": [auth]}, "note": f"called with {auth}"}})
             self._answer(200, {"name": f"wire-{self.options.mode}", "version": "0.1", "config": {"mode": self.options.mode}})
         else:
             self._answer(404, {"error": "no route"})
@@ -146,11 +160,12 @@ def main():
     parser.add_argument("--mode", default="good",
                         choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "deep", "oversized", "dies", "bad-info",
                                  "drip", "echo-token", "cheat", "jitter", "shuffle",
-                                 "replace", "flood"])
+                                 "replace", "flood", "deep-info", "inf-info"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", default=None)
     parser.add_argument("--die-after", type=int, default=2)
     parser.add_argument("--delay", type=float, default=5.0)
+    parser.add_argument("--depth", type=int, default=900, help="Levels of info's config in --mode deep-info.")
     parser.add_argument("--flood", type=int, default=20_000, help="Hits in each answer of --mode flood.")
     parser.add_argument("--bodies", action="store_true", help="Also log each request's body.")
     parser.add_argument("--tls-cert", default=None, help="Serve https with this certificate (and --tls-key).")

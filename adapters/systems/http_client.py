@@ -34,9 +34,10 @@ import time
 from urllib.parse import urlsplit
 
 from adapters.defaults import (HTTP_BACKOFF_CAP_SECONDS, HTTP_BACKOFF_SECONDS, HTTP_MAX_INFO_BYTES,
-                               HTTP_MAX_RESPONSE_BYTES, HTTP_RETRIES, HTTP_TIMEOUT_SECONDS)
+                               HTTP_MAX_RESPONSE_BYTES, HTTP_RETRIES, HTTP_TIMEOUT_SECONDS, MAX_JSON_DEPTH)
 from adapters.errors import MemfarmError
 from adapters.hits import count_problem
+from adapters.jsonstream import nesting_depth
 from adapters.terminal import printable
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _MAX_NAME_CHARS = 200
 #: Longest part of a server's error text kept in a message.
 _MAX_ERROR_CHARS = 300
+#: Deepest an answer may nest, its top level counting as 1: wire v1's answers nest 3 deep, and info's config
+#: goes into the manifest, which every reader refuses past MAX_JSON_DEPTH.
+MAX_ANSWER_DEPTH = 20
 
 
 class HttpSystemError(MemfarmError):
@@ -175,6 +179,25 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
+def _unwritable(value, where: str | None) -> tuple[str | None, str | None]:
+    """(field, problem) of the first part of a parsed answer that a results file or manifest could not hold
+    as JSON every reader reads back: nesting past MAX_ANSWER_DEPTH, a number past a float's range (`1e400`
+    parses as infinity); (None, None) when there is none."""
+    stack = [(value, where, 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        shown = printable(path or "the answer")[:120]
+        if isinstance(item, float) and not math.isfinite(item):
+            return shown, f"{item!r} is not a finite number (JSON has no NaN or infinity)"
+        if isinstance(item, (dict, list)):
+            if depth > MAX_ANSWER_DEPTH:
+                return shown, f"nests more than {MAX_ANSWER_DEPTH} levels deep"
+            for key, child in item.items() if isinstance(item, dict) else enumerate(item):
+                step = f"[{key}]" if isinstance(item, list) else f".{key}" if path else str(key)
+                stack.append((child, (path or "") + step, depth + 1))
+    return None, None
+
+
 class HttpClient:
     """The four calls of wire format v1 against one base URL, each with a deadline, a size bound and checked
     answers; info, reset and retrieve retried with backoff. `latencies` holds each call's milliseconds."""
@@ -201,6 +224,9 @@ class HttpClient:
         if not isinstance(answer.get("config"), dict):
             raise self._error("info", f"expected an object, got {type(answer.get('config')).__name__}",
                               field="config")
+        where, problem = _unwritable(answer["config"], "config")
+        if where:  # the manifest must stay JSON that every reader reads back
+            raise self._error("info", problem, field=where)
         return {"name": answer["name"], "version": answer["version"], "config": answer["config"]}
 
     def reset(self, label: str) -> None:
@@ -308,12 +334,18 @@ class HttpClient:
         if not 200 <= response.status < 300:
             raise HttpSystemError(self.url, call, f"HTTP {response.status}{self._server_error(raw)}",
                                   retryable=response.status >= 500 or response.status == 429)
+        depth = nesting_depth(raw)
+        if depth > MAX_JSON_DEPTH:  # not parsed: Python's parser recurses once per level
+            raise self._error(call, f"the answer nests {depth:,} levels deep (at most {MAX_ANSWER_DEPTH})")
         try:
             answer = redacted(json.loads(raw.decode("utf-8"), parse_constant=_reject_constant))
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise self._error(call, f"the answer is not JSON ({printable(exc)[:120]})") from None
         if not isinstance(answer, dict):
             raise self._error(call, f"the answer is {type(answer).__name__}, expected an object")
+        if depth > MAX_ANSWER_DEPTH:
+            where, problem = _unwritable(answer, None)
+            raise self._error(call, problem or f"the answer nests {depth} levels deep", field=where)
         return answer
 
     def _read(self, response, call: str, limit: int, deadline: float, connection) -> bytes:

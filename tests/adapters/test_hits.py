@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from adapters.errors import MemfarmError
 from adapters.files import write_json
 from adapters.hits import MAX_REJECTED_HITS, SystemOutputError, clean_hits
 from workers.item.evaluate import evaluate_item
@@ -75,3 +76,11 @@ def test_a_flooding_system_fails_its_item_and_keeps_the_flood_out_of_its_records
             "questions": [{"question_id": "q1", "question": "what?", "gold_sessions": ["s1"]}]}
     with pytest.raises(SystemOutputError, match="returned 100,000 hits for 10 asked"):
         evaluate_item(item, Flooding(), top_k=10)
+
+
+def test_the_json_writer_refuses_a_number_that_is_not_finite_naming_where(tmp_path):
+    target = tmp_path / "results.json"
+    for bad in (float("inf"), float("nan"), float("-inf")):
+        with pytest.raises(MemfarmError, match=r"records\[1\]\.score = .*: not a finite number"):
+            write_json(target, {"records": [{"score": 1.0}, {"score": bad}]})
+    assert not target.exists()

@@ -7,6 +7,7 @@ import logging
 import pytest
 from click.testing import CliRunner
 
+from adapters.systems.http_client import HttpClient, HttpSystemError
 from coordinator.cli import main
 from tests.helpers import write_dataset
 from tests.http_support import wire_server
@@ -46,3 +47,18 @@ def test_a_server_flooding_its_answers_fails_each_item_once_with_a_count(server,
     assert (tmp_path / "out.json").stat().st_size < 200_000  # the flood stays out of the results file
     flooded = [r for r in caplog.records if "ghost-" in r.getMessage() or "output rejected" in r.getMessage()]
     assert len(flooded) <= 3
+
+
+@pytest.mark.parametrize("mode, args, said", [
+    ("deep-info", ("--depth", "900"), r"info: the answer nests 901 levels deep \(at most 20\)"),
+    ("deep-info", ("--depth", "30"), r"info: field config(\.a){19}: nests more than 20 levels deep"),
+    ("inf-info", (), r"info: field config\.limit: inf is not a finite number"),
+])
+def test_an_info_no_reader_could_read_back_is_refused_naming_its_field(server, tmp_path, mode, args, said):
+    bad = server(mode, *args)
+    with pytest.raises(HttpSystemError, match=said):
+        HttpClient(bad.url).info()
+    result = _run(tmp_path, bad.url)
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: system "), result.output
+    assert not (tmp_path / "out.json").exists()
