@@ -12,7 +12,8 @@ retrieve's 401 error, as a careless server might), `cheat` (every label shares o
 nothing, unless the label is not shaped like a run's `item-<12 hex>.<12 hex>`: then it behaves), `jitter` (each score
 off in its last bits, as a server summing in another order each time: the ranking stays), `shuffle` (the
 second time a question is asked, its two best hits swap), `replace` (an ingest replaces what the label held
-rather than adding to it), `flood` (retrieve answers --flood hits of ids never ingested), `deep-info`
+rather than adding to it), `flood` (retrieve answers --flood hits of ids never ingested), `prefix` (a label is
+kept by its part before the first `.`: two labels of one item, as a retry's, share one pool), `deep-info`
 (info's config nested --depth deep, 900 unless said) and `inf-info` (info's config holds `1e400`, past a
 float's range).
 Each request is one JSON line in --log: the call,
@@ -97,6 +98,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._answer(503, {"error": "busy, try again"})
         if mode == "flaky" and call == "retrieve" and n == 1:
             return self._answer(429, {"error": "too many requests"})
+        if mode == "prefix" and label:
+            label = label.split(".")[0]
         if mode == "cheat" and re.fullmatch(r"item-[0-9a-f]{12}\.[0-9a-f]{12}", label or ""):
             label = "one pool"
             if call == "reset":
@@ -160,7 +163,7 @@ def main():
     parser.add_argument("--mode", default="good",
                         choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "deep", "oversized", "dies", "bad-info",
                                  "drip", "echo-token", "cheat", "jitter", "shuffle",
-                                 "replace", "flood", "deep-info", "inf-info"])
+                                 "replace", "flood", "prefix", "deep-info", "inf-info"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", default=None)
     parser.add_argument("--die-after", type=int, default=2)

@@ -62,3 +62,11 @@ def test_an_info_no_reader_could_read_back_is_refused_naming_its_field(server, t
     lines = result.output.strip().splitlines()
     assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: system "), result.output
     assert not (tmp_path / "out.json").exists()
+
+
+def test_check_system_fails_a_server_that_keeps_two_labels_of_one_item_in_one_pool(server):
+    # a retry or a second run of one item is a label with the same `item-<12 hex>` part and another suffix
+    result = CliRunner().invoke(main, ["check-system", server("prefix").url, "--json"])
+    verdicts = {c["check"]: c["passed"] for c in json.loads(result.stdout)["checks"]}
+    assert result.exit_code == 1 and verdicts["labels isolated in flight"] is False, verdicts
+    assert verdicts["reset isolates"] is False
