@@ -21,6 +21,7 @@ without loading the system class (`adapters.systems.http_system`).
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
 import logging
 import math
@@ -55,6 +56,9 @@ _MAX_ERROR_CHARS = 300
 #: Deepest an answer may nest, its top level counting as 1: wire v1's answers nest 3 deep, and info's config
 #: goes into the manifest, which every reader refuses past MAX_JSON_DEPTH.
 MAX_ANSWER_DEPTH = 20
+#: What a URL's path may hold (RFC 3986: unreserved, sub-delims, `:@/`, percent escapes): it is sent as it is.
+_PATH = re.compile(r"(?:[A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*")
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_-]{1,63}")
 
 
 class HttpSystemError(MemfarmError):
@@ -100,7 +104,26 @@ def parse_url(spec: str) -> tuple[str, str, int, str]:
                            f"in the environment variable {TOKEN_ENV}")
     if parts.query or parts.fragment or "?" in spec or "#" in spec:
         raise MemfarmError(f"system {shown!r}: no query or fragment in the URL (a token goes in {TOKEN_ENV})")
-    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme], parts.path.rstrip("/")
+    if not _PATH.fullmatch(parts.path):
+        raise MemfarmError(f"system {shown!r}: the path may hold ASCII letters, digits and "
+                           "-._~!$&'()*+,;=:@/ only; write others percent-encoded (%C3%BC for ü)")
+    return scheme, _ascii_host(parts.hostname, shown), port or _DEFAULT_PORTS[scheme], parts.path.rstrip("/")
+
+
+def _ascii_host(host: str, shown: str) -> str:
+    """The host as it is looked up and sent: an IP address, or a name in ASCII (an international name in its
+    IDNA form, xn--...), lower-cased."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        name = host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        name = ""
+    if not all(_HOST_LABEL.fullmatch(label) for label in name.removesuffix(".").split(".")):
+        raise MemfarmError(f"system {shown!r}: the host is neither an IP address nor a valid (IDNA) name")
+    return name
 
 
 def _without_secrets(spec: str) -> str:

@@ -7,7 +7,8 @@ import logging
 import pytest
 from click.testing import CliRunner
 
-from adapters.systems.http_client import HttpClient, HttpSystemError
+from adapters.errors import MemfarmError
+from adapters.systems.http_client import HttpClient, HttpSystemError, canonical_url, parse_url
 from coordinator.cli import main
 from tests.helpers import write_dataset
 from tests.http_support import wire_server
@@ -70,3 +71,27 @@ def test_check_system_fails_a_server_that_keeps_two_labels_of_one_item_in_one_po
     verdicts = {c["check"]: c["passed"] for c in json.loads(result.stdout)["checks"]}
     assert result.exit_code == 1 and verdicts["labels isolated in flight"] is False, verdicts
     assert verdicts["reset isolates"] is False
+
+
+@pytest.mark.parametrize("url, said", [
+    ("http://127.0.0.1:9/pfad/ü", "the path may hold ASCII letters"),
+    ("http://127.0.0.1:9/a b", "the path may hold ASCII letters"),
+    ("http://a..b:9/", "the host is neither an IP address nor a valid (IDNA) name"),
+    ("http://" + "x" * 70 + ".example:9", "the host is neither"),
+    ("http://exa\x00mple:9", "the host is neither"),
+])
+def test_a_url_that_cannot_be_sent_is_refused_in_one_line(tmp_path, url, said):
+    with pytest.raises(MemfarmError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        parse_url(url)
+    for args in (["check-system", url], ["run", "longmemeval", "--dataset",
+                                         str(write_dataset(tmp_path / "d.json", questions=1)), "--system", url]):
+        result = CliRunner().invoke(main, args)
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 2 and len(lines) == 1 and said in lines[0], result.output
+        assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception,
+                                                                                            SystemExit)
+
+
+def test_an_international_host_is_written_and_sent_in_its_ascii_form():
+    assert canonical_url("http://Bücher.example/v1/") == "http://xn--bcher-kva.example:80/v1"
+    assert canonical_url("http://[::0001]:8080/%C3%BC") == "http://[::1]:8080/%C3%BC"
