@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import stat
 import tempfile
@@ -63,12 +64,35 @@ def _json_type(kind: type) -> str:
 def write_json(path: str | Path, data, indent: int | None = 1) -> Path:
     """Write JSON through `replacing`: readers never see half a file, and a link is never written through.
 
-    Every password inside a URL is redacted on the way: no file this program writes holds one."""
-    text = redact(json.dumps(data, ensure_ascii=False, indent=indent))
+    Every password inside a URL is redacted on the way: no file this program writes holds one. A number
+    that is not finite is refused, naming where it is: JSON has no NaN or Infinity, and browsers and jq
+    refuse a file that holds one."""
+    try:
+        text = redact(json.dumps(data, ensure_ascii=False, indent=indent, allow_nan=False))
+    except ValueError as exc:
+        if "Out of range float" not in str(exc):  # a circular value: a fault of the caller's code
+            raise
+        raise MemfarmError(f"{path}: cannot write {_not_finite(data)}: not a finite number "
+                           "(JSON has no NaN or Infinity)") from None
     # A lone surrogate that slipped past validation is written escaped rather than losing the file.
     with replacing(path, binary=True) as out:
         out.write(text.encode("utf-8", errors="backslashreplace"))
     return Path(path)
+
+
+def _not_finite(data) -> str:
+    """Where the first NaN or infinity in `data` is (`records[3].score = nan`)."""
+    stack = [(data, "the value")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{where} = {value!r}"
+        if isinstance(value, dict):
+            stack += [(item, f"{where}.{key}" if where != "the value" else str(key))
+                      for key, item in value.items()]
+        elif isinstance(value, (list, tuple)):
+            stack += [(item, f"{where}[{n}]") for n, item in enumerate(value)]
+    return "a number"
 
 
 def _umask() -> int:

@@ -12,7 +12,11 @@ retrieve's 401 error, as a careless server might), `cheat` (every label shares o
 nothing, unless the label is not shaped like a run's `item-<12 hex>.<12 hex>`: then it behaves), `jitter` (each score
 off in its last bits, as a server summing in another order each time: the ranking stays), `shuffle` (the
 second time a question is asked, its two best hits swap), `replace` (an ingest replaces what the label held
-rather than adding to it). Each request is one JSON line in --log: the call,
+rather than adding to it), `flood` (retrieve answers --flood hits of ids never ingested), `prefix` (a label is
+kept by its part before the first `.`: two labels of one item, as a retry's, share one pool), `deep-info`
+(info's config nested --depth deep, 900 unless said) and `inf-info` (info's config holds `1e400`, past a
+float's range).
+Each request is one JSON line in --log: the call,
 the label, how many docs, whether its bearer token was WIRE_TOKEN (the token itself is never logged) and,
 with --bodies, the request's body.
 Prints `listening on http://127.0.0.1:PORT` once it takes connections.
@@ -69,6 +73,14 @@ class Handler(BaseHTTPRequestHandler):
             self._log("info", {})
             if self.options.mode == "bad-info":
                 return self._answer(200, {"name": "", "version": "0.1", "config": {}})
+            if self.options.mode == "deep-info":
+                depth = self.options.depth
+                nested = b'{"a": ' * depth + b"1" + b"}" * depth
+                return self._answer(200, b'{"name": "wire-deep", "version": "0.1", "config": '
+                                    + nested + b"}")
+            if self.options.mode == "inf-info":
+                return self._answer(200, b'{"name": "wire-inf", "version": "0.1", '
+                                    b'"config": {"limit": 1e400}}')
             if self.options.mode == "echo-token":
                 auth = self.headers.get("Authorization")
                 return self._answer(200, {"name": "wire-echo-token", "version": "0.1",
@@ -86,6 +98,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._answer(503, {"error": "busy, try again"})
         if mode == "flaky" and call == "retrieve" and n == 1:
             return self._answer(429, {"error": "too many requests"})
+        if mode == "prefix" and label:
+            label = label.split(".")[0]
         if mode == "cheat" and re.fullmatch(r"item-[0-9a-f]{12}\.[0-9a-f]{12}", label or ""):
             label = "one pool"
             if call == "reset":
@@ -123,6 +137,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._answer(200, b'{"hits": [{"external_id": "x", "score": NaN}]}')
         if mode == "deep":
             return self._answer(200, b'{"hits": ' + b"[" * 200_000 + b"]" * 200_000 + b"}")
+        if mode == "flood":
+            ghosts = [{"external_id": f"ghost-{n:07d}", "score": 1.0} for n in range(self.options.flood)]
+            return self._answer(200, {"hits": ghosts})
         if mode == "oversized":
             return self._answer(200, b'{"hits": [], "padding": "' + b"x" * (9 * 1024 * 1024) + b'"}', length=False)
         query = words(body["query"])
@@ -146,11 +163,13 @@ def main():
     parser.add_argument("--mode", default="good",
                         choices=["good", "slow", "flaky", "wrong-shape", "nan-score", "deep", "oversized", "dies", "bad-info",
                                  "drip", "echo-token", "cheat", "jitter", "shuffle",
-                                 "replace"])
+                                 "replace", "flood", "prefix", "deep-info", "inf-info"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", default=None)
     parser.add_argument("--die-after", type=int, default=2)
     parser.add_argument("--delay", type=float, default=5.0)
+    parser.add_argument("--depth", type=int, default=900, help="Levels of info's config in --mode deep-info.")
+    parser.add_argument("--flood", type=int, default=20_000, help="Hits in each answer of --mode flood.")
     parser.add_argument("--bodies", action="store_true", help="Also log each request's body.")
     parser.add_argument("--tls-cert", default=None, help="Serve https with this certificate (and --tls-key).")
     parser.add_argument("--tls-key", default=None)

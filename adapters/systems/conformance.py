@@ -6,8 +6,9 @@ reason: every external id comes back exactly as given; nothing of one label is r
 its label); no more hits than top_k; no unknown or repeated ids; the same ranking for the same question;
 finite scores. Latency p50 / p95 per call is reported beside them.
 
-The set is two groups of docs on the same topics in other words, so that a system whose labels leak
-finds the other group's docs for every question; after a reset the first group comes back with the same
+The set is two groups of docs on the same topics in other words, under two labels of one item (sharing
+their prefix, as a retry's labels do), so that a system whose labels leak finds the other group's docs for
+every question; after a reset the first group comes back with the same
 texts under new ids, so that a system whose reset forgets nothing returns the old ids.
 """
 
@@ -57,11 +58,13 @@ CHECKS = ("info", "calls answered", "ids round-trip", "labels isolated", "labels
           "reset isolates", "top_k respected", "no unknown or repeated ids", "same ranking twice", "finite scores")
 
 
-def _run_like_label() -> tuple[str, str]:
-    """(label, what ids start with) shaped as a run's on the wire, `item-<12 hex>.<12 hex>` and `item-<12 hex>`:
-    a server must not be able to tell the check from a run and behave only for the check."""
+def _run_like_labels() -> tuple[str, str, str]:
+    """Two labels and what ids start with, shaped as a run's on the wire, `item-<12 hex>.<12 hex>` and
+    `item-<12 hex>`: a server must not be able to tell the check from a run and behave only for the check. The
+    two share their `item-<12 hex>` part, as two attempts of one item do (a retry, a second run at once): a
+    server must keep whole labels apart, not what they start with."""
     base = f"item-{secrets.token_hex(6)}"
-    return f"{base}.{secrets.token_hex(6)}", base
+    return f"{base}.{secrets.token_hex(6)}", f"{base}.{secrets.token_hex(6)}", base
 
 
 def _docs(id_base: str, texts, start: int = 0) -> list[dict]:
@@ -173,9 +176,10 @@ def _ids(hits) -> list:
 def run_checks(driver) -> dict:
     """Run every check against `driver`; {"passed", "info", "checks": [{check, passed, detail}],
     "latency_ms": [{call, calls, p50_ms, p95_ms}]}."""
-    (first, first_ids), (second, second_ids) = _run_like_label(), _run_like_label()
-    docs = {first: _docs(first_ids, _FIRST), second: _docs(second_ids, _SECOND)}
-    again = _docs(first_ids, _FIRST, start=len(_FIRST))  # the first label after its reset: same texts, new ids
+    first, second, base = _run_like_labels()
+    # ids apart: the first label's, then its ids after the reset (the same texts), then the second label's
+    docs = {first: _docs(base, _FIRST), second: _docs(base, _SECOND, start=2 * len(_FIRST))}
+    again = _docs(base, _FIRST, start=len(_FIRST))
     results: dict[str, tuple[bool | None, str]] = {name: (None, "not run: an earlier call failed") for name in CHECKS}
     calls = _Calls()
     info = None

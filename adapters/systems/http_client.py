@@ -21,6 +21,7 @@ without loading the system class (`adapters.systems.http_system`).
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
 import logging
 import math
@@ -34,8 +35,10 @@ import time
 from urllib.parse import urlsplit
 
 from adapters.defaults import (HTTP_BACKOFF_CAP_SECONDS, HTTP_BACKOFF_SECONDS, HTTP_MAX_INFO_BYTES,
-                               HTTP_MAX_RESPONSE_BYTES, HTTP_RETRIES, HTTP_TIMEOUT_SECONDS)
+                               HTTP_MAX_RESPONSE_BYTES, HTTP_RETRIES, HTTP_TIMEOUT_SECONDS, MAX_JSON_DEPTH)
 from adapters.errors import MemfarmError
+from adapters.hits import count_problem
+from adapters.jsonstream import nesting_depth
 from adapters.terminal import printable
 
 logger = logging.getLogger(__name__)
@@ -50,6 +53,12 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _MAX_NAME_CHARS = 200
 #: Longest part of a server's error text kept in a message.
 _MAX_ERROR_CHARS = 300
+#: Deepest an answer may nest, its top level counting as 1: wire v1's answers nest 3 deep, and info's config
+#: goes into the manifest, which every reader refuses past MAX_JSON_DEPTH.
+MAX_ANSWER_DEPTH = 20
+#: What a URL's path may hold (RFC 3986: unreserved, sub-delims, `:@/`, percent escapes): it is sent as it is.
+_PATH = re.compile(r"(?:[A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*")
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_-]{1,63}")
 
 
 class HttpSystemError(MemfarmError):
@@ -95,7 +104,26 @@ def parse_url(spec: str) -> tuple[str, str, int, str]:
                            f"in the environment variable {TOKEN_ENV}")
     if parts.query or parts.fragment or "?" in spec or "#" in spec:
         raise MemfarmError(f"system {shown!r}: no query or fragment in the URL (a token goes in {TOKEN_ENV})")
-    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme], parts.path.rstrip("/")
+    if not _PATH.fullmatch(parts.path):
+        raise MemfarmError(f"system {shown!r}: the path may hold ASCII letters, digits and "
+                           "-._~!$&'()*+,;=:@/ only; write others percent-encoded (%C3%BC for ü)")
+    return scheme, _ascii_host(parts.hostname, shown), port or _DEFAULT_PORTS[scheme], parts.path.rstrip("/")
+
+
+def _ascii_host(host: str, shown: str) -> str:
+    """The host as it is looked up and sent: an IP address, or a name in ASCII (an international name in its
+    IDNA form, xn--...), lower-cased."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        name = host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        name = ""
+    if not all(_HOST_LABEL.fullmatch(label) for label in name.removesuffix(".").split(".")):
+        raise MemfarmError(f"system {shown!r}: the host is neither an IP address nor a valid (IDNA) name")
+    return name
 
 
 def _without_secrets(spec: str) -> str:
@@ -174,6 +202,25 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
+def _unwritable(value, where: str | None) -> tuple[str | None, str | None]:
+    """(field, problem) of the first part of a parsed answer that a results file or manifest could not hold
+    as JSON every reader reads back: nesting past MAX_ANSWER_DEPTH, a number past a float's range (`1e400`
+    parses as infinity); (None, None) when there is none."""
+    stack = [(value, where, 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        shown = printable(path or "the answer")[:120]
+        if isinstance(item, float) and not math.isfinite(item):
+            return shown, f"{item!r} is not a finite number (JSON has no NaN or infinity)"
+        if isinstance(item, (dict, list)):
+            if depth > MAX_ANSWER_DEPTH:
+                return shown, f"nests more than {MAX_ANSWER_DEPTH} levels deep"
+            for key, child in item.items() if isinstance(item, dict) else enumerate(item):
+                step = f"[{key}]" if isinstance(item, list) else f".{key}" if path else str(key)
+                stack.append((child, (path or "") + step, depth + 1))
+    return None, None
+
+
 class HttpClient:
     """The four calls of wire format v1 against one base URL, each with a deadline, a size bound and checked
     answers; info, reset and retrieve retried with backoff. `latencies` holds each call's milliseconds."""
@@ -200,6 +247,9 @@ class HttpClient:
         if not isinstance(answer.get("config"), dict):
             raise self._error("info", f"expected an object, got {type(answer.get('config')).__name__}",
                               field="config")
+        where, problem = _unwritable(answer["config"], "config")
+        if where:  # the manifest must stay JSON that every reader reads back
+            raise self._error("info", problem, field=where)
         return {"name": answer["name"], "version": answer["version"], "config": answer["config"]}
 
     def reset(self, label: str) -> None:
@@ -210,11 +260,16 @@ class HttpClient:
         item."""
         self._call("ingest", "POST", {"label": label, "docs": docs}, self.max_response_bytes)
 
-    def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
+    def retrieve(self, label: str, query: str, top_k: int, docs: int | None = None) -> list[dict]:
+        """The hits, checked; with `docs` (how many the label holds), a flood fails on its count, before its
+        hits are read one by one."""
         answer = self._retried("retrieve", "POST", {"label": label, "query": query, "top_k": top_k})
         hits = answer.get("hits")
         if not isinstance(hits, list):
             raise self._error("retrieve", f"expected a list, got {type(hits).__name__}", field="hits")
+        flood = count_problem(len(hits), top_k, docs) if docs is not None else None
+        if flood:
+            raise self._error("retrieve", flood, field="hits")
         checked = []
         for position, hit in enumerate(hits):
             where = f"hits[{position}]"
@@ -302,12 +357,18 @@ class HttpClient:
         if not 200 <= response.status < 300:
             raise HttpSystemError(self.url, call, f"HTTP {response.status}{self._server_error(raw)}",
                                   retryable=response.status >= 500 or response.status == 429)
+        depth = nesting_depth(raw)
+        if depth > MAX_JSON_DEPTH:  # not parsed: Python's parser recurses once per level
+            raise self._error(call, f"the answer nests {depth:,} levels deep (at most {MAX_ANSWER_DEPTH})")
         try:
             answer = redacted(json.loads(raw.decode("utf-8"), parse_constant=_reject_constant))
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise self._error(call, f"the answer is not JSON ({printable(exc)[:120]})") from None
         if not isinstance(answer, dict):
             raise self._error(call, f"the answer is {type(answer).__name__}, expected an object")
+        if depth > MAX_ANSWER_DEPTH:
+            where, problem = _unwritable(answer, None)
+            raise self._error(call, problem or f"the answer nests {depth} levels deep", field=where)
         return answer
 
     def _read(self, response, call: str, limit: int, deadline: float, connection) -> bytes:

@@ -37,6 +37,7 @@ class HttpSystem(Describes, Diagnoses, Remote):
         self.url = self.client.url
         self.ingest_batch = ingest_batch
         self._wire: dict[str, str] = {}
+        self._docs: dict[str, int] = {}  # docs ingested per label this item: what bounds an answer's count
         self._info: dict | None = None
         self.last_diagnostics: dict = {}
 
@@ -75,7 +76,7 @@ class HttpSystem(Describes, Diagnoses, Remote):
     def reset(self) -> None:
         """Forget the previous item: its labels are reset on the server (best effort: a server that cannot
         answer now fails the next item's own calls, with their own error)."""
-        wire, self._wire = list(self._wire.values()), {}
+        wire, self._wire, self._docs = list(self._wire.values()), {}, {}
         for label in wire:
             try:
                 self.client.reset(label)
@@ -95,6 +96,7 @@ class HttpSystem(Describes, Diagnoses, Remote):
                 {"external_id": doc["external_id"], "text": doc["text"], "props": doc.get("props") or {}})
         for label, wire_docs in groups.items():
             self._ingest_label(self.wire_label(label), wire_docs)
+            self._docs[label] = len(wire_docs)  # the label was reset first: these are all it holds
 
     def _ingest_label(self, wire: str, docs: list[dict]) -> None:
         """Reset, then every doc in batches; a failure midway that may pass starts the label again."""
@@ -114,4 +116,4 @@ class HttpSystem(Describes, Diagnoses, Remote):
         wire = self.wire_label(label)
         # in each record: what to look for in the server's own logs
         self.last_diagnostics = {"wire_label": wire}
-        return self.client.retrieve(wire, query, top_k)
+        return self.client.retrieve(wire, query, top_k, docs=self._docs.get(label, 0))

@@ -18,6 +18,7 @@ from adapters.adamem_measures import query_measures, timed_context
 from adapters.contracts import DOC_PROPS, TASK_FIELDS
 from adapters.defaults import CONTEXT_ENTRIES, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K, K_VALUES
 from adapters.files import content_hash
+from adapters.hits import clean_hits
 from adapters.official import PROFILE as OFFICIAL
 from adapters.records import candidate, failure_outcome, outcome, question_record
 from adapters.systems.contract import (build_identity_of, context_packer_of, counters_of, diagnostics_of,
@@ -56,26 +57,6 @@ def make_task(question: dict, label: str, position: int, top_k: int) -> dict:
         "top_k": top_k,
     }
     return {k: task[k] for k in TASK_FIELDS}
-
-
-def clean_hits(hits, known, top_k: int) -> tuple[list[dict], list[str]]:
-    """Keep well-formed hits of known docs, once each, at most top_k; say what was dropped."""
-    kept, seen, problems = [], set(), []
-    for position, hit in enumerate(hits or []):
-        external_id = hit.get("external_id") if isinstance(hit, dict) else None
-        if external_id not in known:
-            problems.append(f"hit {position}: unknown id {external_id!r} dropped")
-        elif external_id in seen:
-            problems.append(f"hit {position}: duplicate id {external_id!r} dropped")
-        else:
-            seen.add(external_id)
-            kept.append(hit)
-    if len(kept) > top_k:
-        problems.append(f"{len(kept)} hits for top_k={top_k}: truncated")
-        kept = kept[:top_k]
-    for problem in problems:
-        logger.warning("system output rejected: %s", problem)
-    return kept, problems
 
 
 def evaluate_item(

@@ -121,7 +121,7 @@ def test_a_5xx_or_429_once_is_retried_and_an_ingest_failing_midway_starts_the_it
     ("wrong-shape", r"retrieve: field hits\[0\]\.score: expected a finite number, got 'high'"),
     ("oversized", r"retrieve: the answer is over 8388608 bytes"),
     ("nan-score", r"retrieve: the answer is not JSON \(NaN is not JSON\)"),
-    ("deep", r"retrieve: the answer is not JSON \(maximum recursion depth"),
+    ("deep", r"retrieve: the answer nests 200,001 levels deep \(at most 20\)"),
 ])
 def test_a_wrong_answer_fails_naming_the_call_and_is_not_retried(server, mode, said):
     bad = server(mode)
