@@ -218,9 +218,12 @@ def board(results, output, resamples, seed, serve, port):
     from coordinator.board.build import DEFAULT_PORT, build_board, make_server
 
     built = build_board(list(results), output, resamples=resamples, seed=seed)
+    for line in built["not_regular"]:
+        click.echo(f"skipped {printable(line)}", err=True)
+    others = built["skipped"] - len(built["not_regular"])
     click.echo(f"board: {built['runs']} runs in {built['groups']} groups, {built['question_pages']} question pages, "
                f"{built['files']} files, {built['bytes'] / 2 ** 20:.1f} MiB in {built['seconds']:.1f} s"
-               + (f" ({built['skipped']} other JSON files skipped)" if built["skipped"] else ""))
+               + (f" ({others} JSON files that are not results files skipped)" if others else ""))
     index = Path(output).resolve() / "index.html"
     click.echo(f"open:  {index.as_uri()}")
     if serve:
