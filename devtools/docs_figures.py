@@ -175,7 +175,7 @@ def format_value(value, digits: int, path: str, dotted: str, page: str) -> str:
             return f"{value:.0e}"  # a p-value of 2e-17 is not 0.000
         return f"{value:.{digits}f}"
     if isinstance(value, str):
-        return value
+        return _text(value)
     if isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
         return "[" + ", ".join(format_value(v, digits, path, dotted, page) for v in value) + "]"
     raise FigureError(f"{page}: {path}: the value at {dotted!r} is not a number or text")
@@ -201,12 +201,16 @@ def render_table(rows, columns: dict, digits: int, data: dict, path: str, dotted
                for i in range(len(keys))]
     lines = ["| " + " | ".join(str(columns[k]) for k in keys) + " |",
              "| " + " | ".join("---:" if n else "---" for n in numeric) + " |"]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
-    load = " / ".join(f"{x:.2f}" for x in data["load"]) if isinstance(data["load"], list) else str(data["load"])
-    name = path.rsplit("/", 1)[-1]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    load = data["load"]
+    if isinstance(load, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in load):
+        load = " / ".join(f"{x:.2f}" for x in load)
+    else:
+        load = _text(json.dumps(load) if isinstance(load, (list, dict)) else load)
+    name = _text(path.rsplit("/", 1)[-1])
     lines += ["", f"Source: [{name}]({link}), written by {_code(data['command'])} at commit "
-                  f"{_code(str(data['commit'])[:12])} on {data['created']}, {data['cores']} cores, "
-                  f"load average {load}.", "{: .figure-source }"]
+                  f"{_code(str(data['commit'])[:12])} on {_text(data['created'])}, "
+                  f"{_text(data['cores'])} cores, load average {load}.", "{: .figure-source }"]
     return "\n".join(lines)
 
 
@@ -238,11 +242,29 @@ def _arguments(text: str, page: str) -> tuple[list, dict]:
     return args, kwargs
 
 
+#: Characters that Markdown (with attr_list and tables) reads as markup, escaped by a backslash in `_text`.
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]|])")
+#: Line breaks and other control characters: a published string stays on its one line of the page.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _text(value) -> str:
+    """A string from a published file as plain text in a page: HTML's `<`, `>` and `&` as entities and
+    Markdown's markup characters escaped, on one line, so a name such as `<img src=x onerror=...>` or
+    `*x*{: onclick=...}` shows as what it says and never becomes an element or an attribute of the manual."""
+    text = _CONTROL.sub(" ", str(value))
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+
+
 def _escape(text: str) -> str:
-    return str(text).replace('"', "'")
+    """A link's title: a quote would end it early; the title is an attribute, which Markdown escapes."""
+    return _CONTROL.sub(" ", str(text)).replace('"', "'")
 
 
 def _code(text: str) -> str:
-    """`text` as inline code, fenced by more backticks than it holds."""
+    """`text` as inline code, fenced by more backticks than it holds, on one line (a blank line would end the
+    code span and let the rest be read as markup)."""
+    text = _CONTROL.sub(" ", str(text))
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     return f"{fence} {text} {fence}" if len(fence) > 1 else f"`{text}`"

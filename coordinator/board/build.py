@@ -27,10 +27,12 @@ def build_board(paths: list[str | Path], output: str | Path, *, resamples: int =
                 seed: int = DEFAULT_SEED) -> dict:
     """Read the results files among `paths`, write the board into `output`; what was built and how long it took."""
     started = time.perf_counter()
+    board_pages.check_output(output)  # before the runs are read: a refused folder is said at once
     data = board_data.build_data(paths, exclude=Path(output), resamples=resamples, seed=seed)
     read = time.perf_counter()
     written = board_pages.write_site(data, output)
     return {**written, "runs": data["runs"], "groups": len(data["groups"]), "skipped": len(data["skipped"]),
+            "not_regular": [line for line in data["skipped"] if line.endswith(board_data.NOT_REGULAR)],
             "read_seconds": round(read - started, 3), "write_seconds": round(time.perf_counter() - read, 3),
             "seconds": round(time.perf_counter() - started, 3)}
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import stat
 import time
 from collections import Counter
 from pathlib import Path
@@ -47,6 +49,11 @@ SHOWN_CANDIDATES = 10
 TEXT_CHARS = 400
 #: How many bytes of a file in a folder are read to tell a results file from any other JSON.
 SNIFF_BYTES = 512
+#: The repository's own published figure files (`devtools/docs_figures.py`): JSON, never results, so a folder
+#: scan of `results/` leaves them out rather than announce them as skipped on every build.
+OWN_PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
+#: How a skipped path that is no regular file (a FIFO, a socket) is said.
+NOT_REGULAR = ": not a regular file, not read"
 #: Fields that do not pair two runs' questions and so split them into groups, in the order a reader checks.
 IDENTITY_FIELDS = (("benchmark", "benchmark_key"), ("dataset checksum", "dataset_checksum"),
                    ("scoring profile", "scoring_profile"), ("corpus", "corpus"))
@@ -59,37 +66,59 @@ def find_results(paths: list[str | Path], *, exclude: Path | None = None) -> tup
 
     A file named on its own must be a results file (`load_results` says why not);
     in a folder, manifests and other JSON (bench files, datasets) are skipped by
-    their first bytes without being read whole. `exclude`: a folder never searched
-    (the board being written).
+    their first bytes without being read whole, and anything that is not a regular
+    file (a FIFO, a socket, a device) without being opened for reading, each said
+    as `PATH: not a regular file`. `exclude`: a folder never searched (the board
+    being written); the repository's own `results/published/` (the manual's figure
+    files, never results) is not searched either unless named itself.
     """
     found: dict[Path, None] = {}
     skipped: list[str] = []
-    exclude = exclude.resolve() if exclude else None
+    left_out = [p.resolve() for p in (exclude, OWN_PUBLISHED) if p is not None]
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             for child in sorted(path.rglob("*.json")):
                 resolved = child.resolve()
-                if exclude and (resolved == exclude or exclude in resolved.parents):
+                if any(resolved == folder or folder in resolved.parents for folder in left_out
+                       if folder != path.resolve()):
                     continue
-                if child.name.endswith(".manifest.json") or not _looks_like_results(child):
+                sniffed = _sniff(child)
+                if sniffed == "not regular":
+                    skipped.append(f"{child}{NOT_REGULAR}")
+                elif child.name.endswith(".manifest.json") or sniffed != "results":
                     skipped.append(str(child))
-                    continue
-                found.setdefault(resolved)
+                else:
+                    found.setdefault(resolved)
         elif path.is_file():
             found.setdefault(path.resolve())
+        elif path.exists():
+            raise ResultsError(f"{path}: neither a regular file nor a folder (a FIFO or socket is not read)")
         else:
             raise ResultsError(f"{path}: no such results file or folder")
     return list(found), skipped
 
 
-def _looks_like_results(path: Path) -> bool:
+def _sniff(path: Path) -> str:
+    """"results", "other" or "not regular": the file is opened without blocking (a FIFO would wait for a
+    writer forever) and read only if it is a regular file."""
     try:
-        with path.open("rb") as handle:
-            head = handle.read(SNIFF_BYTES)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return "not regular"
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
-        return False
-    return f'"format": "{RESULTS_FORMAT}"'.encode() in head.replace(b'":"', b'": "')
+        return "other"
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return "not regular"
+        head = handle.read(SNIFF_BYTES)
+    return "results" if f'"format": "{RESULTS_FORMAT}"'.encode() in head.replace(b'":"', b'": "') else "other"
+
+
+def question_set(ids: list[str]) -> str:
+    """The digest of a set of question ids, of the ids as one JSON list: joined by newlines, `a`, `b` and
+    `a\\nb` would share one and their runs be paired."""
+    return hashlib.sha256(json.dumps(sorted(ids)).encode()).hexdigest()
 
 
 def settings_digest(results: dict) -> str:
@@ -112,8 +141,7 @@ def load_run(path: str | Path) -> dict:
     if duplicated:
         raise ResultsError(f"{path}: records: question {duplicated[0]} appears {Counter(ids)[duplicated[0]]} times")
     judged = any(r.get("judgement") for r in records)
-    if not judged:  # checked here, whole: the paired test sees only a view without candidates; judged runs are not paired
-        check_results(data)
+    check_results(data)  # here, whole: the paired test sees only a view without candidates
     summary = (data.get("metrics") or {}).get("all") or {}
     tuning = data.get("tuning") or {}
     failures = data.get("failures") or {}
@@ -133,7 +161,7 @@ def load_run(path: str | Path) -> dict:
         "benchmark": str(data.get("benchmark")), "benchmark_key": str(data.get("benchmark_key")),
         "dataset_checksum": data.get("dataset_checksum"), "scoring_profile": data.get("scoring_profile"),
         "corpus": data.get("corpus") or data.get("scoring_profile"),
-        "question_ids": ids, "question_set": hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:12],
+        "question_ids": ids, "question_set": question_set(ids),
         "judged": judged, "support": summary.get("support"), "summary": summary,
         "seconds_per_question": (elapsed / question_count) if elapsed and question_count else None,
         "peak_rss_bytes": data.get("peak_rss_bytes"),

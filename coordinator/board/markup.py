@@ -55,7 +55,7 @@ def group_heading(group: dict) -> str:
         f'{group["scoring_profile"]} on the {group["corpus"]} corpus'
     return (f'{e(group["benchmark"])} · dataset <code>{e(str(group["dataset_checksum"])[:12])}</code> · '
             f'profile {e(profile)} · {len(group["question_ids"])} questions '
-            f'(set <code>{e(group["question_set"])}</code>)')
+            f'(set <code>{e(group["question_set"][:12])}</code>)')
 
 
 def p_text(value: float) -> str:

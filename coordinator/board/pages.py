@@ -18,6 +18,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+from adapters.errors import ResultsError
 from coordinator.board import charts
 from coordinator.board.data import OTHER_METRICS
 from coordinator.board.markup import crumbs, e, group_heading, num, p_text, page, sort_value
@@ -235,6 +236,20 @@ def _static(name: str) -> bytes:
     return resources.files("coordinator.board").joinpath("static", name).read_bytes()
 
 
+def check_output(output: str | Path) -> Path:
+    """`output` as a folder the board may be written into: new, empty, or a board built before; never a
+    symbolic link (the build moves the folder aside and its own into place, which a link would turn against
+    its target)."""
+    output = Path(output)
+    if output.is_symlink():
+        raise ResultsError(f"{output}: is a symbolic link; name the board's folder itself as --output")
+    ours = (output / MARKER).exists()
+    if output.exists() and (not output.is_dir() or (any(output.iterdir()) and not ours)):
+        raise ResultsError(f"{output}: exists and is not a board folder (no {MARKER} in it); "
+                           "choose an empty or new --output")
+    return output
+
+
 def write_site(data: dict, output: str | Path) -> dict:
     """Write the board into `output` (replacing a board built there before; refusing any other folder that is
     not empty) and return what was written: pages, files and bytes.
@@ -242,12 +257,7 @@ def write_site(data: dict, output: str | Path) -> dict:
     The site is built in a fresh folder beside `output` and moved into place at
     the end, so a failed build leaves the previous board as it was.
     """
-    output = Path(output)
-    if output.exists() and (not output.is_dir() or (any(output.iterdir()) and not (output / MARKER).exists())):
-        from adapters.errors import ResultsError
-
-        raise ResultsError(f"{output}: exists and is not a board folder (no {MARKER} in it); "
-                           "choose an empty or new --output")
+    output = check_output(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
     try:

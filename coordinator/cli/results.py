@@ -12,6 +12,7 @@ import click
 from adapters.defaults import K_VALUES
 from adapters.errors import MemfarmError
 from adapters.registry import BENCHMARKS, RANKED_BENCHMARKS, default_profile
+from adapters.terminal import printable, printable_text
 from coordinator.cli.root import ProfileChoice, main
 from coordinator.results.compare import DEFAULT_METRICS, DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES, DEFAULT_SEED
 
@@ -52,7 +53,7 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
     loaded = [analysis.under_profile(analysis.load_results(f), profile) for f in files]
     if do_compare:
         rows = analysis.compare(loaded, force=force)
-        click.echo(json.dumps(rows, indent=1) if as_json else analysis.render_compare(rows))
+        click.echo(json.dumps(rows, indent=1) if as_json else printable_text(analysis.render_compare(rows)))
     elif explain:
         companion = None
         if questions:
@@ -61,11 +62,13 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
             companion = load_companion(questions)
         for results in loaded:
             report = analysis.explain(results, explain, companion)
-            click.echo(json.dumps(report, indent=1) if as_json else analysis.render_explain(report))
+            click.echo(json.dumps(report, indent=1) if as_json
+                       else printable_text(analysis.render_explain(report)))
     else:
         for results in loaded:
             report = analysis.analyze(results)
-            click.echo(json.dumps(report, indent=1, default=str) if as_json else analysis.render_analysis(report))
+            click.echo(json.dumps(report, indent=1, default=str) if as_json
+                       else printable_text(analysis.render_analysis(report)))
     if plot_dir or html_file:
         from coordinator.results import plots
 
@@ -112,7 +115,7 @@ def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss,
     table = comparison.compare_files([analysis.load_results(f) for f in files],
                                      metrics or DEFAULT_METRICS, resamples=resamples, seed=seed,
                                      permutations=permutations, count_failed_as_miss=count_failed_as_miss)
-    click.echo(comparison.render_comparison(table))
+    click.echo(printable_text(comparison.render_comparison(table)))
     if json_output:
         try:
             json.dumps(table, allow_nan=False)
@@ -215,9 +218,12 @@ def board(results, output, resamples, seed, serve, port):
     from coordinator.board.build import DEFAULT_PORT, build_board, make_server
 
     built = build_board(list(results), output, resamples=resamples, seed=seed)
+    for line in built["not_regular"]:
+        click.echo(f"skipped {printable(line)}", err=True)
+    others = built["skipped"] - len(built["not_regular"])
     click.echo(f"board: {built['runs']} runs in {built['groups']} groups, {built['question_pages']} question pages, "
                f"{built['files']} files, {built['bytes'] / 2 ** 20:.1f} MiB in {built['seconds']:.1f} s"
-               + (f" ({built['skipped']} other JSON files skipped)" if built["skipped"] else ""))
+               + (f" ({others} JSON files that are not results files skipped)" if others else ""))
     index = Path(output).resolve() / "index.html"
     click.echo(f"open:  {index.as_uri()}")
     if serve:

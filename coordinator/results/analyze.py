@@ -14,6 +14,7 @@ from adapters.defaults import K_VALUES
 from adapters.errors import ResultsError
 from adapters.files import read_json
 from adapters.percentile import percentile
+from adapters.terminal import printable as shown
 from coordinator.results.measures_table import MEASURES_NOTE, cell, render_rows, row_of
 from coordinator.results.report import METRIC_ORDER, headline_lines
 from coordinator.running.reducer import RESULTS_FORMAT, current_profile_names
@@ -136,10 +137,11 @@ def _fmt_rate(entry: dict) -> str:
 
 
 def render_analysis(report: dict) -> str:
-    lines = [f"== {report['file']}",
-             f"{report['benchmark']} | system {report['system']} | mode {report['retrieval_mode']} | "
-             f"profile {report['scoring_profile']}"
-             + (f" (on the {report['corpus']} corpus, not its own)" if report["corpus"] != report["scoring_profile"] else "")
+    lines = [f"== {shown(report['file'])}",
+             f"{shown(report['benchmark'])} | system {shown(report['system'])} | "
+             f"mode {shown(report['retrieval_mode'])} | profile {shown(report['scoring_profile'])}"
+             + (f" (on the {shown(report['corpus'])} corpus, not its own)"
+                if report["corpus"] != report["scoring_profile"] else "")
              + f" | {report['questions']} questions, {report['evaluable']} evaluable, "
              f"{report['abstentions']} abstentions, {report['failed']} failed",
              *headline_lines(report["official"]),
@@ -184,12 +186,12 @@ def render_analysis(report: dict) -> str:
         lines.append(f"  {level:<8} {cells}")
     if report.get("measures"):
         lines += ["", f"AdaMem measures ({MEASURES_NOTE})"]
-        lines += render_rows({str(report["retrieval_mode"]): report["measures"]})
+        lines += render_rows({shown(report["retrieval_mode"]): report["measures"]})
     if report["groups"]["key"]:
-        lines += ["", f"by {report['groups']['key']}"]
+        lines += ["", f"by {shown(report['groups']['key'])}"]
         for name, group in report["groups"]["values"].items():
             session, turn = group.get("session") or {}, group.get("turn") or {}
-            lines.append(f"  {name:<28} n={group['evaluable']['session']:<4} session all@5 "
+            lines.append(f"  {shown(name):<28} n={group['evaluable']['session']:<4} session all@5 "
                          f"{session.get('recall_all@5', float('nan')):.3f}  "
                          f"any@5 {session.get('recall_any@5', float('nan')):.3f}"
                          f"  turn R@10 {turn.get('recall_any@10', float('nan')):.3f}"
@@ -223,13 +225,14 @@ def render_compare(rows: list[dict]) -> str:
         f"{'R@' + str(k):>7}" for k in COMPARE_K) + f"{'NDCG@10':>9}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{Path(r['file']).name[:40]:<40} {str(r['system'])[:8]:<8} {str(r['mode']):<7} "
-                     f"{str(r['profile']):<20} {r['evaluable']:>5}" + cell(r["all@5"], 7)
+        lines.append(f"{shown(Path(r['file']).name)[:40]:<40} {shown(r['system'])[:8]:<8} "
+                     f"{shown(r['mode']):<7} {shown(r['profile']):<20} {r['evaluable']:>5}"
+                     + cell(r["all@5"], 7)
                      + "".join(cell(r[f'R@{k}'], 7) for k in COMPARE_K)
                      + cell(r["NDCG@10"], 9))
-    modes = [str(r["mode"]) for r in rows if r.get("measures")]
-    measured = {(str(r["mode"]) if modes.count(str(r["mode"])) == 1 else Path(r["file"]).name): r["measures"]
-                for r in rows if r.get("measures")}
+    modes = [shown(r["mode"]) for r in rows if r.get("measures")]
+    measured = {(shown(r["mode"]) if modes.count(shown(r["mode"])) == 1 else shown(Path(r["file"]).name)):
+                r["measures"] for r in rows if r.get("measures")}
     if measured:  # AdaMem's ablations lined up by the design's six measures
         lines += ["", f"AdaMem measures ({MEASURES_NOTE})"] + render_rows(measured)
     return "\n".join(lines)
@@ -281,10 +284,11 @@ def render_explain(report: dict) -> str:
              f"outranked: {report['outranked']}/{report['evaluable']}"]
     for e in report["worst"]:
         lines.append("")
-        lines.append(f"[{e['kind']}] {e['question_id']} (expected rank {e['expected_rank']}): {e['query']}")
-        lines.append(f"  expected: {str(e['expected'])[:160]}")
+        lines.append(f"[{e['kind']}] {shown(e['question_id'])} (expected rank {e['expected_rank']}): "
+                     f"{shown(e['query'])}")
+        lines.append(f"  expected: {shown(e['expected'])[:160]}")
         if e.get("winner"):
-            lines.append(f"  winner:   {e['winner']['text']}")
+            lines.append(f"  winner:   {shown(e['winner']['text'])}")
         for name, pair in (e.get("signals") or {}).items():
             lines.append(f"    {name:<16} winner {pair['winner']:>9.4f}   expected {pair['expected']:>9.4f}")
     if report["average_signal_advantage"]:

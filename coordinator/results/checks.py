@@ -12,6 +12,12 @@ the file, the question and the field:
 - every metric value is a finite number in [0, 1] under a known name;
 - a question left unscored (null metrics) says why: an abstention, an
   exclusion, or a judged record;
+- a judged record's judgement is whole and agrees with itself (passed
+  exactly where nothing expected is missing and nothing forbidden found), and
+  the header's support (queries, passed, stale hits, pass rate) is worked out
+  again from those judgements: the board shows these numbers as they stand;
+- the header's mean metrics, which the board shows beside the paired ones,
+  are finite numbers in [0, 1] under known names;
 - what can be recomputed from the record's own ranking and gold with the
   project's metric code is recomputed and must agree: every expected-text
   metric (session metrics always, turn metrics where the record's gold is
@@ -64,7 +70,9 @@ def check_results(results: dict) -> None:
                                f"not one of {', '.join(STATUSES)}")
     _check_header(results, path, records)
     profile = profile_name(results.get("scoring_profile"))
-    if profile not in SCORING_PROFILES:
+    judged_only = bool(records) and all(r.get("judgement") is not None for r in records)
+    # a run judged by substrings has no scoring profile: none of its records holds metrics to score
+    if profile not in SCORING_PROFILES and not (profile is None and judged_only):
         raise ResultsError(f"{path}: field scoring_profile is {profile!r}, not one of {', '.join(SCORING_PROFILES)}")
     for record in records:
         _check_record(record, path, profile)
@@ -84,6 +92,81 @@ def _check_header(results: dict, path: str, records: list[dict]) -> None:
             raise ResultsError(f"{path}: field failures does not match the failed records "
                                f"(they make it {recomputed['items']} items: "
                                f"{', '.join(recomputed['item_ids'][:5]) or 'none'})")
+    _check_summary(results.get("metrics"), path, records)
+
+
+def _check_summary(summary, path: str, records: list[dict]) -> None:
+    """The header's means (`metrics.all`, `metrics.by_*`): finite numbers in [0, 1], and the support of judged
+    records exactly what the records' judgements give."""
+    if summary is None:
+        return
+    if not isinstance(summary, dict) or not isinstance(summary.get("all"), dict):
+        raise ResultsError(f"{path}: field metrics is not an object with an 'all' block")
+    blocks = [("metrics.all", summary["all"])]
+    for key, groups in summary.items():
+        if key.startswith("by_"):
+            if not isinstance(groups, dict) or not all(isinstance(b, dict) for b in groups.values()):
+                raise ResultsError(f"{path}: field metrics.{key} is not an object of blocks")
+            blocks += [(f"metrics.{key}.{name}", block) for name, block in groups.items()]
+    for where, block in blocks:
+        _check_block({level: block.get(level) for level in LEVELS}, f"{path}: field {where}")
+        if "support" in block:
+            _check_support(block["support"], f"{path}: field {where}.support")
+    for record in records:
+        if record.get("judgement") is not None:
+            where = f"{path}: question {record['question_id']}: field judgement"
+            _check_judgement(record["judgement"], where)
+    judged = [r["judgement"] for r in records if r.get("status", "ok") == "ok" and r.get("judgement")]
+    given = summary["all"].get("support")
+    if judged or given is not None:
+        recomputed = _support(judged) if judged else None
+        if given != recomputed:
+            raise ResultsError(f"{path}: field metrics.all.support is {given!r} but the judged records make "
+                               f"it {recomputed!r}")
+
+
+def _check_support(support, where: str) -> None:
+    """Counts that are whole numbers no larger than the queries, and the pass rate that they give."""
+    if not isinstance(support, dict):
+        raise ResultsError(f"{where}: not an object")
+    for key in ("queries", "passed", "stale_hits"):
+        value = support.get(key)
+        if type(value) is not int or value < 0:
+            raise ResultsError(f"{where}.{key}: {value!r} is not a count (a whole number, 0 or more)")
+    for key in ("passed", "stale_hits"):
+        if support[key] > support["queries"]:
+            raise ResultsError(f"{where}.{key}: {support[key]} is more than its {support['queries']} queries")
+    rate = support.get("pass_rate")
+    expected = support["passed"] / support["queries"] if support["queries"] else None
+    if rate is None and expected is None:
+        return
+    if type(rate) not in (int, float) or not math.isfinite(rate) or expected is None \
+            or abs(rate - expected) > TOLERANCE:
+        raise ResultsError(f"{where}.pass_rate: {rate!r} is not passed over queries "
+                           f"({support['passed']}/{support['queries']})")
+
+
+def _check_judgement(judgement, where: str) -> None:
+    """{passed, missing, forbidden_found}: passed exactly where no expected text is missing and no forbidden
+    text was found."""
+    if not isinstance(judgement, dict):
+        raise ResultsError(f"{where}: not an object")
+    for key in ("missing", "forbidden_found"):
+        value = judgement.get(key)
+        if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+            raise ResultsError(f"{where}.{key}: not a list of texts")
+    passed = judgement.get("passed")
+    if type(passed) is not bool:
+        raise ResultsError(f"{where}.passed: {passed!r} is not true or false")
+    if passed != (not judgement["missing"] and not judgement["forbidden_found"]):
+        raise ResultsError(f"{where}.passed: {passed!r} contradicts its missing and forbidden_found texts")
+
+
+def _support(judged: list[dict]) -> dict:
+    """The support the reducer writes for these judgements (`reducer._support`), counted again."""
+    passed = sum(j["passed"] for j in judged)
+    stale = sum(1 for j in judged if j["forbidden_found"])
+    return {"queries": len(judged), "passed": passed, "stale_hits": stale, "pass_rate": passed / len(judged)}
 
 
 def _check_record(record: dict, path: str, profile: str | None) -> None:

@@ -32,6 +32,7 @@ import numpy as np
 
 from adapters.errors import ResultsError
 from adapters.metrics import METRIC_NAMES
+from adapters.terminal import printable as shown
 from coordinator.results.checks import check_results
 from coordinator.running.reducer import failure_summary
 
@@ -285,27 +286,30 @@ def paired_count(table: dict) -> str:
 
 def render_comparison(table: dict) -> str:
     """The table as text: one row per metric and system, the settings that made its numbers above it."""
-    lines = [f"baseline {table['baseline']} ({table['files'][table['baseline']]})",
-             f"dataset {str(table['dataset_checksum'])[:12]}, profile {table['scoring_profile']}, "
+    lines = [f"baseline {shown(table['baseline'])} ({shown(table['files'][table['baseline']])})",
+             f"dataset {shown(str(table['dataset_checksum'])[:12])}, "
+             f"profile {shown(table['scoring_profile'])}, "
              f"{paired_count(table)}; paired bootstrap {table['resamples']} resamples, seed {table['seed']}, "
              f"{int(table['confidence'] * 100)}% percentile interval; Holm over {len(table['comparisons'])} comparisons"]
     for label, failed in table["failed_scored_as_miss"].items():
-        lines.append(f"--count-failed-as-miss: {label} scores its {failed['questions']} failed questions (items "
-                     f"{', '.join(failed['item_ids'])}) as misses on every metric")
+        lines.append(f"--count-failed-as-miss: {shown(label)} scores its {failed['questions']} failed "
+                     f"questions (items {shown(', '.join(failed['item_ids']))}) as misses on every metric")
     for label, weights in table.get("tuned_on_this_data", {}).items():
-        lines.append(f"{label}: tuned on this data (its weights {weights} were tuned on this dataset; "
-                     "its numbers are not held out)")
-    width = max([6] + [len(c["system"]) for c in table["comparisons"]])
+        lines.append(f"{shown(label)}: tuned on this data (its weights {shown(weights)} were tuned on this "
+                     "dataset; its numbers are not held out)")
+    width = max([6] + [len(shown(c["system"])) for c in table["comparisons"]])
     head = (f"{'metric':<22} {'system':<{width}} {'n':>5} {'base':>6} {'sys':>6} {'delta':>7} {'95% CI':>17} "
             f"{'p':>7} {'p_holm':>7} {'W/L/T':>13}  test")
     lines += [head, "-" * len(head)]
     for c in table["comparisons"]:
         wlt = f"{c['wins']['count']}/{c['losses']['count']}/{c['ties']['count']}"
         if c["n"] == 0:
-            lines.append(f"{c['metric']:<22} {c['system']:<{width}} {0:>5}  no question scored in both files")
+            lines.append(f"{c['metric']:<22} {shown(c['system']):<{width}} {0:>5}  "
+                         "no question scored in both files")
             continue
         interval = f"[{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]"
-        lines.append(f"{c['metric']:<22} {c['system']:<{width}} {c['n']:>5} {c['baseline_value']:>6.3f} "
+        lines.append(f"{c['metric']:<22} {shown(c['system']):<{width}} {c['n']:>5} "
+                     f"{c['baseline_value']:>6.3f} "
                      f"{c['system_value']:>6.3f} {c['delta']:>+7.3f} {interval:>17} {_p(c['p_value']):>7} "
                      f"{_p(c['p_holm']):>7} {wlt:>13}  {c['test']}")
     lines.append("W/L/T: questions the system wins / loses / ties against the baseline; "

@@ -182,3 +182,59 @@ def test_a_page_left_out_of_the_navigation_or_a_broken_link_fails_the_build(tmp_
     assert built.returncode != 0
     assert "orphan.md" in output and "not included in the \"nav\"" in output
     assert "gone.md" in output
+
+
+# --- a published file is data, never markup ---------------------------------------------------------------
+
+HOSTILE = '<img src=x onerror=alert(1)>'
+INJECTED = '*x*{: onclick="alert(2)" }'  # attr_list would put the attribute on an <em>
+
+
+def _hostile_page(tmp_path: Path) -> str:
+    path = _published(tmp_path, "h.json", {
+        "command": f'memfarm check-system "{HOSTILE}"\n\n<script>alert(3)</script>', "commit": f"ab`\n\n{HOSTILE}",
+        "created": f"{HOSTILE}\n\n{INJECTED}", "cores": HOSTILE, "load": [HOSTILE], "name": f"{HOSTILE} {INJECTED}",
+        "rows": [{"system": f"{HOSTILE}|{INJECTED}", "r": 0.5}]})
+    text, _ = render_figures(f'Leader {{{{ fig("{path}", "name") }}}}.\n\n'
+                             f'{{{{ fig_table("{path}", "rows", columns={{"system": "system", "r": "R@5"}}) }}}}',
+                             tmp_path, "docs/p.md")
+    return text
+
+
+def test_a_published_string_is_text_in_the_page_not_markup(tmp_path):
+    text = _hostile_page(tmp_path)
+    shown = "&lt;img src=x onerror=alert(1)&gt;"
+    lines = text.splitlines()
+    assert lines[0].startswith(f"Leader [{shown} \\*x\\*\\{{: onclick=\"alert(2)\" \\}}](")
+    # the title of the link is an attribute (Markdown escapes it); a quote in it would end it early
+    assert lines[0].count('"') == 4 and lines[1:3] == ["", "| system | R@5 |"]
+    assert lines[4] == f'| {shown}\\|\\*x\\*\\{{: onclick="alert(2)" \\}} | 0.500 |'
+    source = lines[6]
+    assert source.endswith(f"on {shown}  \\*x\\*\\{{: onclick=\"alert(2)\" \\}}, {shown} cores, "
+                           f'load average \\["{shown}"\\].')
+    # outside the code spans of command and commit, no < is left; the code spans stay on their line
+    assert "<" not in source.replace(f'`memfarm check-system "{HOSTILE}"  <script>alert(3)</script>`', "")\
+        .replace(f"`` ab`  {HOSTILE[:7]} ``", "")
+    assert lines[7] == "{: .figure-source }" and len(lines) == 8
+
+
+def test_a_published_string_is_text_in_the_built_html(tmp_path):
+    try:
+        import markdown
+    except ImportError:
+        skip_outside_ci("Python-Markdown (the docs extra) is not installed")
+    from html.parser import HTMLParser
+
+    class Elements(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def handle_starttag(self, tag, attrs):
+            self.seen.append((tag, [name for name, _ in attrs]))
+
+    parser = Elements()
+    parser.feed(markdown.markdown(_hostile_page(tmp_path), extensions=["attr_list", "tables"]))
+    tags = {tag for tag, _ in parser.seen}
+    assert not tags & {"img", "script", "em", "b", "i"}, parser.seen
+    assert not [names for _, names in parser.seen if any(n.startswith("on") for n in names)]
