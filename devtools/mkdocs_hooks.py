@@ -21,6 +21,8 @@ from devtools.docs_figures import PUBLISHED, FigureError, render_figures, untrac
 def on_files(files, config):
     """Every file under results/published/ is served beside the pages, so a figure's link opens its source."""
     for path in sorted((ROOT / PUBLISHED).glob("*.json")):
+        if not path.is_file() or path.is_symlink():  # a FIFO would hang the build, a link could serve any file
+            continue
         files.append(File(path.relative_to(ROOT).as_posix(), str(ROOT), config["site_dir"],
                           config["use_directory_urls"]))
     return files

@@ -8,7 +8,7 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from coordinator.benches.common import metric, quality_row, write_bench
+from coordinator.benches.common import metric, quality_row, shown, write_bench
 
 #: The weight a ranking part that is off by default gets in its ablation row.
 ABLATION_TRIAL_WEIGHT = 0.1
@@ -75,8 +75,8 @@ def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: fl
         lines.append(f"  {'configuration':<22}{'sess R@5':>10}{'sess Rall@5':>13}{'turn R@10':>11}"
                      f"{'sess nDCG@10':>14}{'p50 ms':>9}")
         for label, r in rows.items():
-            lines.append(f"  {label:<22}{r['session_recall_any@5']:>10.3f}{r['session_recall_all@5']:>13.3f}"
-                         f"{r['turn_recall_any@10']:>11.3f}{r['session_ndcg_any@10']:>14.3f}"
+            lines.append(f"  {label:<22}{shown(r['session_recall_any@5']):>10.3f}{shown(r['session_recall_all@5']):>13.3f}"
+                         f"{shown(r['turn_recall_any@10']):>11.3f}{shown(r['session_ndcg_any@10']):>14.3f}"
                          f"{r['recall_p50_ms'] or float('nan'):>9.1f}")
     lines.append(f"wrote {path}")
     return "\n".join(lines)

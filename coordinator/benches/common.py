@@ -152,6 +152,13 @@ def quality_row(spec, workdir: Path, label: str) -> tuple[dict, dict]:
     return results, manifest
 
 
-def metric(summary: dict, level: str, name: str) -> float:
-    """One metric of a run's summary at `level`, to four places; NaN where the level was not measured."""
-    return round((summary.get(level) or {}).get(name, float("nan")), 4)
+def metric(summary: dict, level: str, name: str) -> float | None:
+    """One metric of a run's summary at `level`, to four places; None where the level was not measured (a
+    bench file is strict JSON, which has no NaN)."""
+    value = (summary.get(level) or {}).get(name)
+    return None if value is None else round(value, 4)
+
+
+def shown(value) -> float:
+    """A table cell's number: a measure that is None (not measured) prints as nan."""
+    return float("nan") if value is None else value

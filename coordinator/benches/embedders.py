@@ -14,7 +14,8 @@ import statistics
 import time
 from pathlib import Path
 
-from coordinator.benches.common import fresh_workdir, measure_memfarm, metric, sharing_statistics, write_bench
+from coordinator.benches.common import (fresh_workdir, measure_memfarm, metric, sharing_statistics, shown,
+                                       write_bench)
 
 #: The metrics of each mode on the LoCoMo file: (level, name).
 QUALITY = (("session", "recall_any@5"), ("session", "recall_all@5"), ("session", "ndcg_any@10"),
@@ -149,8 +150,8 @@ def _table(rows: list[dict], path: Path) -> str:
                      f"{'turn R@10':>10}{'seconds':>9}{'RSS MiB':>9}")
         for row, mode, r in quality_rows:
             lines.append(f"{row['embedder'][:8]:<8}{row['backend']:<11}{mode:<8}{r['evaluable']:>5}"
-                         f"{r['session_recall_any@5']:>10.3f}{r['session_recall_all@5']:>8.3f}"
-                         f"{r['session_ndcg_any@10']:>9.3f}{r['turn_recall_any@10']:>10.3f}{r['seconds']:>9.1f}"
+                         f"{shown(r['session_recall_any@5']):>10.3f}{shown(r['session_recall_all@5']):>8.3f}"
+                         f"{shown(r['session_ndcg_any@10']):>9.3f}{shown(r['turn_recall_any@10']):>10.3f}{r['seconds']:>9.1f}"
                          f"{r['peak_rss_mib']:>9.0f}")
     for row in rows:
         if "longmemeval_cold" in row:

@@ -14,7 +14,8 @@ import re
 import statistics
 from pathlib import Path
 
-from coordinator.benches.common import fresh_workdir, generated_longmemeval, measure_memfarm, write_bench
+from coordinator.benches.common import (fresh_workdir, generated_longmemeval, measure_memfarm, metric as summary_metric,
+                                       write_bench)
 
 #: (label, `memfarm run` options); the first is the reference every other row is compared with.
 SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"]),
@@ -97,7 +98,7 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
         for metric, column in METRICS:
             level, _, rest = metric.partition(":")
             name, _, k = rest.partition("@")
-            row[column] = round((summary.get(level) or {}).get(f"{name}@{k}", float("nan")), 4)
+            row[column] = summary_metric(summary, level, f"{name}@{k}")
             entry = by_key.get((label, metric)) or {}  # none for the reference: its comparison fields are None
             low, high = entry.get("ci95") or (None, None)
             row[f"{column}_delta"] = _round(entry.get("delta"))

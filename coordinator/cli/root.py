@@ -16,7 +16,7 @@ import click
 
 from adapters.defaults import SCORING_PROFILES, profile_name
 from adapters.errors import MemfarmError
-from adapters.terminal import printable
+from adapters.terminal import printable, printable_text
 from memoria.errors import MemoriaError
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class CliContext:
         from coordinator.results.report import metrics_table
 
         results_path, manifest_path = write_results(run_results, manifest, output)
-        click.echo(metrics_table(run_results))
+        click.echo(printable_text(metrics_table(run_results)))
         click.echo(f"results:  {results_path}\nmanifest: {manifest_path}")
         return results_path
 

@@ -12,6 +12,7 @@ import click
 from adapters.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE, DEFAULT_TOP_K
 from adapters.registry import BENCHMARKS
 from adapters.systems.settings import BY_NAME, SETTINGS, Kind, Setting
+from adapters.terminal import printable
 from coordinator.cli.root import ProfileChoice, broker_option, main
 from memoria import defaults as engine
 from memoria.settings import MemoriaSettings, default_of
@@ -171,8 +172,8 @@ def _run_local(cli, spec) -> Path:
 
     with ExitStack() as stack:  # the bar's length is known only once the dataset is scanned
         def start(total, system):
-            click.echo(f"{spec.benchmark}: {total} items ({system.name}, "
-                       f"{(config_of(system) or {}).get('retrieval_mode', spec.retrieval_mode)})", err=True)
+            click.echo(printable(f"{spec.benchmark}: {total} items ({system.name}, "
+                                 f"{(config_of(system) or {}).get('retrieval_mode', spec.retrieval_mode)})"), err=True)
             bars.append(stack.enter_context(click.progressbar(
                 length=total, label="items", show_eta=True, show_pos=True, file=sys.stderr,
                 item_show_func=lambda o: o["item_id"][:16] if o else "")))

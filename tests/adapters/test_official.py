@@ -423,3 +423,13 @@ def test_a_ranking_that_names_one_corpus_entry_twice_gains_nothing(tmp_path):
     assert twice["turn"]["ndcg_any@3"] == pytest.approx(1 / 1.0)  # rel at 2: 1/log2(2) = 1 over ideal 1
     thrice = official.metrics(["answer_e1_1"] * 3, once, "turn", (3,))
     assert thrice["turn"]["ndcg_any@3"] == pytest.approx(1.0)
+
+
+def test_a_system_name_with_terminal_escapes_is_printed_escaped(tmp_path):
+    data = _dataset(tmp_path)
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system",
+                                       "tests/adapters/systems/scripted_system.py:Disguised",
+                                       "--output", str(tmp_path / "r.json")])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\u202e" not in result.output
+    assert "scripted\\x1b]0;owned\\x07\\u202e" in result.output

@@ -34,3 +34,9 @@ class Shy(Scripted):
 
     def retrieve(self, label, query, top_k):
         return super().retrieve(label, query, top_k)[:2]
+
+
+class Disguised(Scripted):
+    """A name that would retitle the terminal and reverse the line after it, were it printed raw."""
+
+    name = "scripted\x1b]0;owned\x07\u202e"
