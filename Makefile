@@ -62,8 +62,10 @@ check: setup $(VENV)/.extras-installed
 	$(BIN)/python -m pytest -q --fast -n 2
 
 # -rs: every skip's reason reaches the log (in CI, CI=true turns an environment skip into a failure).
+# Three processes: most tests wait on a server, a worker or a browser as much as they compute; --dist loadfile keeps a
+# module's tests (and its module-scoped fixtures) in one process.
 test: system-packages setup $(VENV)/.extras-installed node-example
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs -n 3 --dist loadfile
 
 # The manual, into site/: strict, so a broken link, a page missing from mkdocs.yml's nav or a figure that is not
 # rendered from results/published/ fails the build (docs/contributing.md). Needs neither the model nor the network.
