@@ -67,15 +67,15 @@ class Setting:
     def flag(self) -> str:
         return self.spelled or f"--{self.option.replace('_', '-')}"
 
-    def allowed(self, system) -> tuple[str, ...]:
-        """The values `system` (a `SystemInfo`) takes: the fixed choices, or its own."""
-        return tuple(getattr(system, self.system_choices)) if self.system_choices else self.choices
+    def allowed(self, info) -> tuple[str, ...]:
+        """The values the system that `info` (a `SystemInfo`) describes takes: the fixed choices, or its own."""
+        return tuple(getattr(info, self.system_choices)) if self.system_choices else self.choices
 
     def offered(self, systems) -> tuple[str, ...]:
         """Every value some system of `systems` takes, sorted (what the command line offers)."""
         if not self.system_choices:
             return self.choices
-        return tuple(sorted({value for system in systems for value in self.allowed(system)}))
+        return tuple(sorted({value for info in systems for value in self.allowed(info)}))
 
 
 #: In the order a reader meets them; the command line places each where its help reads best.
