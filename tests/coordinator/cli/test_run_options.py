@@ -67,3 +67,9 @@ def test_every_option_reaches_the_spec_its_record_and_the_engine(tmp_path):
     system = spec.make_system()
     assert {name: getattr(system.settings, name) for name in chosen} == chosen
     assert {name: getattr(system.memory, name) for name in chosen} == chosen
+
+
+def test_a_missing_dataset_is_named_with_where_the_benchmark_comes_from(tmp_path):
+    result = CliRunner().invoke(main, ["run", "locomo", "--dataset", str(tmp_path / "locomo10.json")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output and "snap-research/LoCoMo" in result.output, result.output
