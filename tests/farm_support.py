@@ -85,4 +85,7 @@ def cluster_up(state_dir: Path, *args: str) -> dict:
 
     result = CliRunner().invoke(main, ["cluster", "up", "--state-dir", str(state_dir), *args])
     assert result.exit_code == 0, result.output
-    return json.loads((Path(state_dir) / "cluster.json").read_text())
+    state = json.loads((Path(state_dir) / "cluster.json").read_text())
+    passwords = {url.split("@")[0].rsplit(":", 1)[-1] for url in state["brokers"].values() if "@" in url}
+    assert passwords and not any(p in result.output for p in passwords), "cluster up printed a password"
+    return state

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from adapters.redaction import redact
 from coordinator.cli.root import main
 from coordinator.operations.cluster import DEFAULT_REDIS_MAXMEMORY
 
@@ -35,17 +36,36 @@ def cluster_up(count, address, state_dir, redis_port, flower_port, no_flower, ca
 
     state = up(Path(state_dir), workers=count, redis_port=redis_port, flower_port=None if no_flower else flower_port,
                cache_dir=cache_dir, tls=tls, address=address, maxmemory=maxmemory)
-    click.echo(f"broker: {state['broker']}")
+    click.echo(f"broker: {redact(state['broker'])} (password in {state_dir}/cluster.json)")
     if "remote_worker" in state["brokers"]:
         click.echo(f"workers on other machines: the 'remote_worker' URL in {state_dir}/cluster.json"
                    + (f" with {state_dir}/tls/ca.crt, client.crt and client.key" if tls else ""))
-    click.echo(f"export MEMFARM_BROKER='{state['broker']}'")
-    for name, path in state.get("tls", {}).items():
-        click.echo(f"export {name}='{path}'")
+    # the password is never printed: a line to paste would leave it in the shell's history
+    click.echo(f"to use it in this shell: eval \"$(memfarm cluster env --state-dir {state_dir})\"")
     if state.get("flower"):
         click.echo(f"flower: http://127.0.0.1:{state['flower']['port']} (user {state['flower']['user']}, "
                    f"password in {state_dir}/cluster.json)")
     click.echo(f"logs: {state_dir}/logs")
+
+
+@cluster.command("env")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+def cluster_env(state_dir):
+    """Print the shell lines that point this shell at the cluster (the broker URL with its password, the TLS
+    files), for `eval "$(memfarm cluster env)"`: the password reaches the environment, never the history."""
+    import json
+    import shlex
+
+    state_file = Path(state_dir) / "cluster.json"
+    try:
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+        broker = state["broker"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise click.ClickException(f"{state_file}: no cluster state to read ({type(exc).__name__}: {exc}); "
+                                   "start one with `memfarm cluster up`") from None
+    click.echo(f"export MEMFARM_BROKER={shlex.quote(str(broker))}")
+    for name, path in (state.get("tls") or {}).items():
+        click.echo(f"export {shlex.quote(str(name))}={shlex.quote(str(path))}")
 
 
 @cluster.command("restart")
