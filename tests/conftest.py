@@ -99,7 +99,7 @@ settings.load_profile("ci")
 # `make check` runs the fast tier, every test that uses none of the resources below; `make test` runs them all.
 # A test is never marked by hand for what it uses: it asks for the fixture, and the fixture's resource marks it.
 # The guard below watches what each test really starts (a redis-server, a worker, chromium, the real model) and
-# fails a test that used a resource its fixtures did not declare, so the fast tier cannot grow slow unnoticed.
+# fails a fast-tier test that used one its fixtures did not declare, so the fast tier cannot grow slow unnoticed.
 
 #: fixture -> the resource (and mark) it brings; a fixture that depends on one of these brings it too, since
 #: pytest's `fixturenames` is the closure of every fixture a test asks for.
@@ -193,7 +193,9 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if call.when != "call" or not report.passed:
         return
-    undeclared = sorted(r for r in _USED.get(item.nodeid, ()) if item.get_closest_marker(r) is None)
+    if any(item.get_closest_marker(mark) for mark in ("slow",) + RESOURCES):
+        return  # outside the fast tier already: what else it uses changes no tier
+    undeclared = sorted(_USED.get(item.nodeid, ()))
     if undeclared:
         fixtures = ", ".join(f for f, rs in RESOURCE_OF_FIXTURE.items() if set(rs) & set(undeclared))
         report.outcome = "failed"
