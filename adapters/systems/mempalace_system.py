@@ -26,6 +26,7 @@ import fcntl
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import uuid
@@ -204,6 +205,9 @@ def remove_abandoned_scratch(parent: str | None = None) -> list[str]:
     for name in sorted(names):
         folder = os.path.join(parent, name)
         try:
+            found = os.lstat(folder)
+            if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():  # a link, or not this user's
+                continue
             owner = os.open(os.path.join(folder, OWNER_LOCK), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
         except OSError:  # not one of these folders, or another user's: left alone
             continue

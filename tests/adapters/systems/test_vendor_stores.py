@@ -124,6 +124,18 @@ def test_a_scratch_folder_left_by_os_exit_is_removed_and_a_living_ones_kept(scra
     assert not alive.exists(), "a process that ends normally removes its own folder"
 
 
+def test_a_link_named_as_a_scratch_folder_is_never_followed(scratch, tmp_path):
+    _need("mempalace", "mempalace")
+    from adapters.systems.mempalace_system import OWNER_LOCK, SCRATCH_PREFIX, remove_abandoned_scratch
+
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / OWNER_LOCK).write_text("")  # a free lock, as an abandoned folder has
+    (scratch / f"{SCRATCH_PREFIX}link").symlink_to(precious)
+    assert remove_abandoned_scratch(str(scratch)) == []
+    assert (precious / OWNER_LOCK).exists()
+
+
 @pytest.mark.parametrize("name, module, extra", [("mnem", "pymnem", "mnem"), ("mempalace", "mempalace", "mempalace")])
 def test_check_system_passes_on_the_built_in(name, module, extra, scratch):
     _need(module, extra)
