@@ -130,6 +130,14 @@ class SharesVectors(Protocol):
     def share_vectors(self, shared, verify_share: float) -> None: ...
 
 
+@runtime_checkable
+class Closes(Protocol):
+    """A system that holds what outlives an item (file handles, a scratch folder): the runner closes it once,
+    at the end of a local run or of a worker's pool process, so nothing of it outlives its use."""
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class SystemInfo:
     """A built-in system as data, declared beside its class: what it takes and what is its own."""
@@ -249,6 +257,12 @@ def write_stats_of(system) -> dict | None:
 
 def remote_of(system) -> Remote | None:
     return system if declares(system, Remote) else None
+
+
+def close_system(system) -> None:
+    """Close `system` where it declares `Closes`; a system that does not has nothing to release."""
+    if declares(system, Closes):
+        system.close()
 
 
 def vector_sharing_of(system) -> SharesVectors | None:

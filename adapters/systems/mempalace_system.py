@@ -11,27 +11,41 @@ hands MemPalace the run's embedder instead, so it runs offline and shares the
 model of every other system. MemPalace writes under `$HOME` (config, locks): HOME
 and its config folder point at the run's scratch folder during MemPalace's own
 calls only (`_scratch_home`), and are put back at once.
+
+MemPalace keeps what it opens for the life of the process (a Chroma client per palace, a SQLite anchor and
+a probe connection per database file): a palace is closed through its own hooks before its folder goes, at
+each reset and at `close`, or every item would keep a dozen handles on deleted files until the process runs
+out. The scratch folder is held by a lock on a file inside it for as long as its process lives; a system
+made later removes every folder whose lock is free, so a process that ended by `os._exit` (a Celery pool
+process) or was killed leaves nothing behind for long.
 """
 
 from __future__ import annotations
 
+import fcntl
+import logging
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import uuid
 import weakref
 from contextlib import contextmanager
 
-from adapters.systems.contract import Describes, Diagnoses, Embeds, SystemInfo
+from adapters.systems.contract import Closes, Describes, Diagnoses, Embeds, SystemInfo
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 #: MemPalace searches a pool this many times wider than top_k before its re-rank (its own default).
 CANDIDATE_STRATEGY = "vector"
 _ENV_LOCK = threading.Lock()
+#: Scratch folders are made in the temporary folder with this prefix; the lock file inside marks them alive.
+SCRATCH_PREFIX = "memfarm-mempalace-"
+OWNER_LOCK = "owner.lock"
+logger = logging.getLogger(__name__)
 
 
-class MemPalaceSystem(Describes, Embeds, Diagnoses):
+class MemPalaceSystem(Describes, Embeds, Diagnoses, Closes):
     name = "mempalace"
 
     def __init__(self, embedder=None, max_seq_length: int | None = None,
@@ -49,9 +63,12 @@ class MemPalaceSystem(Describes, Embeds, Diagnoses):
         self.embedder = embedder if embedder is not None and not isinstance(embedder, str) else LazyEmbedder(
             max_seq_length, embedder_backend, onnx_dir=onnx_folder(), threads=embedder_threads(),
             embedder=embedder if isinstance(embedder, str) else None)
-        self._root = workdir or tempfile.mkdtemp(prefix="memfarm-mempalace-")
-        if workdir is None:  # a scratch folder of its own goes when the system does
-            weakref.finalize(self, shutil.rmtree, self._root, True)
+        if workdir is None:  # a scratch folder of its own, held while its process lives, goes with the system
+            remove_abandoned_scratch()
+            self._root, owner = _held_scratch()
+            self._discard = weakref.finalize(self, _remove_scratch, self._root, owner)
+        else:
+            self._root, self._discard = workdir, None
         self._home = os.path.join(self._root, "home")
         self._palace: str | None = None
         self.last_diagnostics: dict = {}
@@ -92,10 +109,21 @@ class MemPalaceSystem(Describes, Embeds, Diagnoses):
                         os.environ[key] = value
 
     def reset(self) -> None:
-        if self._palace:
-            shutil.rmtree(self._palace, ignore_errors=True)
+        self._drop_palace()
         os.makedirs(self._home, exist_ok=True)
         self._palace = os.path.join(self._root, "palace-" + uuid.uuid4().hex[:8])
+
+    def close(self) -> None:
+        """The last palace closed and removed, then the scratch folder where it is this system's own."""
+        self._drop_palace()
+        if self._discard is not None:
+            self._discard()
+
+    def _drop_palace(self) -> None:
+        if self._palace:
+            _close_palace(self._palace)
+            shutil.rmtree(self._palace, ignore_errors=True)
+        self._palace = None
 
     def ingest(self, docs: list[dict]) -> None:
         if self._palace is None:
@@ -112,6 +140,9 @@ class MemPalaceSystem(Describes, Embeds, Diagnoses):
                                            "source_file": d["external_id"]} for d in batch])
 
     def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
+        if self._palace is None or not os.path.isdir(self._palace):  # nothing ingested since the reset
+            self.last_diagnostics = {"total_before_filter": 0}
+            return []
         from mempalace.searcher import search_memories
 
         with self._scratch_home():
@@ -124,6 +155,72 @@ class MemPalaceSystem(Describes, Embeds, Diagnoses):
         return [{"external_id": hit.get("drawer_id"), "score": _score(hit),
                  "diagnostics": {k: hit[k] for k in ("similarity", "bm25_score", "closet_boost") if k in hit}}
                 for hit in hits]
+
+
+def _close_palace(palace: str) -> None:
+    """Every handle MemPalace keeps on `palace` closed (its hooks for tests and maintenance, mempalace 3.11):
+    the Chroma client of each backend, the SQLite anchor, the probe connection kept per database inode."""
+    from mempalace.backends import _inproc_sqlite, _magic, registry
+
+    for backend in list(registry._instances.values()):
+        backend.close_palace(palace)
+    database = os.path.join(palace, "chroma.sqlite3")
+    _inproc_sqlite.release(database)
+    try:
+        found = os.stat(database)
+    except OSError:
+        return
+    with _magic._lock:
+        probe = _magic._retained_conns.pop((found.st_dev, found.st_ino), None)
+        _magic._positive.pop((found.st_dev, found.st_ino), None)
+    if probe is not None:
+        probe.close()
+
+
+def _held_scratch() -> tuple[str, int]:
+    """A new scratch folder and the descriptor whose lock marks it alive (locked before its name appears,
+    so that no cleaner finds it free)."""
+    root = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
+    pending = os.path.join(root, OWNER_LOCK + ".new")
+    owner = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.rename(pending, os.path.join(root, OWNER_LOCK))
+    return root, owner
+
+
+def _remove_scratch(root: str, owner: int) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    os.close(owner)
+
+
+def remove_abandoned_scratch(parent: str | None = None) -> list[str]:
+    """Remove the scratch folders in `parent` (the temporary folder) whose owner lock is free: their process
+    ended without removing them (os._exit, a kill). Returns the folders removed."""
+    parent = parent or tempfile.gettempdir()
+    removed = []
+    try:
+        names = [name for name in os.listdir(parent) if name.startswith(SCRATCH_PREFIX)]
+    except OSError:
+        return removed
+    for name in sorted(names):
+        folder = os.path.join(parent, name)
+        try:
+            found = os.lstat(folder)
+            if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():  # a link, or not this user's
+                continue
+            owner = os.open(os.path.join(folder, OWNER_LOCK), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:  # not one of these folders, or another user's: left alone
+            continue
+        try:
+            fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # its process is alive
+            os.close(owner)
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        os.close(owner)
+        removed.append(folder)
+        logger.info("removed the scratch folder %s, left by a process that ended", folder)
+    return removed
 
 
 def _score(hit: dict) -> float:

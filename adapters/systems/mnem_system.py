@@ -103,6 +103,9 @@ class MnemSystem(Describes, Embeds, Diagnoses):
                 self._ids[node_id] = doc["external_id"]
 
     def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
+        if not self._ids:  # nothing ingested since the reset: mnem's empty repository refuses to be asked
+            self.last_diagnostics = {"candidates_seen": 0, "dropped": 0}
+            return []
         vector = [float(x) for x in self.embedder.encode([query])[0]]
         text = query if self.mode == "hybrid" else None
         with _labels_on():

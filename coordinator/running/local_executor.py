@@ -14,7 +14,7 @@ from adapters.systems.contract import snapshots_of
 from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
 from workers.item.cache import ItemCache
-from workers.item.evaluate import evaluate_item
+from workers.item.evaluate import close_after_use, evaluate_item
 from workers.item.run_context import RunContext
 
 logger = logging.getLogger(__name__)
@@ -22,7 +22,8 @@ logger = logging.getLogger(__name__)
 
 def run_items(items, system, *, top_k, k_values, profile, cache, dataset_sha256,
               on_item: Callable[[dict], None] | None = None) -> list[dict]:
-    """Evaluate items in order; a crash in one item becomes its failure record, the rest go on."""
+    """Evaluate items in order; a crash in one item (a vendor's panic too: `evaluate_item` makes it an error)
+    becomes its failure record, the rest go on."""
     outcomes = []
     worker = f"local@{socket.gethostname()}"
     for item in items:
@@ -74,14 +75,17 @@ def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = No
     ids = adapter.scan()
     total = min(len(ids), spec.limit) if spec.limit else len(ids)
     system = spec.make_system()
-    can_cache = spec.cache_dir is not None and snapshots_of(system) is not None
-    cache = ItemCache(spec.cache_dir, rebuild=spec.rebuild_cache) if can_cache else None
-    context = RunContext.from_dict(spec.system_context(system, cache_used=can_cache))
-    if on_start:
-        on_start(total, system)
-    outcomes = run_items(adapter.iter_items(limit=spec.limit), system, top_k=spec.top_k,
-                         k_values=context.k_values, profile=spec.scoring_profile, cache=cache,
-                         dataset_sha256=context.dataset_sha256,
-                         on_item=on_item)
+    try:
+        can_cache = spec.cache_dir is not None and snapshots_of(system) is not None
+        cache = ItemCache(spec.cache_dir, rebuild=spec.rebuild_cache) if can_cache else None
+        context = RunContext.from_dict(spec.system_context(system, cache_used=can_cache))
+        if on_start:
+            on_start(total, system)
+        outcomes = run_items(adapter.iter_items(limit=spec.limit), system, top_k=spec.top_k,
+                             k_values=context.k_values, profile=spec.scoring_profile, cache=cache,
+                             dataset_sha256=context.dataset_sha256,
+                             on_item=on_item)
+    finally:  # the system's handles and scratch go with the run, not with the process (a bench runs several)
+        close_after_use(system)
     return reduce_run(outcomes, context, elapsed_seconds=time.perf_counter() - started,
                       peak_rss_bytes=peak_rss_bytes())

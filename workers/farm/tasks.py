@@ -8,7 +8,7 @@ import os
 import traceback
 from pathlib import Path
 
-from celery.signals import worker_init, worker_process_init
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown
 
 from adapters.defaults import EMBEDDING_STORE_FILE
 from adapters.errors import MemfarmError
@@ -23,7 +23,7 @@ from workers.ledger_values import shown
 from workers.farm.run_meta import RunMeta
 from workers.farm.run_settings import checked_settings
 from workers.item.cache import ItemCache
-from workers.item.evaluate import evaluate_item
+from workers.item.evaluate import close_after_use, crashes_as_errors, evaluate_item
 from workers.version import CODE_VERSION
 from memoria.model_files import ModelFilesError
 
@@ -46,6 +46,19 @@ def _init_process(**_):
     import torch
 
     torch.set_num_threads(worker_config().torch_threads)
+
+
+@worker_process_shutdown.connect
+def _close_systems(**_):
+    """Pool processes end with os._exit, past every atexit hook: the systems they built release their handles
+    and scratch folders here."""
+    close_systems()
+
+
+def close_systems() -> None:
+    """Close every system this process built; one that fails to close is logged, the others still close."""
+    while _SYSTEMS:
+        close_after_use(_SYSTEMS.popitem()[1])
 
 
 def _ledger() -> Ledger:
@@ -209,7 +222,8 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
             if refusal:
                 ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)
                 return "refused"
-            system = _system(meta)
+            with crashes_as_errors():  # a vendor's panic while building fails the attempt, as when asking
+                system = _system(meta)
             refusal = incompatibility(run, system)
             if refusal:
                 ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import socket
 import time
+from contextlib import contextmanager
 
 from adapters.adamem_jsonl import evaluate_episode
 from adapters.adamem_measures import query_measures, timed_context
@@ -21,11 +22,41 @@ from adapters.files import content_hash
 from adapters.hits import clean_hits
 from adapters.official import PROFILE as OFFICIAL
 from adapters.records import candidate, failure_outcome, outcome, question_record
-from adapters.systems.contract import (build_identity_of, context_packer_of, counters_of, diagnostics_of,
-                                       grows_while_asked, signature_of, snapshots_of, write_stats_of)
+from adapters.systems.contract import (build_identity_of, close_system, context_packer_of, counters_of,
+                                       diagnostics_of, grows_while_asked, signature_of, snapshots_of,
+                                       write_stats_of)
 from workers.item.cache import expected_entry
 
 logger = logging.getLogger(__name__)
+
+#: Requests to stop the process: they pass through an item's evaluation as they are, never failing one item.
+STOP_REQUESTS = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+class SystemCrash(RuntimeError):
+    """A vendor's code raised a BaseException that is no request to stop (a Rust panic through pyo3 is one):
+    as an ordinary error it fails its item, where the caller's `except Exception` would let it end the run."""
+
+
+@contextmanager
+def crashes_as_errors():
+    """Inside: a BaseException, not an Exception nor a stop request, comes out as a `SystemCrash`."""
+    try:
+        yield
+    except (Exception, *STOP_REQUESTS):
+        raise
+    except BaseException as exc:  # noqa: BLE001  (re-raised as an error that names it)
+        raise SystemCrash(f"{type(exc).__name__}: {exc}") from exc
+
+
+def close_after_use(system) -> None:
+    """Close a system the caller is done with (`contract.Closes`); a failure to close is logged, never raised,
+    so that the results it gave still count."""
+    try:
+        with crashes_as_errors():
+            close_system(system)
+    except Exception as exc:
+        logger.warning("closing system %s failed: %s", getattr(system, "name", "?"), exc)
 
 
 def label_for(item_id: str) -> str:
@@ -75,14 +106,16 @@ def evaluate_item(
 
     An item the adapter already marked malformed becomes its failed records at
     once; an exception while building or asking propagates, so that the caller
-    decides (the local executor records it, a farm task retries it).
+    decides (the local executor records it, a farm task retries it); a vendor's
+    BaseException propagates as a `SystemCrash`, so that both callers see an error.
     """
     worker = worker or socket.gethostname()
     if item.get("error"):
         return failure_outcome(item, item["error"], item.get("field"), worker, attempt)
-    if "episode" in item:
-        return evaluate_episode(item, system.fresh_memory(), worker=worker, attempt=attempt)
-    return _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt)
+    with crashes_as_errors():
+        if "episode" in item:
+            return evaluate_episode(item, system.fresh_memory(), worker=worker, attempt=attempt)
+        return _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt)
 
 
 def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt) -> dict:
