@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 
-class Turn(TypedDict):
+class Turn(TypedDict, total=False):
     """A turn as a dataset adapter yields it: native ids stay with the runner."""
 
     session_id: str
     turn_id: str
     text: str  # empty only where a corpus counts a turn that no system is given (the official profile)
     props: dict[str, Any]
+    step: int  # a stepped item's (RealMem's): the ingest step that adds the turn, its session's position
 
 
 class Question(TypedDict, total=False):
@@ -34,6 +35,8 @@ class Question(TypedDict, total=False):
     abstention_reason: str
     excluded: str  # why a question cannot be scored at all (e.g. no resolvable evidence)
     details: dict[str, Any]
+    gold_by_profile: dict[str, Any]  # gold under a profile with rules of its own (LongMemEval's, RealMem's)
+    step: int  # a stepped item's: asked when memory holds the turns of every earlier step, none of its own
 
 
 class Item(TypedDict, total=False):
@@ -47,6 +50,7 @@ class Item(TypedDict, total=False):
     error: str  # set instead of turns/questions when the item is malformed
     field: str
     sessions: list[dict[str, Any]]  # every session occurrence in haystack order (LongMemEval), for scoring
+    steps: int  # set where memory grows in steps and questions are asked between them (RealMem)
 
 
 #: The only fields of a task (what a system is asked, `workers.item.evaluate.make_task`): no ground truth fits

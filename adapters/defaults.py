@@ -22,7 +22,9 @@ EXPECTED_TEXT_PROFILE = "expected-text"
 #: evaluation, reproduced exactly: `adapters.official`). The chosen profile also decides the corpus a run
 #: gives its system; every profile a benchmark supports is computed for every question.
 OFFICIAL_PROFILE = "longmemeval-official"
-SCORING_PROFILES = (EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE)
+#: RealMem's own retrieval evaluation (`adapters.realmem_metrics`): its DCG, its corpus of sessions.
+REALMEM_PROFILE = "realmem"
+SCORING_PROFILES = (EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE, REALMEM_PROFILE)
 #: The profile of a benchmark that has only one (LoCoMo). LongMemEval-S runs default to its official
 #: profile (`adapters.registry`): the numbers a paper can cite, the expected-text ones one flag away.
 DEFAULT_SCORING_PROFILE = EXPECTED_TEXT_PROFILE

@@ -21,7 +21,30 @@ from adapters.jsonstream import nesting_depth
 from adapters.redaction import redact
 from memoria.checksums import file_sha256
 
-__all__ = ["content_hash", "file_sha256", "read_json", "replacing", "write_json"]
+__all__ = ["content_hash", "dataset_sha256", "file_sha256", "json_files", "read_json", "replacing", "write_json"]
+
+
+def json_files(path: str | Path) -> list[Path]:
+    """The files a `--dataset` names: the file itself, or each `*.json` file of a folder, by name."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    files = sorted(p for p in path.iterdir() if p.suffix == ".json" and p.is_file())
+    if not files:
+        raise MemfarmError(f"{path}: the folder holds no *.json files")
+    return files
+
+
+def dataset_sha256(path: str | Path) -> str:
+    """The checksum of a `--dataset`: a file's own; for a folder, one over each of its JSON files' name and
+    checksum, so that renaming, adding or changing a file changes it."""
+    path = Path(path)
+    if not path.is_dir():
+        return file_sha256(path)
+    digest = hashlib.sha256()
+    for file in json_files(path):
+        digest.update(f"{file.name}\0{file_sha256(file)}\n".encode())
+    return digest.hexdigest()
 
 
 def content_hash(value) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from adapters import official
-from adapters.defaults import EXPECTED_TEXT_PROFILE, K_VALUES, METRIC_NAMES
+from adapters import official, realmem_metrics
+from adapters.defaults import EXPECTED_TEXT_PROFILE, K_VALUES, METRIC_NAMES, REALMEM_PROFILE
 
 __all__ = ["METRIC_NAMES", "average", "level_metrics", "profile_metrics", "question_metrics", "sessions_of"]
 
@@ -109,6 +109,9 @@ def profile_metrics(question: dict, ranked: Sequence[dict], *, level: str, k_val
     if official_gold is not None:
         out[official.PROFILE] = official.metrics([r["official_id"] for r in ranked if r.get("official_id")],
                                                  official_gold, level, k_values)
+    realmem_gold = (question.get("gold_by_profile") or {}).get(REALMEM_PROFILE)
+    if realmem_gold is not None:
+        out[REALMEM_PROFILE] = realmem_metrics.metrics(head, realmem_gold, level, k_values)
     return out
 
 

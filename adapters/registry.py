@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.defaults import DEFAULT_SCORING_PROFILE, OFFICIAL_PROFILE, SCORING_PROFILES
+from adapters.defaults import DEFAULT_SCORING_PROFILE, EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE, REALMEM_PROFILE
 from adapters.errors import MemfarmError
 
 
@@ -36,6 +36,9 @@ class Benchmark:
     default_profile: str = DEFAULT_SCORING_PROFILE
     #: The system of a run that names none (AdaMem episodes are observed by AdaMem).
     system: str = "memoria"
+    #: Memory grows in steps and questions are asked between them (RealMem): `--dataset` may be a folder of
+    #: files, and no item has one state a cache could hold.
+    stepped: bool = False
 
     def open(self, dataset: str | Path | None, questions: str | Path | None = None,
              profile: str = DEFAULT_SCORING_PROFILE):
@@ -51,11 +54,15 @@ class Benchmark:
 
 BENCHMARKS = {b.name: b for b in (
     Benchmark("longmemeval", "LongMemEval-S", "longmemeval_s_cleaned.json (xiaowu0162/LongMemEval)", "question",
-              "ids", "adapters.longmemeval:LongMemEval", profiles=SCORING_PROFILES,
+              "ids", "adapters.longmemeval:LongMemEval", profiles=(EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE),
               default_profile=OFFICIAL_PROFILE),
     Benchmark("locomo", "LoCoMo", "locomo10.json (snap-research/LoCoMo)", "conversation", "ids",
               "adapters.locomo:LoCoMo",
               rendering="'{speaker}: {text}' plus ' [shares a photo: {caption}]' where the turn shares an image"),
+    Benchmark("realmem", "RealMem", "dataset/*_dialogues_256k.json (AvatarMemory/RealMemBench), a file or the folder",
+              "persona", "ids", "adapters.realmem:RealMem", group_key="question_type",
+              rendering="'{speaker}: {content}'; memory grows one session at a time, each after its queries",
+              profiles=(REALMEM_PROFILE, EXPECTED_TEXT_PROFILE), default_profile=REALMEM_PROFILE, stepped=True),
     Benchmark("adamem-jsonl", "AdaMem JSONL", "AdaMem episodes, one JSON object per line", "episode", "substrings",
               "adapters.adamem_jsonl:EpisodeFile", group_key=None, rendering="observation content as-is",
               system="adamem"),

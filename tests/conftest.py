@@ -86,6 +86,18 @@ def locomo_path():
     return path
 
 
+@pytest.fixture(scope="session")
+def realmem_dir():
+    """The five development personas of RealMem (`../shared/data/realmem_dev5`)."""
+    path = SHARED_DATA / "realmem_dev5"
+    if not path.is_dir():
+        message = f"RealMem development personas not found at {path} (set MEMFARM_SHARED_DATA)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 #: Fuzz budgets: small enough for CI by default; `pytest --hypothesis-profile=long` for a longer local run.

@@ -78,3 +78,12 @@ def render_in_chromium(page: Path, screenshot: Path, height: int = 1600) -> str:
     subprocess.run(args + [f"--screenshot={screenshot}", f"--window-size=1200,{height}", page.as_uri()],
                    capture_output=True, timeout=120)
     return dom
+
+
+def realmem_persona(source: Path, sessions: int, path: Path) -> Path:
+    """The first `sessions` sessions of a RealMem persona file, written to `path` (a shorter persona for a test;
+    queries whose gold is later are then named unscorable by the adapter, as any other)."""
+    data = json.loads(source.read_text())
+    data["dialogues"] = data["dialogues"][:sessions]
+    path.write_text(json.dumps(data))
+    return path

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from adapters.systems.contract import CountsWrites, Describes, Embeds, PacksContext, SystemInfo
+from adapters.systems.contract import AddsOnIngest, CountsWrites, Describes, Embeds, PacksContext, SystemInfo
 
 #: The seven configurations of the design's ablation list.
 ABLATIONS = {
@@ -225,10 +225,11 @@ class AdaMem:
         return "\n".join(f"- {c['content']}" for c in chosen)
 
 
-class AdaMemSystem(Describes, Embeds, PacksContext, CountsWrites):
+class AdaMemSystem(AddsOnIngest, Describes, Embeds, PacksContext, CountsWrites):
     """AdaMem behind the runner's contract: one memory per item, docs observed in order."""
 
     name = "adamem"
+    adds_on_ingest = True  # docs are observed in order, each step's after the last
 
     def __init__(self, ablation: str = "full", embedder=None, max_seq_length: int | None = None):
         if ablation not in ABLATIONS:

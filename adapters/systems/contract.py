@@ -78,6 +78,16 @@ class Snapshots(Protocol):
 
 
 @runtime_checkable
+class AddsOnIngest(Protocol):
+    """A system whose `ingest` adds to what it holds (a second call keeps the first one's docs). A benchmark whose
+    memory grows in steps (RealMem) gives such a system each step's docs only; any other system is reset and
+    given every doc so far at each step, which gives the same state for any system that follows the contract,
+    at a cost that grows with the steps."""
+
+    adds_on_ingest: bool
+
+
+@runtime_checkable
 class GrowsWhileAsked(Protocol):
     """A state that questions add to (sentence vectors), so that a cache entry is stored again after them."""
 
@@ -233,6 +243,10 @@ def model_files_of(system) -> str | None:
 
 def snapshots_of(system) -> Snapshots | None:
     return system if declares(system, Snapshots) else None
+
+
+def adds_on_ingest(system) -> bool:
+    return bool(system.adds_on_ingest) if declares(system, AddsOnIngest) else False
 
 
 def grows_while_asked(system) -> bool:

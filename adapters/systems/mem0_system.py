@@ -13,14 +13,15 @@ import shutil
 import tempfile
 import uuid
 
-from adapters.systems.contract import Describes, Embeds, SystemInfo
+from adapters.systems.contract import AddsOnIngest, Describes, Embeds, SystemInfo
 
 # mem0 reads this once, when it is first imported: off before anything imports it.
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 
-class Mem0System(Describes, Embeds):
+class Mem0System(AddsOnIngest, Describes, Embeds):
     name = "mem0"
+    adds_on_ingest = True  # each doc is one `Memory.add`
 
     def __init__(self, workdir: str | None = None):
         self._root = workdir or tempfile.mkdtemp(prefix="memfarm-mem0-")

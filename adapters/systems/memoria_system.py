@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from dataclasses import fields
 
-from adapters.systems.contract import (CountsWork, Describes, Diagnoses, Embeds, GrowsWhileAsked,
+from adapters.systems.contract import (AddsOnIngest, CountsWork, Describes, Diagnoses, Embeds, GrowsWhileAsked,
                                        HasBuildIdentity, SharesVectors, Snapshots, SystemInfo)
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
@@ -57,7 +57,7 @@ def plan_parts(mode: str, without=(), weights: dict | None = None) -> Parts:
     return Parts(sources, tuple(part for part in without if part in switches), windows)
 
 
-class MemoriaSystem(Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAsked, CountsWork, Diagnoses,
+class MemoriaSystem(AddsOnIngest, Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAsked, CountsWork, Diagnoses,
                     SharesVectors):
     """One Memoria state per item; `mode` picks the retrieval sources.
 
@@ -71,6 +71,8 @@ class MemoriaSystem(Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAs
     """
 
     name = "memoria"
+    #: A second ingest adds rows to the same state (ids, BM25, FAISS; windows and views brought up to date).
+    adds_on_ingest = True
 
     def __init__(self, mode: str = defaults.DEFAULT_MODE, batch_size: int = defaults.DEFAULT_BATCH_SIZE,
                  max_workers: int = defaults.DEFAULT_MAX_WORKERS, parallel_extract: bool = True, embedder=None,

@@ -33,7 +33,7 @@ import uuid
 import weakref
 from contextlib import contextmanager
 
-from adapters.systems.contract import Closes, Describes, Diagnoses, Embeds, SystemInfo
+from adapters.systems.contract import AddsOnIngest, Closes, Describes, Diagnoses, Embeds, SystemInfo
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 #: MemPalace searches a pool this many times wider than top_k before its re-rank (its own default).
@@ -45,8 +45,9 @@ OWNER_LOCK = "owner.lock"
 logger = logging.getLogger(__name__)
 
 
-class MemPalaceSystem(Describes, Embeds, Diagnoses, Closes):
+class MemPalaceSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes):
     name = "mempalace"
+    adds_on_ingest = True  # drawers are added to the palace's collection
 
     def __init__(self, embedder=None, max_seq_length: int | None = None,
                  embedder_backend: str = DEFAULT_EMBEDDER_BACKEND,

@@ -23,7 +23,7 @@ import os
 import threading
 from contextlib import contextmanager
 
-from adapters.systems.contract import Describes, Diagnoses, Embeds, SystemInfo
+from adapters.systems.contract import AddsOnIngest, Describes, Diagnoses, Embeds, SystemInfo
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 MODES = ("hybrid", "dense")
@@ -49,8 +49,9 @@ def _labels_on():
                 os.environ["MNEM_BENCH"] = previous
 
 
-class MnemSystem(Describes, Embeds, Diagnoses):
+class MnemSystem(AddsOnIngest, Describes, Embeds, Diagnoses):
     name = "mnem"
+    adds_on_ingest = True  # each ingest is one more transaction of nodes
 
     def __init__(self, mode: str = "hybrid", embedder=None, max_seq_length: int | None = None,
                  embedder_backend: str = DEFAULT_EMBEDDER_BACKEND, batch_size: int | None = None):

@@ -80,8 +80,9 @@ def run_options(command):
 
     options = [
         click.argument("benchmark", type=click.Choice(list(BENCHMARKS))),
-        click.option("--dataset", type=click.Path(dir_okay=False), default=None,
-                     help="The dataset file (not for adamem-synthetic)."),
+        click.option("--dataset", type=click.Path(), default=None,
+                     help="The dataset file (not for adamem-synthetic); for realmem, a persona file or a folder of "
+                          "them."),
         click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="Companion questions file (LongMemEval) for turn-level gold."),
         *described("mode"),
@@ -123,8 +124,11 @@ def spec_from(ctx: click.Context, command: str, params: dict, farm: bool):
     explicit = {name for name in params
                 if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)}
     dataset = params.get("dataset")
-    if dataset is not None and not Path(dataset).is_file():  # named with where the benchmark's file comes from
-        benchmark = BENCHMARKS[params["benchmark"]]
+    benchmark = BENCHMARKS[params["benchmark"]]
+    if dataset is not None and Path(dataset).is_dir() and not benchmark.stepped:
+        raise click.BadParameter(f"{dataset!r} is a folder; {benchmark.title} takes one file", ctx=ctx,
+                                 param_hint="'--dataset'")
+    if dataset is not None and not Path(dataset).exists():  # named with where the benchmark's file comes from
         raise click.BadParameter(f"file {dataset!r} does not exist; {benchmark.title} comes as {benchmark.source} "
                                  "(docs/datasets.md)", ctx=ctx, param_hint="'--dataset'")
     spec = from_options(params.pop("benchmark"), params, command=command, explicit=explicit)

@@ -36,8 +36,9 @@ import math
 import re
 
 from adapters import metrics as m
-from adapters import official
-from adapters.defaults import EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE, SCORING_PROFILES, profile_name
+from adapters import official, realmem_metrics
+from adapters.defaults import (EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE, REALMEM_PROFILE, SCORING_PROFILES,
+                               profile_name)
 from adapters.errors import ResultsError
 from coordinator.running.reducer import failure_summary
 
@@ -202,6 +203,10 @@ def _check_record(record: dict, path: str, profile: str | None) -> None:
         field = "metrics" if profile == EXPECTED_TEXT_PROFILE else f"metrics_by_profile.{EXPECTED_TEXT_PROFILE}"
         # an empty ranking may have been of sessions, whose turn metrics are null: null is not refused there
         _agree(blocks[EXPECTED_TEXT_PROFILE], _expected_text(ranking[:kept], level, gold, profile, ks),
+               f"{where}: field {field}", partial=not ranking)
+    if blocks.get(REALMEM_PROFILE) is not None:  # RealMem's gold is the record's own under both its profiles
+        field = "metrics" if profile == REALMEM_PROFILE else f"metrics_by_profile.{REALMEM_PROFILE}"
+        _agree(blocks[REALMEM_PROFILE], realmem_metrics.metrics(ranking[:kept], {**gold, "scored": True}, level, ks),
                f"{where}: field {field}", partial=not ranking)
     if blocks.get(OFFICIAL_PROFILE) is not None and level == "turn" and profile == OFFICIAL_PROFILE:
         field = "metrics"

@@ -15,7 +15,7 @@ from pathlib import Path
 from adapters.defaults import (DEFAULT_MAX_ATTEMPTS, DEFAULT_TOP_K, EMBEDDING_STORE_FILE,
                                EXPECTED_TEXT_PROFILE, K_VALUES)
 from adapters.errors import MemfarmError
-from adapters.files import content_hash, file_sha256
+from adapters.files import content_hash, dataset_sha256
 from adapters.registry import Benchmark, benchmark, default_profile
 from adapters.systems import SYSTEMS, describe, make_system
 from adapters.systems.contract import signature_of
@@ -160,6 +160,8 @@ class RunSpec:
             warnings.append(f"--cache-dir is not used: {self.system_name} cannot snapshot its state")
         if self.benchmark == "longmemeval" and self.questions is None and self.scoring_profile == EXPECTED_TEXT_PROFILE:
             warnings.append("no --questions file; turn gold is the first turn of each answer session")
+        if info.stepped and self.dataset:  # a file the adapter does not know (RealMem: by checksum) runs, named
+            warnings += self.open_dataset().warnings()
         return warnings
 
     def _check_taken(self, system, refuse) -> None:
@@ -244,7 +246,7 @@ class RunSpec:
 
     def dataset_sha256(self) -> str:
         if self.dataset:
-            return file_sha256(self.dataset)
+            return dataset_sha256(self.dataset)
         return content_hash(self.open_dataset().episodes())
 
     def arguments(self) -> dict:

@@ -22,7 +22,7 @@ from adapters.files import content_hash
 from adapters.hits import clean_hits
 from adapters.official import PROFILE as OFFICIAL
 from adapters.records import candidate, failure_outcome, outcome, question_record
-from adapters.systems.contract import (build_identity_of, close_system, context_packer_of, counters_of,
+from adapters.systems.contract import (adds_on_ingest, build_identity_of, close_system, context_packer_of, counters_of,
                                        diagnostics_of, grows_while_asked, signature_of, snapshots_of,
                                        write_stats_of)
 from workers.item.cache import expected_entry
@@ -115,6 +115,8 @@ def evaluate_item(
     with crashes_as_errors():
         if "episode" in item:
             return evaluate_episode(item, system.fresh_memory(), worker=worker, attempt=attempt)
+        if "steps" in item:
+            return _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt)
         return _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt)
 
 
@@ -143,39 +145,13 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
             if failure:
                 cache_state["store_error"] = failure
     build_ms = (time.perf_counter() - started) * 1000
-    recall_ms = scoring_ms = 0.0
 
     by_id = {d["external_id"]: d for d in docs}
-    packs = context_packer_of(system) is not None  # a system that packs a prompt block (AdaMem) is measured
     # The official profile widens k until it spans k sessions, so it reads the whole ranking: the system is asked
     # for every doc, and the results file keeps the first top_k as candidates.
     depth = max(top_k, len(docs)) if profile == OFFICIAL else top_k
-    records = []
-    for position, question in enumerate(item["questions"]):
-        task = make_task(question, label, position, depth)
-        t0 = time.perf_counter()
-        hits = system.retrieve(task["label"], task["question"], task["top_k"])
-        runtime_ms = (time.perf_counter() - t0) * 1000
-        recall_ms += runtime_ms
-        measures = _context_measures(system, task, question, hits, by_id, runtime_ms) if packs else None
-        t1 = time.perf_counter()
-        hits, problems = clean_hits(hits, by_id, task["top_k"])
-        candidates = []
-        for rank, hit in enumerate(hits[:top_k], start=1):
-            eid = hit["external_id"]
-            diagnostics = dict(hit.get("diagnostics") or {})
-            final_score = diagnostics.pop("final_score", hit.get("score"))
-            candidates.append(candidate(rank, eid, text=by_id[eid]["text"], props=by_id[eid]["props"],
-                                        score=hit.get("score"), final_score=final_score, diagnostics=diagnostics,
-                                        **native[eid]))
-        records.append(question_record(
-            question, item["item_id"], candidates, level="turn", k_values=k_values, profile=profile,
-            ranking=[native[hit["external_id"]] for hit in hits], runtime_ms=runtime_ms, worker=worker, attempt=attempt,
-            diagnostics={"system": diagnostics_of(system), "rejected_hits": problems,
-                         "ranking_depth": {"asked": task["top_k"], "returned": len(hits), "docs": len(docs)}}))
-        if measures:
-            records[-1]["measures"] = measures
-        scoring_ms += (time.perf_counter() - t1) * 1000
+    asker = _Asker(system, item, label, by_id, native, top_k, depth, k_values, profile, worker, attempt)
+    records = [asker.ask(position, question) for position, question in enumerate(item["questions"])]
     if can_cache and grows_while_asked(system):  # what the questions built (sentence vectors of
         stored = time.perf_counter()  # their candidates) goes into the entry, so the next run of the item reads it
         failure = cache.store(item["item_id"], system, expected, dataset_sha256)
@@ -183,7 +159,8 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
         cache_state["stored_after_questions"] = failure is None
         if failure:
             cache_state["store_error"] = failure
-    phases.update(recall_ms=recall_ms, scoring_ms=scoring_ms, parse_ms=item.get("stats", {}).get("parse_ms", 0.0))
+    phases.update(recall_ms=asker.recall_ms, scoring_ms=asker.scoring_ms,
+                  parse_ms=item.get("stats", {}).get("parse_ms", 0.0))
     return outcome(item["item_id"], records, cache=cache_state,
                    timings={"build_or_restore_ms": round(build_ms, 3),
                             "total_ms": round((time.perf_counter() - started) * 1000, 3),
@@ -191,6 +168,96 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
                    stats={"docs": len(docs), **item.get("stats", {}),
                           **_store_counts(counts_before, counters), **_kind_counts(kinds_before, counters),
                           **_write_counts(system)})
+
+
+def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt) -> dict:
+    """A stepped item (RealMem): for each step in order, its questions are asked against memory holding the
+    docs of every earlier step, then the step's docs are added. The system never holds a later step's doc when
+    it answers. A system that adds on ingest (`contract.AddsOnIngest`) is given each step's docs; any other is
+    reset and given every doc so far. No one state answers every question, so nothing is cached per item."""
+    started = time.perf_counter()
+    docs, native = make_docs(item)
+    steps = [turn["step"] for turn in item["turns"] if turn["text"]]
+    label = docs[0]["label"] if docs else label_for(item["item_id"])
+    by_step: dict[int, list[dict]] = {}
+    for doc, step in zip(docs, steps):
+        by_step.setdefault(step, []).append(doc)
+    asking: dict[int, list[tuple[int, dict]]] = {}
+    for position, question in enumerate(item["questions"]):
+        asking.setdefault(question["step"], []).append((position, question))
+    adds = adds_on_ingest(system)
+    counters = counters_of(system)
+    counts_before = counters.embedding_counts if counters else None
+    kinds_before = counters.encoded_by_kind if counters else None
+    asker = _Asker(system, item, label, {d["external_id"]: d for d in docs}, native, top_k, top_k, k_values,
+                   profile, worker, attempt)
+    records: dict[int, dict] = {}
+    held: list[dict] = []
+    ingest_ms = 0.0
+    system.reset()
+    for step in range(max([item.get("steps", 0), *[s + 1 for s in by_step], *[s + 1 for s in asking]])):
+        for position, question in asking.get(step, ()):
+            records[position] = asker.ask(position, question, empty=not held)
+        new = by_step.get(step, [])
+        if new:
+            t0 = time.perf_counter()
+            if not adds:
+                system.reset()
+            system.ingest(new if adds else held + new)
+            held += new
+            ingest_ms += (time.perf_counter() - t0) * 1000
+    phases = {"ingest_ms": ingest_ms, "recall_ms": asker.recall_ms, "scoring_ms": asker.scoring_ms,
+              "parse_ms": item.get("stats", {}).get("parse_ms", 0.0)}
+    return outcome(item["item_id"], [records[p] for p in sorted(records)],
+                   cache={"hit": False, "reason": "memory grows in steps: no one state to cache"},
+                   timings={"build_or_restore_ms": round(ingest_ms, 3),
+                            "total_ms": round((time.perf_counter() - started) * 1000, 3),
+                            "phases_ms": {name: round(value, 3) for name, value in phases.items()}},
+                   stats={"docs": len(docs), "ingest_steps": len(by_step), "added_on_ingest": adds,
+                          **item.get("stats", {}), **_store_counts(counts_before, counters),
+                          **_kind_counts(kinds_before, counters), **_write_counts(system)})
+
+
+class _Asker:
+    """Asks one item's questions and builds their records: the task from the whitelist, the hits cleaned, the
+    native ids mapped back, the metrics of every profile."""
+
+    def __init__(self, system, item, label, by_id, native, top_k, depth, k_values, profile, worker, attempt):
+        self.system, self.item, self.label, self.by_id, self.native = system, item, label, by_id, native
+        self.top_k, self.depth, self.k_values, self.profile = top_k, depth, k_values, profile
+        self.worker, self.attempt = worker, attempt
+        self.packs = context_packer_of(system) is not None  # a system that packs a prompt block (AdaMem) is measured
+        self.recall_ms = self.scoring_ms = 0.0
+
+    def ask(self, position: int, question: dict, empty: bool = False) -> dict:
+        """The record of one question; `empty`: memory holds nothing yet, so the system is not asked."""
+        task = make_task(question, self.label, position, self.depth)
+        t0 = time.perf_counter()
+        hits = [] if empty else self.system.retrieve(task["label"], task["question"], task["top_k"])
+        runtime_ms = (time.perf_counter() - t0) * 1000
+        self.recall_ms += runtime_ms
+        measures = (_context_measures(self.system, task, question, hits, self.by_id, runtime_ms)
+                    if self.packs and not empty else None)
+        t1 = time.perf_counter()
+        hits, problems = clean_hits(hits, self.by_id, task["top_k"])
+        candidates = []
+        for rank, hit in enumerate(hits[:self.top_k], start=1):
+            eid = hit["external_id"]
+            diagnostics = dict(hit.get("diagnostics") or {})
+            final_score = diagnostics.pop("final_score", hit.get("score"))
+            candidates.append(candidate(rank, eid, text=self.by_id[eid]["text"], props=self.by_id[eid]["props"],
+                                        score=hit.get("score"), final_score=final_score, diagnostics=diagnostics,
+                                        **self.native[eid]))
+        record = question_record(
+            question, self.item["item_id"], candidates, level="turn", k_values=self.k_values, profile=self.profile,
+            ranking=[self.native[hit["external_id"]] for hit in hits], runtime_ms=runtime_ms, worker=self.worker,
+            attempt=self.attempt,
+            diagnostics={"system": diagnostics_of(self.system) if not empty else {}, "rejected_hits": problems,
+                         "ranking_depth": {"asked": task["top_k"], "returned": len(hits), "docs": len(self.by_id)}})
+        if measures:
+            record["measures"] = measures
+        self.scoring_ms += (time.perf_counter() - t1) * 1000
+        return record
 
 
 def _context_measures(system, task: dict, question: dict, hits, by_id: dict, retrieve_ms: float) -> dict:

@@ -71,9 +71,10 @@ def test_asking_for_a_capability_runs_none_of_its_members():
 @pytest.mark.parametrize("cls, declared", [
     (MemoriaSystem, {contract.Snapshots, contract.Embeds, contract.HasBuildIdentity, contract.CountsWork,
                      contract.GrowsWhileAsked, contract.Diagnoses, contract.SharesVectors,
-                     contract.Describes}),
-    (AdaMemSystem, {contract.Embeds, contract.PacksContext, contract.CountsWrites, contract.Describes}),
-    (MnemSystem, {contract.Embeds, contract.Diagnoses, contract.Describes}),
+                     contract.Describes, contract.AddsOnIngest}),
+    (AdaMemSystem, {contract.Embeds, contract.PacksContext, contract.CountsWrites, contract.Describes,
+                    contract.AddsOnIngest}),
+    (MnemSystem, {contract.Embeds, contract.Diagnoses, contract.Describes, contract.AddsOnIngest}),
     (HttpSystem, {contract.Remote, contract.Diagnoses, contract.Describes}),
 ])
 def test_each_built_in_system_declares_its_capabilities(cls, declared):

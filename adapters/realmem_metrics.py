@@ -1,0 +1,67 @@
+"""The `realmem` profile: RealMem's own retrieval metrics, reproduced exactly.
+
+The facts (RealMem repository, `eval/compute_auto_metrics_for_realmem.py`, commit 067c486a):
+
+- The corpus is every session of the persona, by `session_identifier`; a query's gold is the identifiers of
+  the sessions its answer's `memory_session_uuids` name.
+- A ranking is of sessions, each once (the benchmark's evaluation keeps one chunk per session, at its best
+  rank); at k: recall_any = any gold session in the top k; recall_all = every gold session in the top k;
+  ndcg_any = DCG of the top-k relevances over the DCG of the ideal ordering of all corpus relevances, with
+  DCG = rel_1 + sum_{i>=2} rel_i / log2(i) (its `dcg`: the first two positions weigh the same), 0 when the
+  ideal is 0.
+- Averages are plain means over the queries scored.
+
+Turn metrics are the farm's own (RealMem scores sessions only): the same formulas over the turn ranking
+against the turns the answer's memory points came from (`adapters.realmem`).
+
+Where this differs from the benchmark's script, on purpose: it keys gold by query text (two queries of the
+same text would share one gold; none do in the development personas) and scores a query whose gold is not in
+the past; here queries are keyed by `query_id` and such a query is excluded with its reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+
+
+def dcg(relevances: Sequence[float], k: int) -> float:
+    """RealMem's DCG of the first k relevances: rel_1 + sum over i >= 2 of rel_i / log2(i)."""
+    head = list(relevances)[:k]
+    if not head:
+        return 0.0
+    return head[0] + sum(rel / math.log2(i) for i, rel in enumerate(head[1:], start=2))
+
+
+def ndcg_any(ranking: Sequence[str], gold: set[str], k: int) -> float:
+    """RealMem's nDCG at k of a ranking of distinct ids; the ideal holds every gold id of the corpus first."""
+    ideal = dcg([1.0] * len(gold), k)
+    if ideal == 0:
+        return 0.0
+    return dcg([1.0 if doc in gold else 0.0 for doc in ranking[:k]], k) / ideal
+
+
+def level_metrics(ranking: Sequence[str], gold: Iterable[str], k_values) -> dict:
+    """`{"recall_any@k", "recall_all@k", "ndcg_any@k"}` for every k, RealMem's formulas, over the ranking with
+    each id at its first position."""
+    gold = set(gold)
+    ranking = list(dict.fromkeys(ranking))
+    out = {}
+    for k in k_values:
+        recalled = set(ranking[:k])
+        out[f"recall_any@{k}"] = float(any(doc in recalled for doc in gold))
+        out[f"recall_all@{k}"] = float(bool(gold) and all(doc in recalled for doc in gold))
+        out[f"ndcg_any@{k}"] = ndcg_any(ranking, gold, k)
+    return out
+
+
+def metrics(ranked: Sequence[dict], gold: dict, level: str, k_values) -> dict | None:
+    """The profile's metrics of one question from its ranking as native ids (`session_id`, `turn_id`)."""
+    if not gold["scored"]:
+        return None
+    sessions = [r["session_id"] for r in ranked]
+    turn_metrics = None
+    if level == "turn" and gold["turns"]:
+        turn_metrics = level_metrics([r["turn_id"] for r in ranked], gold["turns"], k_values)
+    return {"session": level_metrics(sessions, gold["sessions"], k_values), "turn": turn_metrics}

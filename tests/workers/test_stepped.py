@@ -1,0 +1,134 @@
+"""Memory that grows in steps (RealMem): no system ever holds a later session when it answers, a system that
+adds on ingest and one that is given everything again rank alike, and Memoria's fast path equals step by step."""
+
+import re
+import zlib
+
+import numpy as np
+import pytest
+
+from adapters.realmem import RealMem
+from adapters.systems.memoria_system import MemoriaSystem
+from tests.helpers import realmem_persona
+from workers.item.evaluate import evaluate_item, make_docs
+
+
+class RecordingSystem:
+    """A user's class that declares nothing optional: it records what it was given and ranks by shared words."""
+
+    name = "recording"
+
+    def __init__(self):
+        self.events = []
+        self.held = {}
+
+    def reset(self):
+        self.events.append(("reset", []))
+        self.held = {}
+
+    def ingest(self, docs):
+        self.events.append(("ingest", [d["external_id"] for d in docs]))
+        self.held.update({d["external_id"]: set(re.findall(r"[a-z]+", d["text"].lower())) for d in docs})
+
+    def retrieve(self, label, query, top_k):
+        self.events.append(("retrieve", sorted(self.held)))
+        words = set(re.findall(r"[a-z]+", query.lower()))
+        ranked = sorted(self.held, key=lambda eid: (-len(words & self.held[eid]), eid))
+        return [{"external_id": eid, "score": float(len(words & self.held[eid]))} for eid in ranked[:top_k]]
+
+
+class AddingRecordingSystem(RecordingSystem):
+    adds_on_ingest = True
+
+
+class WordEmbedder:
+    """Unit bag-of-words vectors: Memoria's engine is real, the model is not needed to compare two paths."""
+
+    dimension = 256
+    signature = {"model_id": "tests/bag-of-words", "dimension": 256}
+
+    def encode(self, texts, batch_size=32, **_):
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"[a-z]+", text.lower()):
+                out[row, zlib.crc32(word.encode()) % self.dimension] += 1.0
+            out[row] /= np.linalg.norm(out[row]) or 1.0
+        return out
+
+
+class MemoriaGivenEverything(MemoriaSystem):
+    """Memoria made to take the slow path: reset and every doc so far at each step."""
+
+    adds_on_ingest = False
+
+
+@pytest.fixture(scope="module")
+def short_persona(realmem_dir, tmp_path_factory):
+    """The first 30 sessions of a development persona."""
+    path = realmem_persona(realmem_dir / "Kenta_Tanaka_dialogues_256k.json", 30,
+                           tmp_path_factory.mktemp("realmem") / "Kenta_Tanaka_dialogues_256k.json")
+    return next(RealMem(path).iter_items())
+
+
+def _steps_of(item):
+    docs, _ = make_docs(item)
+    return dict(zip((d["external_id"] for d in docs), (t["step"] for t in item["turns"] if t["text"])))
+
+
+def _rankings(outcome):
+    return [[(c["id"], c["score"]) for c in record["candidates"]] for record in outcome["records"]]
+
+
+@pytest.mark.parametrize("system_class", [RecordingSystem, AddingRecordingSystem])
+def test_no_system_ever_holds_a_later_session_when_it_answers(short_persona, system_class):
+    system = system_class()
+    outcome = evaluate_item(short_persona, system, top_k=10)
+    step_of = _steps_of(short_persona)
+    asked = [q["step"] for q in short_persona["questions"]]
+    retrieves = [held for kind, held in system.events if kind == "retrieve"]
+    # a question asked while memory is empty is not put to the system; every other one is, in order
+    assert len(retrieves) == sum(1 for s in asked if s > 0)
+    for step, held in zip((s for s in asked if s > 0), retrieves):
+        assert held, "memory holds every earlier session when a question is asked"
+        assert max(step_of[eid] for eid in held) == step - 1
+    assert len(outcome["records"]) == len(short_persona["questions"])
+    assert outcome["stats"]["added_on_ingest"] is (system_class is AddingRecordingSystem)
+    ingests = [ids for kind, ids in system.events if kind == "ingest"]
+    if system_class is AddingRecordingSystem:  # each step's docs once, in order
+        assert [eid for ids in ingests for eid in ids] == list(step_of)
+    else:  # reset, then every doc so far
+        assert all(ids == list(step_of)[:len(ids)] for ids in ingests)
+
+
+def test_adding_each_step_and_giving_everything_again_rank_alike(short_persona):
+    adding = evaluate_item(short_persona, AddingRecordingSystem(), top_k=10)
+    again = evaluate_item(short_persona, RecordingSystem(), top_k=10)
+    assert _rankings(adding) == _rankings(again)
+    assert [r["metrics_by_profile"] for r in adding["records"]] == [r["metrics_by_profile"] for r in again["records"]]
+
+
+@pytest.mark.parametrize("mode", ["fusion", "full"])
+def test_memoria_adding_each_step_ranks_exactly_as_memoria_rebuilt_at_each_step(short_persona, mode):
+    fast = MemoriaSystem(mode=mode, embedder=WordEmbedder(), parallel_extract=False)
+    slow = MemoriaGivenEverything(mode=mode, embedder=WordEmbedder(), parallel_extract=False)
+    fast_outcome = evaluate_item(short_persona, fast, top_k=20)
+    slow_outcome = evaluate_item(short_persona, slow, top_k=20)
+    assert fast_outcome["stats"]["added_on_ingest"] and not slow_outcome["stats"]["added_on_ingest"]
+    scored = [r for r in fast_outcome["records"] if r["metrics"]]
+    assert len(scored) >= 10
+    assert _rankings(fast_outcome) == _rankings(slow_outcome)
+
+
+def test_a_persona_scores_under_realmem_and_the_farms_formulas(short_persona):
+    outcome = evaluate_item(short_persona, AddingRecordingSystem(), top_k=10, profile="realmem")
+    for record, question in zip(outcome["records"], short_persona["questions"]):
+        if question.get("excluded"):
+            assert record["metrics"] is None and record["excluded"] == question["excluded"]
+            continue
+        assert set(record["metrics_by_profile"]) == {"realmem", "expected-text"}
+        assert record["metrics"] == record["metrics_by_profile"]["realmem"]
+        # recall is the same under both; nDCG differs only in its discount
+        for k in (1, 5, 10):
+            for name in ("recall_any", "recall_all"):
+                assert record["metrics"]["session"][f"{name}@{k}"] == \
+                    record["metrics_by_profile"]["expected-text"]["session"][f"{name}@{k}"]
