@@ -122,7 +122,7 @@ def persona_item(data, pid: str) -> Item:
             text = check_text(turn.get("content"), twhere, "content")
             speaker = check_text(turn.get("speaker"), twhere, "speaker")
             if turn.get("is_query") is True:
-                question = _question(session_turns, n, sid, step, position, ids, swhere, date, sessions)
+                question = _question(pid, session_turns, n, sid, step, position, ids, swhere, date, sessions)
                 question["gold_by_profile"] = {REALMEM_PROFILE: {
                     "sessions": question["gold_sessions"], "turns": question["gold_turns"],
                     "scored": not question.get("excluded")}}
@@ -161,12 +161,12 @@ def _session_ids(sessions: list[dict], where: str) -> tuple[list[tuple[str, str]
     return ids, position
 
 
-def _question(turns: list[dict], n: int, sid: str, step: int, position: dict[str, int],
+def _question(pid: str, turns: list[dict], n: int, sid: str, step: int, position: dict[str, int],
               ids: list[tuple[str, str]], where: str, date: str, sessions: list[dict]) -> Question:
     query = turns[n]
     qid = query.get("query_id")
     question: Question = {
-        "question_id": str(qid) if isinstance(qid, (str, int)) and str(qid).strip() else f"{sid}#{n}",
+        "question_id": f"{pid}:{qid}" if isinstance(qid, (str, int)) and str(qid).strip() else f"{pid}:{sid}#{n}",
         "question": query["content"],
         "question_date": date,
         "question_type": str(query.get("category_name") or "uncategorised"),

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from memoria import defaults
+from memoria.ahead import VectorsAhead
 from memoria.bm25 import BM25Index
 from memoria.boosts import without_names
 from memoria.errors import UnknownModeError
@@ -61,6 +62,7 @@ class MemoryInterface:
         #: Texts the model encoded for this memory, by kind, since it was made (a reset keeps counting): with an
         #: embedding store, only those it did not serve.
         self.encoded = dict.fromkeys(ENCODED_KINDS, 0)
+        self.ahead = VectorsAhead()  # vectors of texts a caller will insert later (`encode_ahead`)
         self.dimension = embedder.dimension
         self.store = MemoryStore()
         self.vectors = VectorIndex(self.dimension)
@@ -196,6 +198,16 @@ class MemoryInterface:
         if missing:
             self._pieces_of(self.store.get(sorted(missing)))
         return self.pieces.best(query_vector, sorted(wanted))
+
+    def encode_ahead(self, texts_by_kind: dict[str, list[str]], batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
+        """Encode texts now, a batch per kind (`ENCODED_KINDS`), to be served when they are inserted
+        (`memoria.ahead`); what was encoded ahead before is forgotten, and nothing given only forgets."""
+        self.ahead = VectorsAhead()
+        encoded = 0
+        for kind, texts in texts_by_kind.items():
+            encoded += self.ahead.add(list(texts), lambda rest, kind=kind: self.counted(kind)._encode(
+                rest, batch_size=batch_size))
+        return encoded
 
     # -- what was encoded, by kind ------------------------------------------------
     def counted(self, kind: str) -> "_Tally":
@@ -374,6 +386,11 @@ class _Tally:
         self.dimension = memory.embedder.dimension
 
     def encode(self, texts, **options) -> np.ndarray:
+        if self.memory.ahead.vectors:  # texts encoded ahead are served as they are (`memoria.ahead`)
+            return self.memory.ahead.serve(list(texts), lambda rest: self._encode(rest, **options), self.dimension)
+        return self._encode(texts, **options)
+
+    def _encode(self, texts, **options) -> np.ndarray:
         embedder = self.memory.embedder
         before = getattr(embedder, "counts", {}).get("encoded")
         vectors = embedder.encode(texts, **options)

@@ -88,6 +88,15 @@ class AddsOnIngest(Protocol):
 
 
 @runtime_checkable
+class EncodesAhead(Protocol):
+    """A system that can make, in one batch, the vectors of docs it will be given later in steps, holding them
+    by text only: nothing encoded ahead is stored or searchable before its doc is ingested, and a vector is the
+    one the doc would have had anyway, so no ranking changes (`memoria.ahead`). `encode_ahead([])` forgets."""
+
+    def encode_ahead(self, docs: list[dict]) -> None: ...
+
+
+@runtime_checkable
 class GrowsWhileAsked(Protocol):
     """A state that questions add to (sentence vectors), so that a cache entry is stored again after them."""
 
@@ -189,12 +198,13 @@ def declares(system, capability: type) -> bool:
     """Whether `system` has `capability`: declared by subclassing it, or every member of it present."""
     if isinstance(system, type):
         return False
-    if capability in type(system).__mro__:
-        return True
+    subclassed = capability in type(system).__mro__
     missing = object()
     for member in _members(capability):
         found = inspect.getattr_static(system, member, missing)
-        if found is missing or (found is None and callable(getattr(capability, member, None))):
+        if found is None and callable(getattr(capability, member, None)):
+            return False  # a method set to None withdraws the capability, even one declared by subclassing
+        if found is missing and not subclassed:
             return False
     return True
 
@@ -247,6 +257,10 @@ def snapshots_of(system) -> Snapshots | None:
 
 def adds_on_ingest(system) -> bool:
     return bool(system.adds_on_ingest) if declares(system, AddsOnIngest) else False
+
+
+def encoder_ahead_of(system) -> EncodesAhead | None:
+    return system if declares(system, EncodesAhead) else None
 
 
 def grows_while_asked(system) -> bool:

@@ -9,11 +9,12 @@ from typing import NamedTuple
 
 from dataclasses import fields
 
-from adapters.systems.contract import (AddsOnIngest, CountsWork, Describes, Diagnoses, Embeds, GrowsWhileAsked,
+from adapters.systems.contract import (AddsOnIngest, CountsWork, EncodesAhead, Describes, Diagnoses, Embeds, GrowsWhileAsked,
                                        HasBuildIdentity, SharesVectors, Snapshots, SystemInfo)
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
 from memoria.settings import MemoriaSettings
+from memoria.windows import build_windows
 
 
 def onnx_folder() -> Path:
@@ -57,7 +58,7 @@ def plan_parts(mode: str, without=(), weights: dict | None = None) -> Parts:
     return Parts(sources, tuple(part for part in without if part in switches), windows)
 
 
-class MemoriaSystem(AddsOnIngest, Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAsked, CountsWork, Diagnoses,
+class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAsked, CountsWork, Diagnoses,
                     SharesVectors):
     """One Memoria state per item; `mode` picks the retrieval sources.
 
@@ -179,7 +180,7 @@ class MemoriaSystem(AddsOnIngest, Describes, Embeds, HasBuildIdentity, Snapshots
 
     def ingest(self, docs: list[dict]) -> None:
         texts = [d["text"] for d in docs]
-        metadatas = [{"external_id": d["external_id"], "label": d["label"], **d["props"]} for d in docs]
+        metadatas = [_metadata(d) for d in docs]
         loader = BatchLoader(self.memory)
         loader.insert_batch(
             texts, metadatas, batch_size=self.batch_size,
@@ -191,6 +192,17 @@ class MemoriaSystem(AddsOnIngest, Describes, Embeds, HasBuildIdentity, Snapshots
             self.memory.build_windows(batch_size=self.batch_size)
             self.ingest_timings["encode_ms"] = self.ingest_timings.get("encode_ms", 0.0) + \
                 (time.perf_counter() - started) * 1000
+
+    def encode_ahead(self, docs: list[dict]) -> None:
+        """The vectors of `docs` (and of the windows their sessions make, where windows are searched), made now
+        in one batch per kind and served when the docs are ingested in steps (`memoria.ahead`)."""
+        texts = {"turns": [d["text"] for d in docs]}
+        if "window" in self.sources and docs:
+            rows = [(n, d["text"], _metadata(d)) for n, d in enumerate(docs)]
+            texts["windows"] = [w["text"] for w in build_windows(rows, self.memory.window_size,
+                                                                 self.memory.window_overlap,
+                                                                 self.memory.window_turn_chars)]
+        self.memory.encode_ahead(texts if docs else {}, batch_size=self.batch_size)
 
     def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
         response = self.memory.recall(query, mode=self.mode, limit=top_k)
@@ -211,6 +223,11 @@ class MemoriaSystem(AddsOnIngest, Describes, Embeds, HasBuildIdentity, Snapshots
     def restore(self, directory: Path) -> None:
         self.memory.restore(directory)
 
+
+
+def _metadata(doc: dict) -> dict:
+    """What the engine stores beside a doc's text."""
+    return {"external_id": doc["external_id"], "label": doc["label"], **doc["props"]}
 
 
 DESCRIPTION = SystemInfo(

@@ -91,11 +91,18 @@ EXPECTED_TEXT_TURN_NOTE = ("the expected-text profile's turn gold is the answer-
                            "gold is every has_answer user turn")
 
 
+#: What tells RealMem's two profiles apart, in one line.
+SHARED_GOLD_NOTE = ("same gold and ranking under both profiles, so recall is the same; nDCG differs only in its "
+                    "discount: realmem's DCG weighs the first two positions alike (its own script), expected-text's "
+                    "is the standard 1/log2(i+1)")
+
+
 def profile_lines(results: dict) -> list[str]:
     """Every profile's headline numbers side by side, with the corpus each was computed on."""
     profiles = results.get("metrics_by_profile") or {}
     if len(profiles) < 2:
         return []
+    shared_corpus = results.get("benchmark") != "longmemeval"  # RealMem's two profiles score one corpus, one gold
     lines = ["", f"{'profile':<22}{'sess all@5':>11}{'sess any@5':>11}{'sess nDCG@10':>13}{'turn R@5':>9}"
              f"{'turn R@10':>10}{'turn nDCG@10':>13}{'n':>6}"]
     for name, block in profiles.items():
@@ -103,10 +110,12 @@ def profile_lines(results: dict) -> list[str]:
         cells = [session.get("recall_all@5"), session.get("recall_any@5"), session.get("ndcg_any@10"),
                  turn.get("recall_any@5"), turn.get("recall_any@10"), turn.get("ndcg_any@10")]
         widths = (11, 11, 13, 9, 10, 13)
-        mark = "" if block.get("own_corpus") else " *"
+        mark = "" if block.get("own_corpus") or shared_corpus else " *"
         lines.append(f"{name + mark:<22}" + "".join(f"{v:>{w}.3f}" if v is not None else f"{'-':>{w}}"
                                                    for v, w in zip(cells, widths))
                      + f"{block['all']['evaluable']['session']:>6}")
+    if shared_corpus:
+        return lines + [f"note: {SHARED_GOLD_NOTE}"]
     if any(not block.get("own_corpus") for block in profiles.values()):
         chosen = next((n for n, b in profiles.items() if b.get("own_corpus")), results.get("scoring_profile"))
         lines.append(f"* on the {chosen} profile's corpus, not its own: comparable between runs, not citable"

@@ -77,7 +77,7 @@ def test_the_development_personas_are_known_by_checksum_and_read_whole(realmem_d
 def test_a_query_whose_gold_is_its_own_session_is_named_never_scored(realmem_dir):
     kenta = next(i for i in RealMem(realmem_dir / "Kenta_Tanaka_dialogues_256k.json").iter_items())
     excluded = {q["question_id"]: q["excluded"] for q in kenta["questions"] if q.get("excluded")}
-    assert excluded == {"Q-0149": "gold includes its own session: memory never holds it when the query is asked"}
+    assert excluded == {"Kenta_Tanaka:Q-0149": "gold includes its own session: memory never holds it when the query is asked"}
     assert kenta["stats"]["excluded_questions"] == 1
 
 

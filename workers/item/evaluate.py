@@ -22,9 +22,9 @@ from adapters.files import content_hash
 from adapters.hits import clean_hits
 from adapters.official import PROFILE as OFFICIAL
 from adapters.records import candidate, failure_outcome, outcome, question_record
-from adapters.systems.contract import (adds_on_ingest, build_identity_of, close_system, context_packer_of, counters_of,
-                                       diagnostics_of, grows_while_asked, signature_of, snapshots_of,
-                                       write_stats_of)
+from adapters.systems.contract import (adds_on_ingest, build_identity_of, close_system, context_packer_of,
+                                       counters_of, diagnostics_of, encoder_ahead_of, grows_while_asked,
+                                       signature_of, snapshots_of, write_stats_of)
 from workers.item.cache import expected_entry
 
 logger = logging.getLogger(__name__)
@@ -194,7 +194,14 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt) 
     records: dict[int, dict] = {}
     held: list[dict] = []
     ingest_ms = 0.0
+    phases = dict.fromkeys(("encode_ms", "extract_ms", "index_ms"), 0.0)
     system.reset()
+    ahead = encoder_ahead_of(system)
+    if ahead:  # every doc's vector in one batch, held apart from memory until its step (contract.EncodesAhead)
+        t0 = time.perf_counter()
+        ahead.encode_ahead(docs)
+        phases["encode_ms"] += (time.perf_counter() - t0) * 1000
+        ingest_ms += (time.perf_counter() - t0) * 1000
     for step in range(max([item.get("steps", 0), *[s + 1 for s in by_step], *[s + 1 for s in asking]])):
         for position, question in asking.get(step, ()):
             records[position] = asker.ask(position, question, empty=not held)
@@ -206,8 +213,12 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt) 
             system.ingest(new if adds else held + new)
             held += new
             ingest_ms += (time.perf_counter() - t0) * 1000
-    phases = {"ingest_ms": ingest_ms, "recall_ms": asker.recall_ms, "scoring_ms": asker.scoring_ms,
-              "parse_ms": item.get("stats", {}).get("parse_ms", 0.0)}
+            for name, value in ((counters.ingest_timings if counters else None) or {}).items():
+                phases[name] = phases.get(name, 0.0) + value
+    if ahead:
+        ahead.encode_ahead([])
+    phases.update(recall_ms=asker.recall_ms, scoring_ms=asker.scoring_ms,
+                  parse_ms=item.get("stats", {}).get("parse_ms", 0.0))
     return outcome(item["item_id"], [records[p] for p in sorted(records)],
                    cache={"hit": False, "reason": "memory grows in steps: no one state to cache"},
                    timings={"build_or_restore_ms": round(ingest_ms, 3),

@@ -71,7 +71,7 @@ def test_asking_for_a_capability_runs_none_of_its_members():
 @pytest.mark.parametrize("cls, declared", [
     (MemoriaSystem, {contract.Snapshots, contract.Embeds, contract.HasBuildIdentity, contract.CountsWork,
                      contract.GrowsWhileAsked, contract.Diagnoses, contract.SharesVectors,
-                     contract.Describes, contract.AddsOnIngest}),
+                     contract.Describes, contract.AddsOnIngest, contract.EncodesAhead}),
     (AdaMemSystem, {contract.Embeds, contract.PacksContext, contract.CountsWrites, contract.Describes,
                     contract.AddsOnIngest}),
     (MnemSystem, {contract.Embeds, contract.Diagnoses, contract.Describes, contract.AddsOnIngest}),

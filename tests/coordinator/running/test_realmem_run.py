@@ -1,0 +1,63 @@
+"""RealMem end to end: `memfarm run realmem` on a folder of personas, locally and on a farm of real workers."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from coordinator.cli import main
+from tests.helpers import realmem_persona
+
+
+@pytest.fixture(scope="module")
+def personas(realmem_dir, tmp_path_factory):
+    """Two development personas cut to their first 12 sessions, in one folder."""
+    folder = tmp_path_factory.mktemp("realmem")
+    for name in ("Kenta_Tanaka", "Liam_O_Connor"):
+        realmem_persona(realmem_dir / f"{name}_dialogues_256k.json", 12, folder / f"{name}_dialogues_256k.json")
+    return folder
+
+
+def _run(personas, out, env=None, *extra):
+    result = CliRunner().invoke(main, ["run", "realmem", "--dataset", str(personas), "--retrieval-mode", "bm25",
+                                       "--top-k", "20", "--output", str(out), *extra], env=env or {})
+    assert result.exit_code == 0, result.output
+    return result, json.loads(out.read_text()), out
+
+
+def _comparable(records):
+    return [(r["question_id"], r["status"], r["metrics_by_profile"], [c["id"] for c in r["candidates"]])
+            for r in records]
+
+
+@pytest.fixture(scope="module")
+def local(personas, tmp_path_factory):
+    out = tmp_path_factory.mktemp("local") / "realmem.json"
+    return _run(personas, out)
+
+
+def test_a_folder_of_personas_runs_scored_under_realmems_profile(embedder, personas, local, tmp_path):
+    result, results, out = local
+    raw = [json.loads(p.read_text()) for p in sorted(personas.glob("*.json"))]
+    queries = sum(1 for d in raw for s in d["dialogues"] for t in s["dialogue_turns"] if t["is_query"])
+    assert results["benchmark"] == "realmem" and results["scoring_profile"] == "realmem"
+    assert results["question_count"] == queries == len(results["records"])
+    assert "checksum" in result.output, "cut personas are not the known files: the run says so"
+    assert {r["item_id"] for r in results["records"]} == {"Kenta_Tanaka", "Liam_O_Connor"}
+    scored = [r for r in results["records"] if r["metrics"]]
+    assert scored and all(set(r["metrics_by_profile"]) == {"realmem", "expected-text"} for r in scored)
+    assert {r.get("question_type") for r in results["records"]} <= {
+        "Dynamic Incremental", "Dynamic Updating", "Implicit Preference", "Temporal-reasoning"}
+    manifest = json.loads(out.with_name("realmem.manifest.json").read_text())
+    assert len(manifest["dataset_sha256"]) == 64
+    analyzed = CliRunner().invoke(main, ["analyze", str(out)])
+    assert analyzed.exit_code == 0, analyzed.output
+
+
+@pytest.mark.slow
+def test_realmem_on_the_farm_gives_the_local_records(embedder, redis_server, workers, personas, local, tmp_path):
+    for name in ("w1", "w2"):
+        workers(redis_server.url, name).wait_ready()
+    _, farm, _ = _run(personas, tmp_path / "farm.json", {"MEMFARM_BROKER": redis_server.url})
+    assert _comparable(farm["records"]) == _comparable(local[1]["records"])
+    assert farm["metrics"] == local[1]["metrics"]
