@@ -27,6 +27,19 @@ def same_rankings(before, after, label, output):
     click.echo(compare_runs(before, after, output, label))
 
 
+@devtools.command("realmem-metrics")
+@click.option("--checkout", type=click.Path(exists=True, file_okay=False), required=True,
+              help="A checkout of RealMem's repository (AvatarMemory/RealMemBench).")
+@click.option("--rankings", type=click.IntRange(1), default=500, show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/realmem_metrics_check.json",
+              show_default=True)
+def realmem_metrics(checkout, rankings, output):
+    """The realmem profile's formulas against RealMem's own metric script, on the same rankings."""
+    from devtools.realmem_metrics_check import check
+
+    click.echo(check(checkout, output, rankings))
+
+
 @devtools.command("fleet")
 @click.option("--questions", type=click.IntRange(4), default=12, show_default=True)
 @click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.05, show_default=True)
