@@ -1,5 +1,5 @@
-"""`memfarm bench systems`: every system side by side on LoCoMo and a generated LongMemEval-S file, each against
-Memoria full question by question, with what it costs to ingest and to recall and its peak memory.
+"""`memfarm bench systems`: every system side by side on LoCoMo, a generated LongMemEval-S file and, where given,
+RealMem personas, each against Memoria full question by question, with what it costs to ingest and to recall and its peak memory.
 
 Each system runs as its own `memfarm run` child (so its wall time and peak RSS are its own) with the same docs,
 the same top_k and the same embedder; the paired statistics are `memfarm compare`'s (`coordinator.results.compare`):
@@ -33,7 +33,8 @@ REFERENCE = SYSTEMS[0][0]
 
 def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cache/bench_systems",
                       questions: int = 20, scale: float = 0.1, limit: int | None = None,
-                      only: tuple[str, ...] = (), extra: tuple[str, ...] = (), resamples: int = 10_000) -> str:
+                      only: tuple[str, ...] = (), extra: tuple[str, ...] = (), resamples: int = 10_000,
+                      realmem: str | Path | None = None, realmem_limit: int | None = None) -> str:
     """Run the systems (all, or those labelled in `only`; the reference always) and every system `extra` names (a
     server's URL, a Python class; a row under its own spelling) on both datasets; write one row per dataset and
     system, and return the printed table."""
@@ -51,6 +52,8 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
     # `limit` cuts the LoCoMo file to its first conversations; the generated file is sized by `questions`.
     datasets = {"locomo": (Path(locomo), ["--limit", str(limit)] if limit else []),
                 "longmemeval": (generated_longmemeval(workdir, questions, scale, seed=7), [])}
+    if realmem:  # memory grows a session at a time; each persona is one item
+        datasets["realmem"] = (Path(realmem), ["--limit", str(realmem_limit)] if realmem_limit else [])
     rows, skipped = [], {}
     for benchmark, (path, dataset_args) in datasets.items():
         files = {}
@@ -64,7 +67,8 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
             seconds, rss = measure_memfarm(args)
             files[label] = (out, seconds, rss)
         rows += _dataset_rows(benchmark, files, resamples)
-    data = {"datasets": {"locomo": str(locomo), "longmemeval": f"generated: {questions} questions, scale {scale}"},
+    data = {"datasets": {"locomo": str(locomo), "longmemeval": f"generated: {questions} questions, scale {scale}",
+                         **({"realmem": str(realmem)} if realmem else {})},
             "limit": limit, "reference": REFERENCE, "metrics": [m for m, _ in METRICS], "rows": rows,
             "skipped": skipped}
     path = write_bench("systems", data, output)

@@ -89,6 +89,9 @@ def bench_ablation(locomo, questions, scale, workdir, output):
               help="Haystack size of the generated file (1.0: the real file's ~48 sessions a question).")
 @click.option("--limit", type=click.IntRange(1), default=None,
               help="Only the first N conversations of the LoCoMo file (the generated file is sized by --questions).")
+@click.option("--realmem", type=click.Path(exists=True), default=None,
+              help="RealMem persona files (a file or a folder, e.g. the development personas): a third dataset.")
+@click.option("--realmem-limit", type=click.IntRange(1), default=None, help="Only the first N personas.")
 @click.option("--system", "systems", multiple=True, metavar="SYSTEM",
               help="Only these rows (repeatable; memoria full, the reference, always runs): a row's label "
                    "('mnem dense'), or another system, a server (http://HOST:PORT[/PREFIX]) or a Python class, "
@@ -96,9 +99,10 @@ def bench_ablation(locomo, questions, scale, workdir, output):
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_systems", show_default=True,
               help="Where each system's results file and manifest are written (emptied first).")
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/systems.json", show_default=True)
-def bench_systems(locomo, questions, scale, limit, systems, workdir, output):
-    """Memoria (full, fusion), AdaMem full, mem0, mnem (hybrid, dense) and MemPalace on a LoCoMo file and a
-    generated LongMemEval-S file, each against Memoria full with paired intervals and Holm-adjusted p."""
+def bench_systems(locomo, questions, scale, limit, realmem, realmem_limit, systems, workdir, output):
+    """Memoria (full, fusion), AdaMem full, mem0, mnem (hybrid, dense) and MemPalace on a LoCoMo file, a
+    generated LongMemEval-S file and RealMem personas where given, each against Memoria full with paired
+    intervals and Holm-adjusted p."""
     from adapters.systems.http_client import is_http_system
     from coordinator.benches.systems import SYSTEMS, run_systems_bench
     from coordinator.running.spec import resolved_system
@@ -108,7 +112,8 @@ def bench_systems(locomo, questions, scale, limit, systems, workdir, output):
     extra = tuple(resolved_system(s) for s in systems if s not in only)
     try:
         click.echo(run_systems_bench(locomo, output, workdir=workdir, questions=questions, scale=scale,
-                                     limit=limit, only=only, extra=extra))
+                                     limit=limit, only=only, extra=extra, realmem=realmem,
+                                     realmem_limit=realmem_limit))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--system") from None
 

@@ -102,7 +102,7 @@ def profile_lines(results: dict) -> list[str]:
     profiles = results.get("metrics_by_profile") or {}
     if len(profiles) < 2:
         return []
-    shared_corpus = results.get("benchmark") != "longmemeval"  # RealMem's two profiles score one corpus, one gold
+    shared_corpus = "realmem" in profiles  # RealMem's two profiles score one corpus, one gold
     lines = ["", f"{'profile':<22}{'sess all@5':>11}{'sess any@5':>11}{'sess nDCG@10':>13}{'turn R@5':>9}"
              f"{'turn R@10':>10}{'turn nDCG@10':>13}{'n':>6}"]
     for name, block in profiles.items():

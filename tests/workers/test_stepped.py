@@ -133,7 +133,7 @@ def test_memoria_adding_each_step_ranks_exactly_as_memoria_rebuilt_at_each_step(
 
 def test_the_same_holds_with_the_real_model(embedder, realmem_dir, tmp_path):
     """Vectors encoded ahead in one batch equal those encoded a step at a time (canonical batches)."""
-    path = realmem_persona(realmem_dir / "Liam_O_Connor_dialogues_256k.json", 6, tmp_path / "Liam.json")
+    path = realmem_persona(realmem_dir / "Kim_Ji_young_dialogues_256k.json", 6, tmp_path / "Kim.json")
     _fast_and_slow_agree(next(RealMem(path).iter_items()), "full", embedder, MemoriaStepByStep)
 
 

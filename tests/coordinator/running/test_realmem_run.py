@@ -40,7 +40,7 @@ def test_a_folder_of_personas_runs_scored_under_realmems_profile(embedder, perso
     result, results, out = local
     raw = [json.loads(p.read_text()) for p in sorted(personas.glob("*.json"))]
     queries = sum(1 for d in raw for s in d["dialogues"] for t in s["dialogue_turns"] if t["is_query"])
-    assert results["benchmark"] == "realmem" and results["scoring_profile"] == "realmem"
+    assert results["benchmark"] == "RealMem" and results["scoring_profile"] == "realmem"
     assert results["question_count"] == queries == len(results["records"])
     assert "checksum" in result.output, "cut personas are not the known files: the run says so"
     assert {r["item_id"] for r in results["records"]} == {"Kenta_Tanaka", "Liam_O_Connor"}
@@ -49,7 +49,10 @@ def test_a_folder_of_personas_runs_scored_under_realmems_profile(embedder, perso
     assert {r.get("question_type") for r in results["records"]} <= {
         "Dynamic Incremental", "Dynamic Updating", "Implicit Preference", "Temporal-reasoning"}
     manifest = json.loads(out.with_name("realmem.manifest.json").read_text())
-    assert len(manifest["dataset_sha256"]) == 64
+    from adapters.files import dataset_sha256
+
+    assert manifest["dataset"]["sha256"] == dataset_sha256(personas) == results["dataset_checksum"]
+    assert {i["item_id"] for i in manifest["items"]} == {"Kenta_Tanaka", "Liam_O_Connor"}
     analyzed = CliRunner().invoke(main, ["analyze", str(out)])
     assert analyzed.exit_code == 0, analyzed.output
 
