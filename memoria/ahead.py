@@ -35,3 +35,26 @@ class VectorsAhead:
         for row, text in enumerate(texts):
             out[row] = self.vectors[text] if text in self.vectors else fresh[text]
         return out
+
+
+class AheadEmbedder:
+    """An embedder that serves the texts encoded ahead from a `VectorsAhead` and encodes the rest with the one it
+    wraps; everything else (its signature, its dimension) is the wrapped embedder's."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.ahead = VectorsAhead()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def encode(self, texts, batch_size: int = 32, **options) -> np.ndarray:
+        if not self.ahead.vectors:
+            return self.inner.encode(texts, batch_size=batch_size, **options)
+        return self.ahead.serve(list(texts), lambda rest: self.inner.encode(rest, batch_size=batch_size, **options),
+                                self.inner.dimension)
+
+    def encode_ahead(self, texts: list[str], batch_size: int = 32) -> int:
+        """Forget what was encoded ahead, then encode `texts` (each distinct one once) to be served later."""
+        self.ahead = VectorsAhead()
+        return self.ahead.add(list(texts), lambda rest: self.inner.encode(rest, batch_size=batch_size))

@@ -33,7 +33,7 @@ import uuid
 import weakref
 from contextlib import contextmanager
 
-from adapters.systems.contract import AddsOnIngest, Closes, Describes, Diagnoses, Embeds, SystemInfo
+from adapters.systems.contract import AddsOnIngest, EncodesAhead, Closes, Describes, Diagnoses, Embeds, SystemInfo
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 #: MemPalace searches a pool this many times wider than top_k before its re-rank (its own default).
@@ -45,7 +45,7 @@ OWNER_LOCK = "owner.lock"
 logger = logging.getLogger(__name__)
 
 
-class MemPalaceSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes):
+class MemPalaceSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesAhead):
     name = "mempalace"
     adds_on_ingest = True  # drawers are added to the palace's collection
 
@@ -58,12 +58,14 @@ class MemPalaceSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes):
         except ImportError as exc:
             raise ImportError(f"mempalace is not installed: {DESCRIPTION.install} (in the checkout)") from exc
         from adapters.systems.memoria_system import embedder_threads, onnx_folder
+        from memoria.ahead import AheadEmbedder
         from memoria.embedder import LazyEmbedder
 
         self.batch_size = batch_size or 32
-        self.embedder = embedder if embedder is not None and not isinstance(embedder, str) else LazyEmbedder(
-            max_seq_length, embedder_backend, onnx_dir=onnx_folder(), threads=embedder_threads(),
-            embedder=embedder if isinstance(embedder, str) else None)
+        if embedder is None or isinstance(embedder, str):
+            embedder = LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
+                                    threads=embedder_threads(), embedder=embedder)
+        self.embedder = AheadEmbedder(embedder)  # serves what a stepped item's runner had encoded ahead
         if workdir is None:  # a scratch folder of its own, held while its process lives, goes with the system
             remove_abandoned_scratch()
             self._root, owner = _held_scratch()
@@ -77,6 +79,10 @@ class MemPalaceSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes):
     @property
     def embedding_signature(self) -> dict:
         return self.embedder.signature
+
+    def encode_ahead(self, docs: list[dict]) -> None:
+        """The vectors of docs to be ingested in steps, made now in one batch (`contract.EncodesAhead`)."""
+        self.embedder.encode_ahead([d["text"] for d in docs], batch_size=self.batch_size)
 
     @property
     def config(self) -> dict:

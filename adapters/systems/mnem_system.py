@@ -23,7 +23,7 @@ import os
 import threading
 from contextlib import contextmanager
 
-from adapters.systems.contract import AddsOnIngest, Describes, Diagnoses, Embeds, SystemInfo
+from adapters.systems.contract import AddsOnIngest, EncodesAhead, Describes, Diagnoses, Embeds, SystemInfo
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 MODES = ("hybrid", "dense")
@@ -49,7 +49,7 @@ def _labels_on():
                 os.environ["MNEM_BENCH"] = previous
 
 
-class MnemSystem(AddsOnIngest, Describes, Embeds, Diagnoses):
+class MnemSystem(AddsOnIngest, Describes, Embeds, Diagnoses, EncodesAhead):
     name = "mnem"
     adds_on_ingest = True  # each ingest is one more transaction of nodes
 
@@ -62,13 +62,15 @@ class MnemSystem(AddsOnIngest, Describes, Embeds, Diagnoses):
         except ImportError as exc:
             raise ImportError(f"mnem is not installed: {DESCRIPTION.install} (in the checkout)") from exc
         from adapters.systems.memoria_system import embedder_threads, onnx_folder
+        from memoria.ahead import AheadEmbedder
         from memoria.embedder import LazyEmbedder
 
         self.mode = mode
         self.batch_size = batch_size or 32
-        self.embedder = embedder if embedder is not None and not isinstance(embedder, str) else LazyEmbedder(
-            max_seq_length, embedder_backend, onnx_dir=onnx_folder(), threads=embedder_threads(),
-            embedder=embedder if isinstance(embedder, str) else None)
+        if embedder is None or isinstance(embedder, str):
+            embedder = LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
+                                    threads=embedder_threads(), embedder=embedder)
+        self.embedder = AheadEmbedder(embedder)  # serves what a stepped item's runner had encoded ahead
         self._repo = None
         self._ids: dict[str, str] = {}
         self.last_diagnostics: dict = {}
@@ -76,6 +78,10 @@ class MnemSystem(AddsOnIngest, Describes, Embeds, Diagnoses):
     @property
     def embedding_signature(self) -> dict:
         return self.embedder.signature
+
+    def encode_ahead(self, docs: list[dict]) -> None:
+        """The vectors of docs to be ingested in steps, made now in one batch (`contract.EncodesAhead`)."""
+        self.embedder.encode_ahead([d["text"] for d in docs], batch_size=self.batch_size)
 
     @property
     def config(self) -> dict:

@@ -150,3 +150,39 @@ def test_a_persona_scores_under_realmem_and_the_farms_formulas(short_persona):
             for name in ("recall_any", "recall_all"):
                 assert record["metrics"]["session"][f"{name}@{k}"] == \
                     record["metrics_by_profile"]["expected-text"]["session"][f"{name}@{k}"]
+
+
+@pytest.mark.parametrize("system_name", ["mnem", "mempalace"])
+def test_outside_systems_encode_ahead_and_rank_as_they_would_step_by_step(short_persona, system_name, tmp_path):
+    """mnem and MemPalace serve a stepped item's vectors made ahead; their rankings equal a run without that."""
+    import importlib.util
+
+    from tests.helpers import skip_outside_ci
+
+    from adapters.systems import SYSTEMS
+
+    info = SYSTEMS[system_name]
+    if importlib.util.find_spec(info.vendor_module) is None:
+        skip_outside_ci(f"{info.vendor_module} is not installed ({info.install})")
+    stepwise = type("StepByStep", (info.factory,), {"encode_ahead": None})
+    outcomes, calls = [], []
+    for factory in (info.factory, stepwise):
+        embedder = CountingWordEmbedder()
+        system = factory(embedder=embedder)
+        try:
+            outcomes.append(evaluate_item(short_persona, system, top_k=10))
+        finally:
+            getattr(system, "close", lambda: None)()
+        calls.append(embedder.calls)
+    assert [r for r in outcomes[0]["records"] if r["metrics"]], "some question is scored"
+    assert _rankings(outcomes[0]) == _rankings(outcomes[1])
+    assert calls[0] < calls[1], "encoded ahead: one batch for the docs, not one a step"
+
+
+class CountingWordEmbedder(WordEmbedder):
+    def __init__(self):
+        self.calls = 0
+
+    def encode(self, texts, batch_size=32, **options):
+        self.calls += 1
+        return super().encode(texts, batch_size, **options)

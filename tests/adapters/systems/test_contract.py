@@ -74,7 +74,8 @@ def test_asking_for_a_capability_runs_none_of_its_members():
                      contract.Describes, contract.AddsOnIngest, contract.EncodesAhead}),
     (AdaMemSystem, {contract.Embeds, contract.PacksContext, contract.CountsWrites, contract.Describes,
                     contract.AddsOnIngest}),
-    (MnemSystem, {contract.Embeds, contract.Diagnoses, contract.Describes, contract.AddsOnIngest}),
+    (MnemSystem, {contract.Embeds, contract.Diagnoses, contract.Describes, contract.AddsOnIngest,
+                  contract.EncodesAhead}),
     (HttpSystem, {contract.Remote, contract.Diagnoses, contract.Describes}),
 ])
 def test_each_built_in_system_declares_its_capabilities(cls, declared):
