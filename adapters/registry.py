@@ -28,6 +28,7 @@ class Benchmark:
     scoring: str
     adapter: str
     needs_dataset: bool = True
+    #: The record fields results are grouped by, comma-separated (RealMem: by category and by persona).
     group_key: str | None = "question_type"
     rendering: str = "turn content as-is"
     #: Scoring profiles computed for every question of the benchmark (the first is the default).
@@ -60,7 +61,7 @@ BENCHMARKS = {b.name: b for b in (
               "adapters.locomo:LoCoMo",
               rendering="'{speaker}: {text}' plus ' [shares a photo: {caption}]' where the turn shares an image"),
     Benchmark("realmem", "RealMem", "dataset/*_dialogues_256k.json (AvatarMemory/RealMemBench), a file or the folder",
-              "persona", "ids", "adapters.realmem:RealMem", group_key="question_type",
+              "persona", "ids", "adapters.realmem:RealMem", group_key="question_type,item_id",
               rendering="'{speaker}: {content}'; memory grows one session at a time, each after its queries",
               profiles=(REALMEM_PROFILE, EXPECTED_TEXT_PROFILE), default_profile=REALMEM_PROFILE, stepped=True),
     Benchmark("adamem-jsonl", "AdaMem JSONL", "AdaMem episodes, one JSON object per line", "episode", "substrings",

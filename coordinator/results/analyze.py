@@ -128,6 +128,7 @@ def analyze(results: dict) -> dict:
         "embedding_store": results.get("embedding_store") or {},
         "groups": {"key": group_key[3:] if group_key else None,
                    "values": results["metrics"].get(group_key, {}) if group_key else {}},
+        "more_groups": {k[3:]: v for k, v in results["metrics"].items() if k.startswith("by_") and k != group_key},
         "measures": row_of(results) if results.get("measures") else None,
     }
 
@@ -187,15 +188,17 @@ def render_analysis(report: dict) -> str:
     if report.get("measures"):
         lines += ["", f"AdaMem measures ({MEASURES_NOTE})"]
         lines += render_rows({shown(report["retrieval_mode"]): report["measures"]})
-    if report["groups"]["key"]:
-        lines += ["", f"by {shown(report['groups']['key'])}"]
-        for name, group in report["groups"]["values"].items():
+    groups = ({report["groups"]["key"]: report["groups"]["values"]} if report["groups"]["key"] else {})
+    for key, values in {**groups, **report.get("more_groups", {})}.items():
+        lines += ["", f"by {shown(key)}"]
+        for name, group in values.items():
             session, turn = group.get("session") or {}, group.get("turn") or {}
-            lines.append(f"  {shown(name):<28} n={group['evaluable']['session']:<4} session all@5 "
-                         f"{session.get('recall_all@5', float('nan')):.3f}  "
-                         f"any@5 {session.get('recall_any@5', float('nan')):.3f}"
-                         f"  turn R@10 {turn.get('recall_any@10', float('nan')):.3f}"
-                         f" (n={group['evaluable']['turn']})")
+            cells = [("session all@5", session.get("recall_all@5")), ("any@5", session.get("recall_any@5")),
+                     ("turn R@10", turn.get("recall_any@10"))]
+            lines.append(f"  {shown(name):<28} n={group['evaluable']['session']:<4} "
+                         + "  ".join(f"{label} {value:.3f}" if value is not None else f"{label} -"
+                                     for label, value in cells)
+                         + f" (n={group['evaluable']['turn']})")
     return "\n".join(lines)
 
 

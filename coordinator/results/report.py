@@ -51,10 +51,10 @@ def metrics_table(results: dict) -> str:
             lines.append(f"{key[3:]:<28}{'n':>5} {'sess all@5':>11} {'sess any@5':>11} {'turn R@10':>10}")
             for name, group in groups.items():
                 session, turn = group.get("session") or {}, group.get("turn") or {}
+                cells = [(session.get("recall_all@5"), 11), (session.get("recall_any@5"), 11),
+                         (turn.get("recall_any@10"), 10)]
                 lines.append(f"{name[:28]:<28}{group['evaluable']['session']:>5} "
-                             f"{session.get('recall_all@5', float('nan')):>11.3f} "
-                             f"{session.get('recall_any@5', float('nan')):>11.3f} "
-                             f"{turn.get('recall_any@10', float('nan')):>10.3f}")
+                             + " ".join(f"{v:>{w}.3f}" if v is not None else f"{'-':>{w}}" for v, w in cells))
     lines += profile_lines(results)
     if results.get("short_rankings") and results.get("scoring_profile") == "longmemeval-official":
         lines.append(f"note: for {results['short_rankings']} questions the system returned fewer docs than the corpus "

@@ -86,13 +86,15 @@ def summarize(records: list[dict], group_key: str | None, profile: str | None = 
     """Averages over every record and per group; `profile`: under that profile (default: the chosen one)."""
     ok = [r for r in records if r.get("status") == "ok"]
     summary = {"all": _block(ok, profile)}
-    if group_key:
+    for key in (group_key or "").split(","):  # a benchmark may group by several fields ("question_type,item_id")
+        if not key:
+            continue
         groups = defaultdict(list)
         for record in ok:
             metrics = record.get("metrics") if profile is None else (record.get("metrics_by_profile") or {}).get(profile)
             if metrics or record.get("judgement"):
-                groups[str(record.get(group_key, ""))].append(record)
-        summary[f"by_{group_key}"] = {g: _block(rs, profile) for g, rs in sorted(groups.items())}
+                groups[str(record.get(key, ""))].append(record)
+        summary[f"by_{key}"] = {g: _block(rs, profile) for g, rs in sorted(groups.items())}
     return summary
 
 

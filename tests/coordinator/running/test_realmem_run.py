@@ -46,6 +46,10 @@ def test_a_folder_of_personas_runs_scored_under_realmems_profile(embedder, perso
     assert {r["item_id"] for r in results["records"]} == {"Kenta_Tanaka", "Liam_O_Connor"}
     scored = [r for r in results["records"] if r["metrics"]]
     assert scored and all(set(r["metrics_by_profile"]) == {"realmem", "expected-text"} for r in scored)
+    by_persona = results["metrics"]["by_item_id"]
+    assert set(by_persona) == {"Kenta_Tanaka", "Liam_O_Connor"}
+    assert sum(b["evaluable"]["session"] for b in by_persona.values()) == results["metrics"]["all"]["evaluable"]["session"]
+    assert "by item_id" in CliRunner().invoke(main, ["analyze", str(out)]).output
     assert {r.get("question_type") for r in results["records"]} <= {
         "Dynamic Incremental", "Dynamic Updating", "Implicit Preference", "Temporal-reasoning"}
     manifest = json.loads(out.with_name("realmem.manifest.json").read_text())
