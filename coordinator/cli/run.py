@@ -176,6 +176,7 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
 def _run_local(cli, spec) -> Path:
     from adapters.systems.contract import config_of
     from coordinator.running.local_executor import run_local
+    from coordinator.running.progress import QuestionProgress
 
     misses, bars = [], []
 
@@ -191,9 +192,21 @@ def _run_local(cli, spec) -> Path:
             cache = outcome.get("cache")
             if spec.cache_dir and cache and not cache["hit"] and cache["reason"] != "no cache":
                 misses.append(f"{outcome['item_id']}: {cache['reason']}")
+            bars[0].label = "items"
             bars[0].update(1, outcome)
 
-        results, manifest = run_local(spec, on_start=start, on_item=advance)
+        inside, live = QuestionProgress(), sys.stderr.isatty()
+
+        def asked(item_id, done, total):  # an item of many questions shows them: on the bar, or a line now and then
+            line = inside.line(item_id, done, total)
+            if not live:
+                if inside.due(done, total):
+                    click.echo(f"  {line}", err=True)
+            elif bars:
+                bars[0].label = f"items ({line})"
+                bars[0].render_progress()
+
+        results, manifest = run_local(spec, on_start=start, on_item=advance, on_question=asked)
     if manifest["cache"]["dir"]:
         click.echo(f"cache: {manifest['cache']['hits']} hits, {manifest['cache']['misses']} rebuilt", err=True)
         for line in misses[:20]:

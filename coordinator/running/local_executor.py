@@ -21,7 +21,8 @@ logger = logging.getLogger(__name__)
 
 
 def run_items(items, system, *, top_k, k_values, profile, cache, dataset_sha256,
-              on_item: Callable[[dict], None] | None = None) -> list[dict]:
+              on_item: Callable[[dict], None] | None = None,
+              on_question: Callable[[str, int, int], None] | None = None) -> list[dict]:
     """Evaluate items in order; a crash in one item (a vendor's panic too: `evaluate_item` makes it an error)
     becomes its failure record, the rest go on."""
     outcomes = []
@@ -29,8 +30,10 @@ def run_items(items, system, *, top_k, k_values, profile, cache, dataset_sha256,
     for item in items:
         started = time.perf_counter()
         try:
+            asked = (lambda done, total, item_id=item.get("item_id", ""): on_question(item_id, done, total)
+                     ) if on_question else None
             outcome = evaluate_item(item, system, top_k=top_k, k_values=k_values, profile=profile, cache=cache,
-                                    dataset_sha256=dataset_sha256, worker=worker, attempt=1)
+                                    dataset_sha256=dataset_sha256, worker=worker, attempt=1, on_question=asked)
         except Exception as exc:
             logger.error("item %s failed: %s", item.get("item_id"), exc)
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
@@ -67,7 +70,8 @@ def peak_rss_bytes() -> int | None:
 
 
 def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = None,
-              on_item: Callable[[dict], None] | None = None) -> tuple[dict, dict]:
+              on_item: Callable[[dict], None] | None = None,
+              on_question: Callable[[str, int, int], None] | None = None) -> tuple[dict, dict]:
     """Evaluate a whole spec here; returns (results, manifest) from the reducer, nothing written yet."""
     started = time.perf_counter()
     reset_peak_rss()
@@ -84,7 +88,7 @@ def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = No
         outcomes = run_items(adapter.iter_items(limit=spec.limit), system, top_k=spec.top_k,
                              k_values=context.k_values, profile=spec.scoring_profile, cache=cache,
                              dataset_sha256=context.dataset_sha256,
-                             on_item=on_item)
+                             on_item=on_item, on_question=on_question)
     finally:  # the system's handles and scratch go with the run, not with the process (a bench runs several)
         close_after_use(system)
     return reduce_run(outcomes, context, elapsed_seconds=time.perf_counter() - started,

@@ -10,6 +10,7 @@ their control characters escaped (`printable`).
 from __future__ import annotations
 
 import sys
+import time
 
 from adapters.terminal import printable
 
@@ -82,3 +83,31 @@ class FarmProgress:
         self._drawn = 0  # a warning moves the board down: draw it afresh below
         self.stream.write(f"warning: {printable(message)}\n")
         self.stream.flush()
+
+
+class QuestionProgress:
+    """Progress inside an item: a LoCoMo conversation or a RealMem persona is one item of many questions, asked
+    for minutes. `line(item_id, done, total)` says how many are asked, at what rate and when the item ends;
+    `due(done, total)` whether a line is worth printing where the output is no terminal (every `every` seconds,
+    and the item's last question)."""
+
+    def __init__(self, every: float = 30.0, clock=time.monotonic):
+        self.every, self.clock = every, clock
+        self.item, self.started, self.printed = None, 0.0, None
+
+    def line(self, item_id: str, done: int, total: int) -> str:
+        now = self.clock()
+        if item_id != self.item:
+            self.item, self.started, self.printed = item_id, now, None
+        elapsed = now - self.started
+        rate = done / elapsed if elapsed > 0 else None
+        eta = (total - done) / rate if rate else None
+        return (f"{printable(item_id)}: {done}/{total} questions" + (f", {rate:.1f}/s" if rate else "")
+                + f", ETA {duration(eta)}")
+
+    def due(self, done: int, total: int) -> bool:
+        now = self.clock()
+        if done >= total or self.printed is None or now - self.printed >= self.every:
+            self.printed = now
+            return True
+        return False

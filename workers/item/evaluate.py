@@ -101,13 +101,15 @@ def evaluate_item(
     dataset_sha256: str | None = None,
     worker: str | None = None,
     attempt: int = 1,
+    on_question=None,
 ) -> dict:
     """Run every question of `item` against `system`; returns the item's outcome.
 
     An item the adapter already marked malformed becomes its failed records at
     once; an exception while building or asking propagates, so that the caller
     decides (the local executor records it, a farm task retries it); a vendor's
-    BaseException propagates as a `SystemCrash`, so that both callers see an error.
+    BaseException propagates as a `SystemCrash`, so that both callers see an error. `on_question(done, total)`,
+    where given, is called after each question is asked (progress inside a long item).
     """
     worker = worker or socket.gethostname()
     if item.get("error"):
@@ -116,11 +118,13 @@ def evaluate_item(
         if "episode" in item:
             return evaluate_episode(item, system.fresh_memory(), worker=worker, attempt=attempt)
         if "steps" in item:
-            return _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt)
-        return _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt)
+            return _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, on_question)
+        return _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt,
+                               on_question)
 
 
-def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt) -> dict:
+def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt,
+                    on_question=None) -> dict:
     started = time.perf_counter()
     docs, native = make_docs(item)
     label = docs[0]["label"] if docs else label_for(item["item_id"])
@@ -150,7 +154,7 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
     # The official profile widens k until it spans k sessions, so it reads the whole ranking: the system is asked
     # for every doc, and the results file keeps the first top_k as candidates.
     depth = max(top_k, len(docs)) if profile == OFFICIAL else top_k
-    asker = _Asker(system, item, label, by_id, native, top_k, depth, k_values, profile, worker, attempt)
+    asker = _Asker(system, item, label, by_id, native, top_k, depth, k_values, profile, worker, attempt, on_question)
     records = [asker.ask(position, question) for position, question in enumerate(item["questions"])]
     if can_cache and grows_while_asked(system):  # what the questions built (sentence vectors of
         stored = time.perf_counter()  # their candidates) goes into the entry, so the next run of the item reads it
@@ -170,7 +174,7 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
                           **_write_counts(system)})
 
 
-def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt) -> dict:
+def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, on_question=None) -> dict:
     """A stepped item (RealMem): for each step in order, its questions are asked against memory holding the
     docs of every earlier step, then the step's docs are added. The system never holds a later step's doc when
     it answers. A system that adds on ingest (`contract.AddsOnIngest`) is given each step's docs; any other is
@@ -190,7 +194,7 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt) 
     counts_before = counters.embedding_counts if counters else None
     kinds_before = counters.encoded_by_kind if counters else None
     asker = _Asker(system, item, label, {d["external_id"]: d for d in docs}, native, top_k, top_k, k_values,
-                   profile, worker, attempt)
+                   profile, worker, attempt, on_question)
     records: dict[int, dict] = {}
     held: list[dict] = []
     ingest_ms = 0.0
@@ -233,12 +237,14 @@ class _Asker:
     """Asks one item's questions and builds their records: the task from the whitelist, the hits cleaned, the
     native ids mapped back, the metrics of every profile."""
 
-    def __init__(self, system, item, label, by_id, native, top_k, depth, k_values, profile, worker, attempt):
+    def __init__(self, system, item, label, by_id, native, top_k, depth, k_values, profile, worker, attempt,
+                 on_question=None):
         self.system, self.item, self.label, self.by_id, self.native = system, item, label, by_id, native
         self.top_k, self.depth, self.k_values, self.profile = top_k, depth, k_values, profile
         self.worker, self.attempt = worker, attempt
         self.packs = context_packer_of(system) is not None  # a system that packs a prompt block (AdaMem) is measured
         self.recall_ms = self.scoring_ms = 0.0
+        self.on_question, self.asked = on_question, 0
 
     def ask(self, position: int, question: dict, empty: bool = False) -> dict:
         """The record of one question; `empty`: memory holds nothing yet, so the system is not asked."""
@@ -268,6 +274,9 @@ class _Asker:
         if measures:
             record["measures"] = measures
         self.scoring_ms += (time.perf_counter() - t1) * 1000
+        self.asked += 1
+        if self.on_question:
+            self.on_question(self.asked, len(self.item["questions"]))
         return record
 
 

@@ -48,3 +48,18 @@ def test_on_a_terminal_the_board_is_redrawn_in_place():
 def test_durations_read_like_a_person_would_say_them():
     assert [duration(x) for x in (None, 0, 59.6, 61, 3599, 7260)] == ["?", "0s", "1m00s", "1m01s", "59m59s",
                                                                        "2h01m"]
+
+
+def test_progress_inside_an_item_says_questions_asked_a_rate_and_an_estimate():
+    from coordinator.running.progress import QuestionProgress
+
+    now = [100.0]
+    progress = QuestionProgress(every=30.0, clock=lambda: now[0])
+    assert progress.line("Kenta", 0, 150).startswith("Kenta: 0/150 questions")
+    assert progress.due(0, 150)
+    now[0] += 10.0
+    assert progress.line("Kenta", 50, 150) == "Kenta: 50/150 questions, 5.0/s, ETA 20s"
+    assert not progress.due(50, 150), "off a terminal: a line at most every 30 s"
+    now[0] += 20.0
+    assert progress.due(100, 150) and progress.due(150, 150), "and the item's last question always"
+    assert progress.line("Liam\x1b[2J", 1, 10).startswith("Liam\\x1b[2J: 1/10"), "a new item starts its own clock"

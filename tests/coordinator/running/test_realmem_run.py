@@ -43,6 +43,11 @@ def test_a_folder_of_personas_runs_scored_under_realmems_profile(embedder, perso
     assert results["benchmark"] == "RealMem" and results["scoring_profile"] == "realmem"
     assert results["question_count"] == queries == len(results["records"])
     assert "checksum" in result.output, "cut personas are not the known files: the run says so"
+    # progress inside each persona, off a terminal: lines of questions asked, the last at the persona's total
+    for persona in ("Kenta_Tanaka", "Liam_O_Connor"):
+        asked = [line.strip() for line in result.output.splitlines() if line.strip().startswith(f"{persona}: ")]
+        total = sum(1 for r in results["records"] if r["item_id"] == persona)
+        assert asked and asked[-1].startswith(f"{persona}: {total}/{total} questions")
     assert {r["item_id"] for r in results["records"]} == {"Kenta_Tanaka", "Liam_O_Connor"}
     scored = [r for r in results["records"] if r["metrics"]]
     assert scored and all(set(r["metrics_by_profile"]) == {"realmem", "expected-text"} for r in scored)
