@@ -30,10 +30,12 @@ import stat
 import tempfile
 import threading
 import uuid
+import warnings
 import weakref
 from contextlib import contextmanager
 
-from adapters.systems.contract import AddsOnIngest, EncodesAhead, Closes, Describes, Diagnoses, Embeds, SystemInfo
+from adapters.systems.contract import (AddsOnIngest, Closes, Describes, Diagnoses, Embeds, EncodesAhead,
+                                       SystemInfo)
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 #: MemPalace searches a pool this many times wider than top_k before its re-rank (its own default).
@@ -106,7 +108,10 @@ class MemPalaceSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, Encode
             os.environ["MEMPALACE_CONFIG_DIR"] = os.path.join(self._home, ".mempalace")
             vendor.get_embedding_function = lambda *args, **kwargs: function
             try:
-                yield
+                with warnings.catch_warnings():  # ChromaDB says, for every collection it opens, that it cannot
+                    warnings.filterwarnings(  # rebuild our embedding function from a config: by design, never
+                        "ignore", message="Could not reconstruct embedding function", category=UserWarning)
+                    yield
             finally:
                 vendor.get_embedding_function = original
                 for key, value in saved.items():

@@ -23,7 +23,7 @@ import os
 import threading
 from contextlib import contextmanager
 
-from adapters.systems.contract import AddsOnIngest, EncodesAhead, Describes, Diagnoses, Embeds, SystemInfo
+from adapters.systems.contract import AddsOnIngest, Describes, Diagnoses, Embeds, EncodesAhead, SystemInfo
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 MODES = ("hybrid", "dense")
