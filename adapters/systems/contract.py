@@ -178,6 +178,8 @@ class SystemInfo:
     #: The parts a mode asks once some are left out: `plan(mode, without, weights)`, raising ValueError for
     #: what the system does not have (None: nothing to plan).
     plan: Callable | None = None
+    #: A control arm (`adapters.systems.arms`): it shows a benchmark's floor, and every table marks it.
+    arm: bool = False
 
     @property
     def optional(self) -> bool:

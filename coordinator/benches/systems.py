@@ -24,7 +24,9 @@ SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"])
            ("mem0", ["--system", "mem0"]),
            ("mnem hybrid", ["--system", "mnem", "--retrieval-mode", "hybrid"]),
            ("mnem dense", ["--system", "mnem", "--retrieval-mode", "dense"]),
-           ("mempalace", ["--system", "mempalace"]))
+           ("mempalace", ["--system", "mempalace"]),
+           ("random arm", ["--system", "random"]),
+           ("recency arm", ["--system", "recency"]))
 #: The metrics of the table, strict first, as `memfarm compare` spells them, and their column names.
 METRICS = (("session:recall_all@5", "session_recall_all_5"), ("session:recall_any@5", "session_recall_any_5"),
            ("session:ndcg_any@10", "session_ndcg_10"), ("turn:recall_any@10", "turn_recall_any_10"))
@@ -72,7 +74,8 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
             "limit": limit, "reference": REFERENCE, "metrics": [m for m, _ in METRICS], "rows": rows,
             "skipped": skipped}
     path = write_bench("systems", data, output)
-    return "\n".join(_table(rows) + [f"skipped {k}: {v}" for k, v in skipped.items()] + [f"wrote {path}"])
+    return "\n".join(_table(rows) + ["* a control arm: it knows nothing of the question (adapters/systems/arms.py)"]
+                     + [f"skipped {k}: {v}" for k, v in skipped.items()] + [f"wrote {path}"])
 
 
 def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
@@ -108,6 +111,9 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
             row[f"{column}_delta"] = _round(entry.get("delta"))
             row[f"{column}_ci_low"], row[f"{column}_ci_high"] = _round(low), _round(high)
             row[f"{column}_p_holm"] = _round(entry.get("p_holm"), 4)
+        ceiling = (summary.get("ceiling") or {}).get("session") or {}
+        row.update(arm=bool((manifest.get("system") or {}).get("control_arm")),
+                   session_recall_all_5_ceiling=ceiling.get("recall_all@5"))
         row.update(ingest_ms_per_turn=round(build_ms / docs, 2) if docs else None,
                    recall_p50_ms=round(statistics.median(runtimes), 2) if runtimes else None,
                    wall_s=round(seconds, 1), peak_rss_mib=round(rss / 2**20, 1))
@@ -122,13 +128,22 @@ def _round(value, digits: int = 4):
 def _table(rows: list[dict]) -> list[str]:
     lines = [f"{'dataset':<12}{'system':<16}{'n':>5}{'all@5':>7}{'Δ all@5 [95% CI]':>26}{'p_holm':>8}{'any@5':>7}"
              f"{'nDCG10':>7}{'tR@10':>7}{'ms/turn':>9}{'p50 ms':>8}{'RSS MiB':>9}"]
-    for r in rows:
+    for position, r in enumerate(rows):
+        if position and rows[position - 1]["dataset"] != r["dataset"]:
+            lines.append(_ceiling_line(rows[position - 1]))
         delta = (f"{r['session_recall_all_5_delta']:+.3f} [{r['session_recall_all_5_ci_low']:+.3f},"
                  f"{r['session_recall_all_5_ci_high']:+.3f}]" if r["session_recall_all_5_delta"] is not None
                  else "reference")
         p = f"{r['session_recall_all_5_p_holm']:.3g}" if r.get("session_recall_all_5_p_holm") is not None else "-"
-        lines.append(f"{r['dataset']:<12}{r['system']:<16}{r['n']:>5}{r['session_recall_all_5']:>7.3f}{delta:>26}"
+        lines.append(f"{r['dataset']:<12}{r['system'] + (' *' if r.get('arm') else ''):<16}{r['n']:>5}{r['session_recall_all_5']:>7.3f}{delta:>26}"
                      f"{p:>8}{r['session_recall_any_5']:>7.3f}{r['session_ndcg_10']:>7.3f}"
                      f"{r['turn_recall_any_10']:>7.3f}{r['ingest_ms_per_turn'] or 0:>9.2f}"
                      f"{r['recall_p50_ms'] or 0:>8.2f}{r['peak_rss_mib']:>9.1f}")
-    return lines
+    return lines + ([_ceiling_line(rows[-1])] if rows else [])
+
+
+def _ceiling_line(row: dict) -> str:
+    """The most session recall_all@5 any system could reach on the dataset's questions (from the gold)."""
+    value = row.get("session_recall_all_5_ceiling")
+    return f"{row['dataset']:<12}{'(ceiling)':<16}{'':>5}{value:>7.3f}" if value is not None else \
+        f"{row['dataset']:<12}(ceiling: not in the results file)"

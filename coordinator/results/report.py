@@ -45,6 +45,11 @@ def metrics_table(results: dict) -> str:
             cells = "".join(f"{values[f'{metric}@{k}']:>8.3f}" if f"{metric}@{k}" in values else f"{'-':>8}"
                             for k in TABLE_K)
             lines.append(f"{level:<8} {metric:<11}{cells}{n:>7}")
+            ceiling = ((summary.get("ceiling") or {}).get(level) or {}) if metric == "recall_all" else {}
+            if ceiling:  # the most any system could reach: a question with more gold sessions than K cannot
+                lines.append(f"{'':<8} {'ceiling':<11}" + "".join(
+                    f"{ceiling[f'recall_all@{k}']:>8.3f}" if f"recall_all@{k}" in ceiling else f"{'-':>8}"
+                    for k in TABLE_K) + f"{'':>7}  (recall_all a perfect system reaches)")
     for key, groups in results["metrics"].items():
         if key.startswith("by_"):
             lines.append("")

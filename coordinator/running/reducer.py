@@ -79,7 +79,25 @@ def _block(records: list[dict], profile: str | None = None) -> dict:
     judged = [r for r in records if r.get("judgement")]
     if judged:
         block["support"] = _support(judged)
+    ceiling = recall_all_ceiling(records, profile)
+    if ceiling:
+        block["ceiling"] = ceiling
     return block
+
+
+def recall_all_ceiling(records: list[dict], profile: str | None = None) -> dict | None:
+    """The most session recall_all@K any system could reach on these questions: the share of the scored ones with
+    at most K gold sessions (a question with more cannot have them all in its top K). From the gold alone."""
+    gold = []
+    for record in records:
+        metrics = record.get("metrics") if profile is None else (record.get("metrics_by_profile") or {}).get(profile)
+        session = (metrics or {}).get("session")
+        if session and isinstance(record.get("gold"), dict):
+            gold.append((len(record["gold"].get("sessions") or []), session))
+    if not gold:
+        return None
+    ks = sorted({int(key.partition("@")[2]) for _, session in gold for key in session if key.startswith("recall_all@")})
+    return {"session": {f"recall_all@{k}": sum(1 for count, _ in gold if count <= k) / len(gold) for k in ks}}
 
 
 def summarize(records: list[dict], group_key: str | None, profile: str | None = None) -> dict:

@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli import main
-from tests.helpers import skip_outside_ci
+from tests.helpers import realmem_persona, skip_outside_ci
 
 
 def _conversation(sample_id="tiny"):
@@ -22,7 +22,7 @@ def _conversation(sample_id="tiny"):
 
 
 @pytest.mark.slow
-def test_a_system_is_set_against_memoria_full_with_its_cost(tmp_path):
+def test_a_system_is_set_against_memoria_full_with_its_cost(tmp_path, realmem_dir):
     try:
         import pymnem  # noqa: F401
     except ImportError:
@@ -30,13 +30,20 @@ def test_a_system_is_set_against_memoria_full_with_its_cost(tmp_path):
     locomo = tmp_path / "locomo.json"
     locomo.write_text(json.dumps([_conversation(), _conversation("left-out")]))
     out = tmp_path / "systems.json"
+    persona = realmem_persona(realmem_dir / "Kim_Ji_young_dialogues_256k.json", 8, tmp_path / "Kim_Ji_young.json")
     result = CliRunner().invoke(main, ["bench", "systems", "--locomo", str(locomo), "--questions", "2",
-                                       "--scale", "0.02", "--limit", "1", "--system", "mnem dense", "--workdir", str(tmp_path / "wd"),
-                                       "--output", str(out)])
+                                       "--scale", "0.02", "--limit", "1", "--system", "mnem dense",
+                                       "--system", "recency arm", "--realmem", str(persona),
+                                       "--workdir", str(tmp_path / "wd"), "--output", str(out)])
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     rows = {(r["dataset"], r["system"]): r for r in data["rows"]}
-    assert set(rows) == {(d, s) for d in ("locomo", "longmemeval") for s in ("memoria full", "mnem dense")}
+    assert set(rows) == {(d, s) for d in ("locomo", "longmemeval", "realmem")
+                         for s in ("memoria full", "mnem dense", "recency arm")}
+    # the arm is marked in the file and the table, and every dataset's table ends with the ceiling the gold allows
+    assert [r["system"] for r in data["rows"] if r["arm"]] == ["recency arm"] * 3
+    assert "recency arm *" in result.output and result.output.count("(ceiling)") == 3
+    assert all(r["session_recall_all_5"] <= r["session_recall_all_5_ceiling"] for r in data["rows"])
     reference, mnem = rows[("locomo", "memoria full")], rows[("locomo", "mnem dense")]
     # every row has the same fields: the reference's comparison with itself is None, not left out
     assert set(reference) == set(mnem) and mnem["config"] == "mnem:dense"
@@ -47,7 +54,7 @@ def test_a_system_is_set_against_memoria_full_with_its_cost(tmp_path):
         mnem["session_recall_all_5"] - reference["session_recall_all_5"], abs=1e-4)
     assert mnem["session_recall_all_5_ci_low"] <= mnem["session_recall_all_5_delta"] <= mnem["session_recall_all_5_ci_high"]
     assert 0 <= mnem["session_recall_all_5_p_holm"] <= 1
-    assert all(r["peak_rss_mib"] > 50 and r["ingest_ms_per_turn"] > 0 for r in data["rows"])
+    assert all(r["peak_rss_mib"] > 50 and r["ingest_ms_per_turn"] > 0 for r in data["rows"] if not r["arm"])
     assert data["metrics"][0] == "session:recall_all@5"
     bad = CliRunner().invoke(main, ["bench", "systems", "--locomo", str(locomo), "--system", "mnem sparse",
                                     "--workdir", str(tmp_path / "wd2"), "--output", str(tmp_path / "x.json")])

@@ -73,3 +73,20 @@ def test_realmem_on_the_farm_gives_the_local_records(embedder, redis_server, wor
     _, farm, _ = _run(personas, tmp_path / "farm.json", {"MEMFARM_BROKER": redis_server.url})
     assert _comparable(farm["records"]) == _comparable(local[1]["records"])
     assert farm["metrics"] == local[1]["metrics"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arm", ["random", "recency"])
+def test_a_control_arm_on_the_farm_ranks_as_it_does_here(redis_server, workers, personas, tmp_path, arm):
+    workers(redis_server.url, "w1").wait_ready()
+    here = CliRunner().invoke(main, ["run", "realmem", "--dataset", str(personas), "--system", arm,
+                                     "--output", str(tmp_path / "here.json")])
+    assert here.exit_code == 0, here.output
+    farm = CliRunner().invoke(main, ["run", "realmem", "--dataset", str(personas), "--system", arm,
+                                     "--output", str(tmp_path / "farm.json")], env={"MEMFARM_BROKER": redis_server.url})
+    assert farm.exit_code == 0, farm.output
+    local_records = json.loads((tmp_path / "here.json").read_text())["records"]
+    farm_records = json.loads((tmp_path / "farm.json").read_text())["records"]
+    assert _comparable(farm_records) == _comparable(local_records)
+    manifest = json.loads((tmp_path / "farm.manifest.json").read_text())
+    assert manifest["system"]["control_arm"] == arm
