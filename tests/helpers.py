@@ -3,7 +3,11 @@
 import json
 import math
 import os
+import re
+import zlib
 from pathlib import Path
+
+import numpy as np
 
 import pytest
 
@@ -87,3 +91,19 @@ def realmem_persona(source: Path, sessions: int, path: Path) -> Path:
     data["dialogues"] = data["dialogues"][:sessions]
     path.write_text(json.dumps(data))
     return path
+
+
+class WordEmbedder:
+    """Unit bag-of-words vectors (each word hashed to one of 256 dimensions): the engine, cache and files are
+    real, the model is not needed where a test compares two paths of one state."""
+
+    dimension = 256
+    signature = {"model_id": "tests/bag-of-words", "dimension": 256}
+
+    def encode(self, texts, batch_size=32, **_):
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"[a-z]+", text.lower()):
+                out[row, zlib.crc32(word.encode()) % self.dimension] += 1.0
+            out[row] /= np.linalg.norm(out[row]) or 1.0
+        return out

@@ -3,38 +3,19 @@ hashes updated to match, is a miss with its reason and is rebuilt, never used.""
 
 import json
 import os
-import re
 import stat
-import zlib
 
 import faiss
-import numpy as np
 import pytest
 
 from adapters.errors import MemfarmError
 from adapters.files import file_sha256
 from adapters.longmemeval import LongMemEval
 from adapters.systems.memoria_system import MemoriaSystem
-from tests.helpers import write_dataset
+from tests.helpers import WordEmbedder, write_dataset
 from workers.item.cache import MAC, MANIFEST, ItemCache
 from workers.item.cache_key import CACHE_KEY_ENV, cache_key_path, load_cache_key
 from workers.item.evaluate import evaluate_item
-
-
-class WordEmbedder:
-    """Unit bag-of-words vectors (each word hashed to one of 256 dimensions): the engine, cache and files are
-    real, the model is not needed to tell a used entry from a rebuilt one."""
-
-    dimension = 256
-    signature = {"model_id": "tests/bag-of-words", "dimension": 256}
-
-    def encode(self, texts, batch_size=32):
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"[a-z]+", text.lower()):
-                out[row, zlib.crc32(word.encode()) % self.dimension] += 1.0
-            out[row] /= np.linalg.norm(out[row]) or 1.0
-        return out
 
 
 def _system():

@@ -2,14 +2,12 @@
 adds on ingest and one that is given everything again rank alike, and Memoria's fast path equals step by step."""
 
 import re
-import zlib
 
-import numpy as np
 import pytest
 
 from adapters.realmem import RealMem
 from adapters.systems.memoria_system import MemoriaSystem
-from tests.helpers import realmem_persona
+from tests.helpers import WordEmbedder, realmem_persona
 from workers.item.evaluate import evaluate_item, make_docs
 
 
@@ -39,21 +37,6 @@ class RecordingSystem:
 
 class AddingRecordingSystem(RecordingSystem):
     adds_on_ingest = True
-
-
-class WordEmbedder:
-    """Unit bag-of-words vectors: Memoria's engine is real, the model is not needed to compare two paths."""
-
-    dimension = 256
-    signature = {"model_id": "tests/bag-of-words", "dimension": 256}
-
-    def encode(self, texts, batch_size=32, **_):
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"[a-z]+", text.lower()):
-                out[row, zlib.crc32(word.encode()) % self.dimension] += 1.0
-            out[row] /= np.linalg.norm(out[row]) or 1.0
-        return out
 
 
 class MemoriaStepByStep(MemoriaSystem):
