@@ -221,9 +221,10 @@ def board(results, output, resamples, seed, serve, port):
     for line in built["not_regular"]:
         click.echo(f"skipped {printable(line)}", err=True)
     others = built["skipped"] - len(built["not_regular"])
-    click.echo(f"board: {built['runs']} runs in {built['groups']} groups, {built['question_pages']} question pages, "
-               f"{built['files']} files, {built['bytes'] / 2 ** 20:.1f} MiB in {built['seconds']:.1f} s"
-               + (f" ({others} JSON files that are not results files skipped)" if others else ""))
+    click.echo(f"board: {_count(built['runs'], 'run')} in {_count(built['groups'], 'group')}, "
+               f"{_count(built['question_pages'], 'question page')}, {_count(built['files'], 'file')}, "
+               f"{built['bytes'] / 2 ** 20:.1f} MiB in {built['seconds']:.1f} s"
+               + (f" (skipped, not results files: {_count(others, 'JSON file')})" if others else ""))
     index = Path(output).resolve() / "index.html"
     click.echo(f"open:  {index.as_uri()}")
     if serve:
@@ -235,3 +236,8 @@ def board(results, output, resamples, seed, serve, port):
             pass
         finally:
             server.server_close()
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 run`, `2 runs`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

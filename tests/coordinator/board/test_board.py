@@ -239,7 +239,7 @@ def test_the_command_line_builds_and_names_the_folder(tmp_path, three):
     result = CliRunner().invoke(main, ["board", str(three[0].parent), "--output", str(tmp_path / "b"),
                                        "--resamples", "200"])
     assert result.exit_code == 0, result.output
-    assert "board: 3 runs in 1 groups, 24 question pages" in result.output
+    assert "board: 3 runs in 1 group, 24 question pages" in result.output
     assert f"open:  {(tmp_path / 'b' / 'index.html').resolve().as_uri()}" in result.output
     refused = CliRunner().invoke(main, ["board", str(three[0]), "--output", str(tmp_path / "runs")])
     assert refused.exit_code == 2 and "is not a board folder" in refused.output

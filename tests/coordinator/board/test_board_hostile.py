@@ -130,7 +130,7 @@ def test_a_fifo_among_the_results_is_skipped_and_said_never_waited_on(tmp_path, 
                                        "--resamples", str(RESAMPLES)])
     assert result.exit_code == 0, result.output
     assert f"skipped {fifo}: not a regular file, not read" in result.output
-    assert "(2 JSON files that are not results files skipped)" in result.output  # the two manifests
+    assert "(skipped, not results files: 2 JSON files)" in result.output  # the two manifests
     with pytest.raises(ResultsError, match="trap.json: neither a regular file nor a folder"):
         board_data.find_results([fifo])
 
