@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import ExitStack
 from dataclasses import fields
@@ -108,6 +109,9 @@ def run_options(command):
         *settings_options(),
         *described("ablation", "max_seq_length", "embedder_backend", "embedder", "embedding_store"),
         *[system_option(setting) for setting in SETTINGS if setting.name not in placed],
+        click.option("--threads", type=click.IntRange(1), envvar="MEMFARM_THREADS", default=None,
+                     help="Local runs: threads of the model (torch, ONNX Runtime). Default: every core; 1 on a "
+                          "machine others use (oversubscribed threads slow a run several times over)."),
         click.option("--shared-embeddings", is_flag=True, default=False,
                      help="Farm: workers also share vectors through the run's Redis (float32, bounded by "
                           "MEMFARM_SHARED_EMBEDDINGS_MIB, default 256)."),
@@ -154,6 +158,11 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
     With it, items are staged in Redis and run by `memfarm worker` processes.
     """
     cli = ctx.obj
+    threads = params.pop("threads")
+    if threads and broker:
+        raise click.UsageError(FARM_THREADS)
+    if threads:  # before any model loads: torch's pool and ONNX Runtime's take it
+        use_threads(threads)
     tuning = [name for name in ("step_size", "objective", "dry_run_weights", "save_weights")
               if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
     if tuning and not optimize:
@@ -171,6 +180,21 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
             results_path = _run_local(cli, one)
         if optimize:
             _optimize(results_path, step_size, objective, dry_run_weights, save_weights)
+
+
+FARM_THREADS = "--threads is for local runs: a farm's workers take theirs from `memfarm worker --torch-threads`"
+
+
+def use_threads(threads: int) -> None:
+    """The threads a local run's model uses (torch, ONNX Runtime, OpenMP). A vector's last bits may depend on
+    the thread count (`memoria.canonical_batches`), below the tie grid: rankings of one machine stay comparable."""
+    os.environ["MEMFARM_TORCH_THREADS"] = str(threads)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(threads)
 
 
 def _run_local(cli, spec) -> Path:
@@ -298,6 +322,8 @@ def optimize(results_file, step_size, objective, folds, dry_run_weights, save_we
 @click.pass_context
 def submit(ctx, broker, **params):
     """Stage BENCHMARK's items in Redis and enqueue one task per item; prints the run id."""
+    if params.pop("threads"):
+        raise click.UsageError(FARM_THREADS)
     spec = spec_from(ctx, ctx.obj.command, params, farm=True)
     for one in spec.ablations():
         click.echo(_submit(ctx.obj, broker, one))

@@ -87,7 +87,24 @@ def torch_check(load: bool = True) -> Check:
     if torch.version.cuda:
         return Check("torch", WARN, f"{torch.__version__}, a CUDA {torch.version.cuda} build (several GB) on a "
                                     f"CPU farm; {threads} threads", fix_cpu)
+    busy = busy_cores(threads)
+    if busy:
+        return Check("torch", WARN, f"{torch.__version__} CPU build, {threads} threads; {busy}",
+                     "memfarm run --threads 1 (or MEMFARM_THREADS=1) while the machine is shared")
     return Check("torch", OK, f"{torch.__version__} CPU build, {threads} threads")
+
+
+def busy_cores(threads: int, load: float | None = None, cores: int | None = None) -> str | None:
+    """Why `threads` would oversubscribe this machine now (a load average at or above its cores), or None."""
+    try:
+        load = os.getloadavg()[0] if load is None else load
+    except OSError:  # not every system reports a load
+        return None
+    cores = cores or os.cpu_count() or 1
+    if threads > 1 and load >= cores:
+        return (f"load {load:.1f} on {cores} cores: {threads} threads a run share them with the rest, "
+                "and oversubscribed threads slow a run several times over")
+    return None
 
 
 def model_check(load: bool, max_seq_length: int | None = None, embedder: str | None = None) -> Check:

@@ -73,3 +73,33 @@ def test_a_missing_dataset_is_named_with_where_the_benchmark_comes_from(tmp_path
     result = CliRunner().invoke(main, ["run", "locomo", "--dataset", str(tmp_path / "locomo10.json")])
     assert result.exit_code == 2
     assert "does not exist" in result.output and "snap-research/LoCoMo" in result.output, result.output
+
+
+def test_threads_are_set_for_a_local_run_and_refused_for_a_farm(tmp_path, locomo_path, monkeypatch):
+    import os
+
+    import torch
+
+    monkeypatch.setenv("MEMFARM_TORCH_THREADS", "")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # both come back as they were after the test
+    before = torch.get_num_threads()
+    try:
+        result = CliRunner().invoke(main, ["run", "locomo", "--dataset", str(locomo_path), "--limit", "1",
+                                           "--system", "recency", "--threads", "1",
+                                           "--output", str(tmp_path / "r.json")])
+        assert result.exit_code == 0, result.output
+        assert torch.get_num_threads() == 1 and os.environ["MEMFARM_TORCH_THREADS"] == "1"
+    finally:
+        torch.set_num_threads(before)
+    for command in (["run", "--broker", "redis://127.0.0.1:1/0"], ["submit", "--broker", "redis://127.0.0.1:1/0"]):
+        refused = CliRunner().invoke(main, [command[0], "locomo", "--dataset", str(locomo_path), *command[1:],
+                                            "--threads", "2"])
+        assert refused.exit_code == 2 and "--threads is for local runs" in refused.output
+
+
+def test_doctor_warns_when_a_runs_threads_would_oversubscribe_the_cores():
+    from coordinator.operations.doctor import busy_cores
+
+    assert busy_cores(2, load=6.3, cores=2).startswith("load 6.3 on 2 cores")
+    assert busy_cores(2, load=0.4, cores=2) is None
+    assert busy_cores(1, load=9.0, cores=2) is None, "one thread oversubscribes nothing"
