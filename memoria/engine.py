@@ -199,15 +199,19 @@ class MemoryInterface:
             self._pieces_of(self.store.get(sorted(missing)))
         return self.pieces.best(query_vector, sorted(wanted))
 
-    def encode_ahead(self, texts_by_kind: dict[str, list[str]], batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
-        """Encode texts now, a batch per kind (`ENCODED_KINDS`), to be served when they are inserted
-        (`memoria.ahead`); what was encoded ahead before is forgotten, and nothing given only forgets."""
+    def encode_ahead(self, texts: list[str], metadatas: list[dict],
+                     batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
+        """Encode now, one batch per kind, the vectors that `texts` (to be inserted later, in order) will need: theirs
+        and, where windows are built, their windows' (`memoria.ahead`). What was encoded ahead before is forgotten;
+        no texts only forget. Returns the texts encoded."""
         self.ahead = VectorsAhead()
-        encoded = 0
-        for kind, texts in texts_by_kind.items():
-            encoded += self.ahead.add(list(texts), lambda rest, kind=kind: self.counted(kind)._encode(
-                rest, batch_size=batch_size))
-        return encoded
+        kinds = {"turns": list(texts)}
+        if self.window_size > 0 and texts:  # a session's windows depend on its own rows only
+            rows = [(n, text, metadata) for n, (text, metadata) in enumerate(zip(texts, metadatas))]
+            kinds["windows"] = [w["text"] for w in build_windows(rows, self.window_size, self.window_overlap,
+                                                                 self.window_turn_chars)]
+        return sum(self.ahead.add(batch, lambda rest, kind=kind: self.counted(kind)._encode(
+            rest, batch_size=batch_size)) for kind, batch in kinds.items())
 
     # -- what was encoded, by kind ------------------------------------------------
     def counted(self, kind: str) -> "_Tally":

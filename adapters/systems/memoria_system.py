@@ -14,7 +14,6 @@ from adapters.systems.contract import (AddsOnIngest, CountsWork, EncodesAhead, D
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
 from memoria.settings import MemoriaSettings
-from memoria.windows import build_windows
 
 
 def onnx_folder() -> Path:
@@ -105,12 +104,13 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdent
         self.weights_source = ("given" if "weights" in given
                                else defaults.weights_label(self.embedder_name))
         self.embedding_store = embedding_store
+        self._stored = None  # the embedder that keeps vectors in a store, where there is one
         if embedding_store:  # each distinct text is encoded once per machine (memoria.embedding_store)
             from memoria.model_files import model_files_sha256
             from memoria.embedding_store import EmbeddingStore, StoredEmbedder
 
-            embedder = StoredEmbedder(embedder, EmbeddingStore(embedding_store),
-                                      model_files=model_files_sha256(self.embedder_name))
+            embedder = self._stored = StoredEmbedder(embedder, EmbeddingStore(embedding_store),
+                                                     model_files=model_files_sha256(self.embedder_name))
         self.memory = MemoryInterface(embedder=embedder, settings=self.settings)
         self.sources, self.switched_off = parts.sources, parts.switched_off
         if self.sources != defaults.MODE_SOURCES[mode]:
@@ -121,8 +121,7 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdent
     @property
     def embedding_counts(self) -> dict | None:
         """Texts encoded and served from the embedding store so far (None without a store)."""
-        counts = getattr(self.memory.embedder, "counts", None)
-        return dict(counts) if counts is not None else None
+        return dict(self._stored.counts) if self._stored is not None else None
 
     @property
     def encoded_by_kind(self) -> dict:
@@ -168,12 +167,12 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdent
     @property
     def stores_vectors(self) -> bool:
         """Whether the embedder keeps vectors in a store (the farm can then share them)."""
-        return hasattr(self.memory.embedder, "shared")
+        return self._stored is not None
 
     def share_vectors(self, shared, verify_share: float) -> None:
         """Where the stored embedder finds what other workers encoded (None: nowhere); the share checked."""
-        self.memory.embedder.shared = shared
-        self.memory.embedder.verify_share = verify_share
+        self._stored.shared = shared
+        self._stored.verify_share = verify_share
 
     def reset(self) -> None:
         self.memory.reset()
@@ -194,15 +193,8 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdent
                 (time.perf_counter() - started) * 1000
 
     def encode_ahead(self, docs: list[dict]) -> None:
-        """The vectors of `docs` (and of the windows their sessions make, where windows are searched), made now
-        in one batch per kind and served when the docs are ingested in steps (`memoria.ahead`)."""
-        texts = {"turns": [d["text"] for d in docs]}
-        if "window" in self.sources and docs:
-            rows = [(n, d["text"], _metadata(d)) for n, d in enumerate(docs)]
-            texts["windows"] = [w["text"] for w in build_windows(rows, self.memory.window_size,
-                                                                 self.memory.window_overlap,
-                                                                 self.memory.window_turn_chars)]
-        self.memory.encode_ahead(texts if docs else {}, batch_size=self.batch_size)
+        """The vectors of `docs` made now, served when they are ingested in steps (`MemoryInterface.encode_ahead`)."""
+        self.memory.encode_ahead([d["text"] for d in docs], [_metadata(d) for d in docs], batch_size=self.batch_size)
 
     def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
         response = self.memory.recall(query, mode=self.mode, limit=top_k)

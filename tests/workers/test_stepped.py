@@ -6,6 +6,7 @@ import re
 import pytest
 
 from adapters.realmem import RealMem
+from adapters.systems.contract import close_system
 from adapters.systems.memoria_system import MemoriaSystem
 from tests.helpers import WordEmbedder, realmem_persona
 from workers.item.evaluate import evaluate_item, make_docs
@@ -155,7 +156,7 @@ def test_outside_systems_encode_ahead_and_rank_as_they_would_step_by_step(short_
         try:
             outcomes.append(evaluate_item(short_persona, system, top_k=10))
         finally:
-            getattr(system, "close", lambda: None)()
+            close_system(system)
         calls.append(embedder.calls)
     assert [r for r in outcomes[0]["records"] if r["metrics"]], "some question is scored"
     assert _rankings(outcomes[0]) == _rankings(outcomes[1])

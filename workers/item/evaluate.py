@@ -24,7 +24,7 @@ from adapters.official import PROFILE as OFFICIAL
 from adapters.records import candidate, failure_outcome, outcome, question_record
 from adapters.systems.contract import (adds_on_ingest, build_identity_of, close_system, context_packer_of,
                                        counters_of, diagnostics_of, encoder_ahead_of, grows_while_asked,
-                                       signature_of, snapshots_of, write_stats_of)
+                                       name_of, signature_of, snapshots_of, write_stats_of)
 from workers.item.cache import expected_entry
 
 logger = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def close_after_use(system) -> None:
         with crashes_as_errors():
             close_system(system)
     except Exception as exc:
-        logger.warning("closing system %s failed: %s", getattr(system, "name", "?"), exc)
+        logger.warning("closing system %s failed: %s", name_of(system) or "?", exc)
 
 
 def label_for(item_id: str) -> str:
