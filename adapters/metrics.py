@@ -49,16 +49,31 @@ def ndcg_any(ranking: Sequence[str], gold: set[str], k: int) -> float:
     return dcg / ideal
 
 
-def level_metrics(ranking: Sequence[str], gold: Iterable[str], k_values=K_VALUES) -> dict:
-    """`{"recall_any@k": ..., "recall_all@k": ..., "ndcg_any@k": ...}` for every k."""
+def level_metrics(ranking: Sequence[str], gold: Iterable[str], k_values=K_VALUES, ndcg=ndcg_any) -> dict:
+    """`{"recall_any@k": ..., "recall_all@k": ..., "ndcg_any@k": ...}` for every k; `ndcg` is the nDCG of a
+    profile with a DCG of its own (RealMem's)."""
     gold = set(gold)
     ranking = dedupe(ranking)
     out = {}
     for k in k_values:
         out[f"recall_any@{k}"] = recall_any(ranking, gold, k)
         out[f"recall_all@{k}"] = recall_all(ranking, gold, k)
-        out[f"ndcg_any@{k}"] = ndcg_any(ranking, gold, k)
+        out[f"ndcg_any@{k}"] = ndcg(ranking, gold, k)
     return out
+
+
+def realmem_profile(ranked: Sequence[dict], gold: dict, level: str, k_values) -> dict | None:
+    """The `realmem` profile of one question from its ranking as native ids: the farm's recall, RealMem's nDCG
+    (`adapters.realmem_metrics`); turn metrics where the question has turn gold."""
+    if not gold["scored"]:
+        return None
+
+    def at(ids, wanted):
+        return level_metrics(ids, wanted, k_values, ndcg=realmem_metrics.ndcg_any)
+
+    turns = level == "turn" and gold["turns"]
+    return {"session": at([r["session_id"] for r in ranked], gold["sessions"]),
+            "turn": at([r["turn_id"] for r in ranked], gold["turns"]) if turns else None}
 
 
 def question_metrics(
@@ -111,7 +126,7 @@ def profile_metrics(question: dict, ranked: Sequence[dict], *, level: str, k_val
                                                  official_gold, level, k_values)
     realmem_gold = (question.get("gold_by_profile") or {}).get(REALMEM_PROFILE)
     if realmem_gold is not None:
-        out[REALMEM_PROFILE] = realmem_metrics.metrics(head, realmem_gold, level, k_values)
+        out[REALMEM_PROFILE] = realmem_profile(head, realmem_gold, level, k_values)
     return out
 
 

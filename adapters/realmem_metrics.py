@@ -11,8 +11,9 @@ The facts (RealMem repository, `eval/compute_auto_metrics_for_realmem.py`, commi
   ideal is 0.
 - Averages are plain means over the queries scored.
 
-Turn metrics are the farm's own (RealMem scores sessions only): the same formulas over the turn ranking
-against the turns the answer's memory points came from (`adapters.realmem`).
+Recall is the farm's own (`adapters.metrics`, the same formulas); `metrics.realmem_profile` puts them together.
+Turn metrics are the farm's own (RealMem scores sessions only): the same formulas over the turn ranking against
+the turns the answer's memory points came from (`adapters.realmem`).
 
 Where this differs from the benchmark's script, on purpose: it keys gold by query text (two queries of the
 same text would share one gold; none do in the development personas) and scores a query whose gold is not in
@@ -22,7 +23,7 @@ the past; here queries are keyed by `query_id` and such a query is excluded with
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 
 
@@ -40,28 +41,3 @@ def ndcg_any(ranking: Sequence[str], gold: set[str], k: int) -> float:
     if ideal == 0:
         return 0.0
     return dcg([1.0 if doc in gold else 0.0 for doc in ranking[:k]], k) / ideal
-
-
-def level_metrics(ranking: Sequence[str], gold: Iterable[str], k_values) -> dict:
-    """`{"recall_any@k", "recall_all@k", "ndcg_any@k"}` for every k, RealMem's formulas, over the ranking with
-    each id at its first position."""
-    gold = set(gold)
-    ranking = list(dict.fromkeys(ranking))
-    out = {}
-    for k in k_values:
-        recalled = set(ranking[:k])
-        out[f"recall_any@{k}"] = float(any(doc in recalled for doc in gold))
-        out[f"recall_all@{k}"] = float(bool(gold) and all(doc in recalled for doc in gold))
-        out[f"ndcg_any@{k}"] = ndcg_any(ranking, gold, k)
-    return out
-
-
-def metrics(ranked: Sequence[dict], gold: dict, level: str, k_values) -> dict | None:
-    """The profile's metrics of one question from its ranking as native ids (`session_id`, `turn_id`)."""
-    if not gold["scored"]:
-        return None
-    sessions = [r["session_id"] for r in ranked]
-    turn_metrics = None
-    if level == "turn" and gold["turns"]:
-        turn_metrics = level_metrics([r["turn_id"] for r in ranked], gold["turns"], k_values)
-    return {"session": level_metrics(sessions, gold["sessions"], k_values), "turn": turn_metrics}

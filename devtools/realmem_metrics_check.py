@@ -1,7 +1,7 @@
 """`python -m devtools realmem-metrics`: the `realmem` profile's formulas against RealMem's own script.
 
 RealMem's `eval/compute_auto_metrics_for_realmem.py` is loaded from a checkout of its repository (nothing of it
-is copied here) and its `evaluate_retrieval` is called on the same rankings as `adapters.realmem_metrics`:
+is copied here) and its `evaluate_retrieval` is called on the same rankings as the `realmem` profile (`adapters.metrics.level_metrics` with RealMem's nDCG):
 seeded random rankings over a corpus of session ids, with gold of one to four sessions, at every K of its script
 and of the farm. Its code uses `np.asfarray`, which NumPy 2 removed; the check gives it NumPy's own equivalent
 (`np.asarray(x, dtype=float)`) and says so in its output.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adapters import realmem_metrics
+from adapters import metrics, realmem_metrics
 from coordinator.benches.common import write_bench
 
 SCRIPT = "eval/compute_auto_metrics_for_realmem.py"
@@ -44,7 +44,7 @@ def check(checkout: str | Path, output: str | Path, rankings: int = 500, seed: i
     for _ in range(rankings):
         gold = rng.sample(corpus, rng.randint(1, 4))
         ranking = rng.sample(corpus, rng.randint(0, 50))
-        ours = realmem_metrics.level_metrics(ranking, gold, KS)
+        ours = metrics.level_metrics(ranking, gold, KS, ndcg=realmem_metrics.ndcg_any)
         for k in KS:
             any_, all_, ndcg = theirs.evaluate_retrieval([index[s] for s in ranking], gold, corpus, k=k)
             for name, value in (("recall_any", any_), ("recall_all", all_), ("ndcg_any", ndcg)):

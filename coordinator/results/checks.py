@@ -36,7 +36,7 @@ import math
 import re
 
 from adapters import metrics as m
-from adapters import official, realmem_metrics
+from adapters import official
 from adapters.defaults import (EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE, REALMEM_PROFILE, SCORING_PROFILES,
                                profile_name)
 from adapters.errors import ResultsError
@@ -206,7 +206,7 @@ def _check_record(record: dict, path: str, profile: str | None) -> None:
                f"{where}: field {field}", partial=not ranking)
     if blocks.get(REALMEM_PROFILE) is not None:  # RealMem's gold is the record's own under both its profiles
         field = "metrics" if profile == REALMEM_PROFILE else f"metrics_by_profile.{REALMEM_PROFILE}"
-        _agree(blocks[REALMEM_PROFILE], realmem_metrics.metrics(ranking[:kept], {**gold, "scored": True}, level, ks),
+        _agree(blocks[REALMEM_PROFILE], m.realmem_profile(ranking[:kept], {**gold, "scored": True}, level, ks),
                f"{where}: field {field}", partial=not ranking)
     if blocks.get(OFFICIAL_PROFILE) is not None and level == "turn" and profile == OFFICIAL_PROFILE:
         field = "metrics"
