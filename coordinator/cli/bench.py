@@ -118,6 +118,28 @@ def bench_systems(locomo, questions, scale, limit, realmem, realmem_limit, syste
         raise click.BadParameter(str(exc), param_hint="--system") from None
 
 
+@bench.command("open-files")
+@click.option("--system", default="mempalace", show_default=True, help="The system to run (a built-in's name).")
+@click.option("--questions", type=click.IntRange(4), default=100, show_default=True,
+              help="Questions of the generated LongMemEval-S file.")
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.05, show_default=True,
+              help="Haystack size of the generated file (1.0: the real file's ~48 sessions a question).")
+@click.option("--nofile", type=click.IntRange(32), default=256, show_default=True,
+              help="The run's soft limit on open files (`ulimit -n`).")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_open_files", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/open_files.json", show_default=True)
+def bench_open_files(system, questions, scale, nofile, workdir, output):
+    """A long local run under `ulimit -n NOFILE`, with the open files counted after every item: a system that keeps
+    a finished item's store open shows a slope, or runs out of handles."""
+    from coordinator.benches.open_files import run_open_files_bench
+
+    try:
+        click.echo(run_open_files_bench(system, questions=questions, scale=scale, nofile=nofile, workdir=workdir,
+                                        output=output))
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 @bench.command("coldrun")
 @click.option("--questions", type=click.IntRange(2), default=6, show_default=True)
 @click.option("--scale", type=click.FloatRange(min=0.01), default=0.1, show_default=True,
