@@ -114,11 +114,29 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
         ceiling = (summary.get("ceiling") or {}).get("session") or {}
         row.update(arm=bool((manifest.get("system") or {}).get("control_arm")),
                    session_recall_all_5_ceiling=ceiling.get("recall_all@5"))
+        row.update(_fairness(manifest, results))
         row.update(ingest_ms_per_turn=round(build_ms / docs, 2) if docs else None,
                    recall_p50_ms=round(statistics.median(runtimes), 2) if runtimes else None,
                    wall_s=round(seconds, 1), peak_rss_mib=round(rss / 2**20, 1))
         rows.append(row)
     return rows
+
+
+def _fairness(manifest: dict, results: dict) -> dict:
+    """Like for like, as the run's own files disclose it: the top_k every system was asked for, the embedder it
+    used (none: it embeds nothing), how many questions got fewer docs than asked, how many hits the runner dropped
+    (ids never ingested, repeats, more than asked), and the system's configuration in one line."""
+    system = manifest.get("system") or {}
+    signature = system.get("embedding_signature") or {}
+    ok = [r for r in results["records"] if r.get("status") == "ok"]
+    setting = {k: v for k, v in system.items() if k not in ("name", "embedding_signature") and
+               isinstance(v, (str, int, float, bool)) and v is not None}
+    return {"top_k": manifest.get("fairness", {}).get("top_k"),
+            "embedder": signature.get("model_id", "none").rsplit("/", 1)[-1] if signature else "none",
+            "version": system.get("version"),
+            "short_rankings": manifest.get("evaluation", {}).get("short_rankings"),
+            "rejected_hits": sum(len((r.get("diagnostics") or {}).get("rejected_hits") or []) for r in ok),
+            "configuration": "; ".join(f"{k}={v}" for k, v in sorted(setting.items()))[:400]}
 
 
 def _round(value, digits: int = 4):

@@ -55,6 +55,13 @@ def test_a_system_is_set_against_memoria_full_with_its_cost(tmp_path, realmem_di
     assert mnem["session_recall_all_5_ci_low"] <= mnem["session_recall_all_5_delta"] <= mnem["session_recall_all_5_ci_high"]
     assert 0 <= mnem["session_recall_all_5_p_holm"] <= 1
     assert all(r["peak_rss_mib"] > 50 and r["ingest_ms_per_turn"] > 0 for r in data["rows"] if not r["arm"])
+    # like for like, as each run's files disclose it: one top_k, one embedder for those that embed, none for the arm
+    assert {r["top_k"] for r in data["rows"]} == {reference["top_k"]} and reference["top_k"] > 0
+    assert reference["embedder"] == mnem["embedder"] == "all-MiniLM-L6-v2"
+    assert rows[("locomo", "recency arm")]["embedder"] == "none"
+    assert "control_arm=recency" in rows[("locomo", "recency arm")]["configuration"]
+    assert mnem["version"] == "0.1.0" and "retrieval_mode=mnem:dense" in mnem["configuration"]
+    assert all(r["rejected_hits"] == 0 and r["short_rankings"] is not None for r in data["rows"])
     assert data["metrics"][0] == "session:recall_all@5"
     bad = CliRunner().invoke(main, ["bench", "systems", "--locomo", str(locomo), "--system", "mnem sparse",
                                     "--workdir", str(tmp_path / "wd2"), "--output", str(tmp_path / "x.json")])
