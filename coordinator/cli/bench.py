@@ -140,6 +140,23 @@ def bench_open_files(system, questions, scale, nofile, workdir, output):
         raise click.ClickException(str(exc)) from None
 
 
+@bench.command("realmem-cost")
+@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="A LoCoMo file; its first conversation is the yardstick.")
+@click.option("--realmem", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="One RealMem persona file, cut to as many turns as the conversation holds.")
+@click.option("--mode", default="full", show_default=True, help="Memoria's retrieval mode on both sides.")
+@click.option("--reps", type=click.IntRange(1), default=2, show_default=True, help="Cold runs of each side.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_realmem_cost", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/realmem_cost.json", show_default=True)
+def bench_realmem_cost(locomo, realmem, mode, reps, workdir, output):
+    """A RealMem persona next to a LoCoMo conversation of as many turns, cold, alternating: wall per turn and
+    peak RSS of each, and their ratio."""
+    from coordinator.benches.realmem_cost import run_realmem_cost_bench
+
+    click.echo(run_realmem_cost_bench(locomo, realmem, mode=mode, reps=reps, workdir=workdir, output=output))
+
+
 @bench.command("coldrun")
 @click.option("--questions", type=click.IntRange(2), default=6, show_default=True)
 @click.option("--scale", type=click.FloatRange(min=0.01), default=0.1, show_default=True,
