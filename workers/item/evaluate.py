@@ -125,7 +125,7 @@ def evaluate_item(
 
 def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt,
                     on_question=None) -> dict:
-    started = time.perf_counter()
+    meter = _Meter(system)
     docs, native = make_docs(item)
     label = docs[0]["label"] if docs else label_for(item["item_id"])
     cache_state = {"hit": False, "reason": "no cache"}
@@ -134,21 +134,19 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
         expected = expected_entry(content_hash(docs), signature_of(system), build_identity_of(system))
         reason = cache.restore(item["item_id"], system, expected)
         cache_state = {"hit": reason is None, "reason": reason}
-    counters = counters_of(system)
-    counts_before = counters.embedding_counts if counters else None
-    kinds_before = counters.encoded_by_kind if counters else None
-    phases = {"cache_ms": (time.perf_counter() - started) * 1000}
+    meter.phases["cache_ms"] = meter.elapsed_ms()
+    meter.start_counting()
     if not cache_state["hit"]:
         system.reset()
         system.ingest(docs)
-        phases.update((counters.ingest_timings if counters else None) or {})
+        meter.add_ingest_timings()
         if can_cache:
             stored = time.perf_counter()
             failure = cache.store(item["item_id"], system, expected, dataset_sha256)
-            phases["cache_ms"] += (time.perf_counter() - stored) * 1000
+            meter.phases["cache_ms"] += (time.perf_counter() - stored) * 1000
             if failure:
                 cache_state["store_error"] = failure
-    build_ms = (time.perf_counter() - started) * 1000
+    build_ms = meter.elapsed_ms()
 
     by_id = {d["external_id"]: d for d in docs}
     # The official profile widens k until it spans k sessions, so it reads the whole ranking: the system is asked
@@ -159,19 +157,11 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
     if can_cache and grows_while_asked(system):  # what the questions built (sentence vectors of
         stored = time.perf_counter()  # their candidates) goes into the entry, so the next run of the item reads it
         failure = cache.store(item["item_id"], system, expected, dataset_sha256)
-        phases["cache_ms"] += (time.perf_counter() - stored) * 1000
+        meter.phases["cache_ms"] += (time.perf_counter() - stored) * 1000
         cache_state["stored_after_questions"] = failure is None
         if failure:
             cache_state["store_error"] = failure
-    phases.update(recall_ms=asker.recall_ms, scoring_ms=asker.scoring_ms,
-                  parse_ms=item.get("stats", {}).get("parse_ms", 0.0))
-    return outcome(item["item_id"], records, cache=cache_state,
-                   timings={"build_or_restore_ms": round(build_ms, 3),
-                            "total_ms": round((time.perf_counter() - started) * 1000, 3),
-                            "phases_ms": {name: round(value, 3) for name, value in phases.items()}},
-                   stats={"docs": len(docs), **item.get("stats", {}),
-                          **_store_counts(counts_before, counters), **_kind_counts(kinds_before, counters),
-                          **_write_counts(system)})
+    return meter.outcome(item, records, asker, cache=cache_state, build_ms=build_ms, stats={"docs": len(docs)})
 
 
 def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, on_question=None) -> dict:
@@ -179,7 +169,7 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, 
     docs of every earlier step, then the step's docs are added. The system never holds a later step's doc when
     it answers. A system that adds on ingest (`contract.AddsOnIngest`) is given each step's docs; any other is
     reset and given every doc so far. No one state answers every question, so nothing is cached per item."""
-    started = time.perf_counter()
+    meter = _Meter(system)
     docs, native = make_docs(item)
     steps = [turn["step"] for turn in item["turns"] if turn["text"]]
     label = docs[0]["label"] if docs else label_for(item["item_id"])
@@ -190,21 +180,19 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, 
     for position, question in enumerate(item["questions"]):
         asking.setdefault(question["step"], []).append((position, question))
     adds = adds_on_ingest(system)
-    counters = counters_of(system)
-    counts_before = counters.embedding_counts if counters else None
-    kinds_before = counters.encoded_by_kind if counters else None
+    meter.start_counting()
     asker = _Asker(system, item, label, {d["external_id"]: d for d in docs}, native, top_k, top_k, k_values,
                    profile, worker, attempt, on_question)
     records: dict[int, dict] = {}
     held: list[dict] = []
     ingest_ms = 0.0
-    phases = dict.fromkeys(("encode_ms", "extract_ms", "index_ms"), 0.0)
+    meter.phases.update(dict.fromkeys(("encode_ms", "extract_ms", "index_ms"), 0.0))
     system.reset()
     ahead = encoder_ahead_of(system)
     if ahead:  # every doc's vector in one batch, held apart from memory until its step (contract.EncodesAhead)
         t0 = time.perf_counter()
         ahead.encode_ahead(docs)
-        phases["encode_ms"] += (time.perf_counter() - t0) * 1000
+        meter.phases["encode_ms"] += (time.perf_counter() - t0) * 1000
         ingest_ms += (time.perf_counter() - t0) * 1000
     for step in range(max([item.get("steps", 0), *[s + 1 for s in by_step], *[s + 1 for s in asking]])):
         for position, question in asking.get(step, ()):
@@ -217,20 +205,48 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, 
             system.ingest(new if adds else held + new)
             held += new
             ingest_ms += (time.perf_counter() - t0) * 1000
-            for name, value in ((counters.ingest_timings if counters else None) or {}).items():
-                phases[name] = phases.get(name, 0.0) + value
+            meter.add_ingest_timings()
     if ahead:
         ahead.encode_ahead([])
-    phases.update(recall_ms=asker.recall_ms, scoring_ms=asker.scoring_ms,
-                  parse_ms=item.get("stats", {}).get("parse_ms", 0.0))
-    return outcome(item["item_id"], [records[p] for p in sorted(records)],
-                   cache={"hit": False, "reason": "memory grows in steps: no one state to cache"},
-                   timings={"build_or_restore_ms": round(ingest_ms, 3),
-                            "total_ms": round((time.perf_counter() - started) * 1000, 3),
-                            "phases_ms": {name: round(value, 3) for name, value in phases.items()}},
-                   stats={"docs": len(docs), "ingest_steps": len(by_step), "added_on_ingest": adds,
-                          **item.get("stats", {}), **_store_counts(counts_before, counters),
-                          **_kind_counts(kinds_before, counters), **_write_counts(system)})
+    return meter.outcome(item, [records[p] for p in sorted(records)], asker,
+                         cache={"hit": False, "reason": "memory grows in steps: no one state to cache"},
+                         build_ms=ingest_ms,
+                         stats={"docs": len(docs), "ingest_steps": len(by_step), "added_on_ingest": adds})
+
+
+class _Meter:
+    """What one item's evaluation measures beside its records: wall time, time per phase, and what the system's
+    counters moved by (texts encoded and served, by kind), so that every way of evaluating reports them alike."""
+
+    def __init__(self, system):
+        self.system = system
+        self.started = time.perf_counter()
+        self.phases: dict[str, float] = {}
+        self.counters = None
+        self.counts_before = self.kinds_before = None
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def start_counting(self) -> None:
+        """The counters from here on are the item's (a restore from the cache before this is not)."""
+        self.counters = counters_of(self.system)
+        if self.counters:
+            self.counts_before, self.kinds_before = self.counters.embedding_counts, self.counters.encoded_by_kind
+
+    def add_ingest_timings(self) -> None:
+        for name, value in ((self.counters.ingest_timings if self.counters else None) or {}).items():
+            self.phases[name] = self.phases.get(name, 0.0) + value
+
+    def outcome(self, item: dict, records: list[dict], asker: "_Asker", *, cache: dict, build_ms: float,
+                stats: dict) -> dict:
+        self.phases.update(recall_ms=asker.recall_ms, scoring_ms=asker.scoring_ms,
+                           parse_ms=item.get("stats", {}).get("parse_ms", 0.0))
+        return outcome(item["item_id"], records, cache=cache,
+                       timings={"build_or_restore_ms": round(build_ms, 3), "total_ms": round(self.elapsed_ms(), 3),
+                                "phases_ms": {name: round(value, 3) for name, value in self.phases.items()}},
+                       stats={**stats, **item.get("stats", {}), **_store_counts(self.counts_before, self.counters),
+                              **_kind_counts(self.kinds_before, self.counters), **_write_counts(self.system)})
 
 
 class _Asker:
