@@ -20,6 +20,7 @@ label's index; the system maps the position back to the doc's external id.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from adapters.systems.contract import AddsOnIngest, Describes, Diagnoses, SystemInfo
@@ -46,6 +47,8 @@ class Bm25sSystem(AddsOnIngest, Describes, Diagnoses):
             import Stemmer
         except ImportError as exc:
             raise ImportError(f"bm25s is not installed: {DESCRIPTION.install} (in the checkout)") from exc
+        # bm25s sets its logger to DEBUG when imported (a line per index built): it follows the run's level instead
+        logging.getLogger("bm25s").setLevel(logging.NOTSET)
         self.mode = mode
         self._stemmer = Stemmer.Stemmer(STEMMER_LANGUAGE)
         self._lock = threading.Lock()  # a Snowball stemmer keeps state while it works
