@@ -25,6 +25,8 @@ SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"])
            ("mnem hybrid", ["--system", "mnem", "--retrieval-mode", "hybrid"]),
            ("mnem dense", ["--system", "mnem", "--retrieval-mode", "dense"]),
            ("mempalace", ["--system", "mempalace"]),
+           ("bm25s lucene", ["--system", "bm25s", "--retrieval-mode", "lucene"]),
+           ("bm25s robertson", ["--system", "bm25s", "--retrieval-mode", "robertson"]),
            ("random arm", ["--system", "random"]),
            ("recency arm", ["--system", "recency"]))
 #: The metrics of the table, strict first, as `memfarm compare` spells them, and their column names.
