@@ -20,6 +20,7 @@ from coordinator.benches.common import (fresh_workdir, generated_longmemeval, me
 #: (label, `memfarm run` options); the first is the reference every other row is compared with.
 SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"]),
            ("memoria fusion", ["--system", "memoria", "--retrieval-mode", "fusion"]),
+           ("memoria bm25", ["--system", "memoria", "--retrieval-mode", "bm25"]),
            ("adamem full", ["--system", "adamem", "--ablation", "full"]),
            ("mem0", ["--system", "mem0"]),
            ("mnem hybrid", ["--system", "mnem", "--retrieval-mode", "hybrid"]),
