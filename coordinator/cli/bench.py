@@ -140,6 +140,23 @@ def bench_open_files(system, questions, scale, nofile, workdir, output):
         raise click.ClickException(str(exc)) from None
 
 
+@bench.command("threads")
+@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="A LoCoMo file; its first conversation is run.")
+@click.option("--threads", "threads", type=click.IntRange(1), multiple=True,
+              help="A model thread count to run (repeatable; default: 1 and every core).")
+@click.option("--mode", default="fusion", show_default=True, help="Memoria's retrieval mode.")
+@click.option("--reps", type=click.IntRange(1), default=2, show_default=True, help="Cold runs of each count.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_threads", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/threads.json", show_default=True)
+def bench_threads(locomo, threads, mode, reps, workdir, output):
+    """One LoCoMo conversation with several model thread counts (`run --threads`), cold and alternating: wall time
+    and the load each run began under."""
+    from coordinator.benches.threads import run_threads_bench
+
+    click.echo(run_threads_bench(locomo, threads=threads, mode=mode, reps=reps, workdir=workdir, output=output))
+
+
 @bench.command("realmem-cost")
 @click.option("--locomo", type=click.Path(exists=True, dir_okay=False), required=True,
               help="A LoCoMo file; its first conversation is the yardstick.")
