@@ -86,7 +86,8 @@ def test_two_runs_of_one_system_and_mode_are_told_apart_by_their_file_names(tmp_
     twice = [copy.deepcopy(made[0]), copy.deepcopy(made[0])]
     paths = write_runs(tmp_path, twice, names=["monday.json", "tuesday.json"])
     group = board_data.group_runs([board_data.load_run(p) for p in paths])[0]
-    assert sorted(r["label"] for r in group["runs"]) == ["monday", "tuesday"]
+    # still named by what ran first, as every other run and every leader is: the file only tells them apart
+    assert sorted(r["label"] for r in group["runs"]) == ["system0/generated (monday)", "system0/generated (tuesday)"]
 
 
 def test_each_row_is_the_paired_test_of_memfarm_compare_against_the_leader(three):
@@ -127,10 +128,10 @@ def test_an_incomplete_run_stays_on_its_leaderboard_marked_and_unpaired(tmp_path
     (group,) = board_data.build_data(paths, resamples=RESAMPLES)["groups"]
     last = group["rows"][-1]
     assert last["run"]["system"] == "system0" and not last["run"]["complete"]
-    assert "incomplete run: 1 failed items" in last["pair"]["not_paired"]
+    assert "incomplete run: 1 failed item (1 question);" in last["pair"]["not_paired"]  # one, not "1 items"
     assert group["leader"]["run"]["system"] == "system1"
     html = board_pages.leaderboard_table(group)
-    assert "no: 1 items failed" in html
+    assert "no: 1 item failed" in html
     question = next(q for q in group["questions"] if q["id"] == failed["question_id"])
     assert question["answers"][-1] == {"status": "failed", "error": "ValueError: boom"}
 
