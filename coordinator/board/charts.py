@@ -16,6 +16,9 @@ PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
 WIDTH, HEIGHT = 640, 320
 LEFT, RIGHT, TOP, BOTTOM = 52, 210, 30, 48
 LEGEND_CHARS = 28
+#: A legend entry wraps over at most this many lines (a name past them, far longer than any system's, is cut).
+LEGEND_LINES = 6
+LEGEND_LINE_HEIGHT = 13
 
 
 def colour(index: int) -> str:
@@ -31,23 +34,45 @@ def _clip(text: str, chars: int = LEGEND_CHARS) -> str:
     return text if len(text) <= chars else text[:chars - 1] + "…"
 
 
+def wrap(text: str, chars: int = LEGEND_CHARS, lines: int = LEGEND_LINES) -> list[str]:
+    """`text` in lines of at most `chars` characters, broken after a space, `/`, `-`, `_` or `.` where one falls
+    in the second half of a line and anywhere otherwise; past `lines` lines the last one ends in an ellipsis."""
+    text, out = str(text), []
+    while text:
+        if len(text) <= chars:
+            out.append(text)
+            break
+        cut = max(text.rfind(mark, chars // 2, chars) for mark in " /-_.")
+        cut = cut + 1 if cut > 0 else chars
+        out.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    if len(out) > lines:
+        out = out[:lines - 1] + [_clip(out[lines - 1] + " " + out[lines], chars)]
+    return out or [""]
+
+
 def _frame(title: str, x_label: str, y_label: str, body: list[str], legend: list[tuple[str, str, bool]]) -> str:
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-             f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11">',
-             f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
+    entries = [(wrap(label), fill, dashed) for label, fill, dashed in legend]
+    lines = sum(len(text) for text, _, _ in entries) + max(0, len(entries) - 1) * 0.25
+    height = max(HEIGHT, math.ceil(TOP + 8 + lines * LEGEND_LINE_HEIGHT + 10))  # a long legend makes it taller
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+             f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">',
+             f'<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>',
              f'<text x="{LEFT}" y="20" font-size="13" font-weight="bold">{_e(title)}</text>',
              f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 10}" text-anchor="middle">{_e(x_label)}</text>',
              f'<text transform="translate(14 {TOP + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">'
              f'{_e(y_label)}</text>',
              f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
     parts += body
-    for row, (label, fill, dashed) in enumerate(legend):
-        y = TOP + 8 + row * 16
-        x = WIDTH - RIGHT + 14
+    y, x = TOP + 8.0, WIDTH - RIGHT + 14
+    for text, fill, dashed in entries:  # each entry wraps over its own lines, whole: never cut at one line
         dash = ' stroke-dasharray="5 3"' if dashed else ""
-        parts.append(f'<line x1="{x}" y1="{y}" x2="{x + 18}" y2="{y}" stroke="{fill}" stroke-width="3"{dash}/>')
-        parts.append(f'<text x="{x + 24}" y="{y + 4}">{_e(_clip(label))}</text>')
+        parts.append(f'<line x1="{x}" y1="{y:.1f}" x2="{x + 18}" y2="{y:.1f}" stroke="{fill}" stroke-width="3"{dash}/>')
+        spans = "".join(f'<tspan x="{x + 24}" dy="{0 if n == 0 else LEGEND_LINE_HEIGHT}">{_e(line)}</tspan>'
+                        for n, line in enumerate(text))
+        parts.append(f'<text class="legend" x="{x + 24}" y="{y + 4:.1f}">{spans}</text>')
+        y += (len(text) + 0.25) * LEGEND_LINE_HEIGHT
     parts.append("</svg>")
     return "".join(parts)
 

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import stat
 import time
 from collections import Counter
@@ -29,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from adapters.errors import ResultsError
+from coordinator.board.markup import count
 from coordinator.results import compare
 from coordinator.results.checks import check_results
 from coordinator.results.analyze import load_results
@@ -52,6 +54,12 @@ SNIFF_BYTES = 512
 #: The repository's own published figure files (`devtools/docs_figures.py`): JSON, never results, so a folder
 #: scan of `results/` leaves them out rather than announce them as skipped on every build.
 OWN_PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
+#: Folders of a searched folder never entered unless named themselves: the manual's published figure files and
+#: the benches' JSON (`memfarm bench ... --output results/bench/...`), neither of them results.
+NOT_ENTERED = ("published", "bench")
+#: Record fields that say how a run went, not what it returned: left out of the content hash that tells two
+#: copies of one run (`make run` rerun on the same code and data) apart from two runs.
+_VOLATILE = ("runtime_ms", "worker", "attempt", "diagnostics")
 #: How a skipped path that is no regular file (a FIFO, a socket) is said.
 NOT_REGULAR = ": not a regular file, not read"
 #: Fields that do not pair two runs' questions and so split them into groups, in the order a reader checks.
@@ -70,7 +78,9 @@ def find_results(paths: list[str | Path], *, exclude: Path | None = None) -> tup
     file (a FIFO, a socket, a device) without being opened for reading, each said
     as `PATH: not a regular file`. `exclude`: a folder never searched (the board
     being written); the repository's own `results/published/` (the manual's figure
-    files, never results) is not searched either unless named itself.
+    files, never results), and any folder named `published` or `bench` below a
+    folder given (figure files, bench outputs), are not entered either unless named
+    themselves, so they are not announced as skipped on every build.
     """
     found: dict[Path, None] = {}
     skipped: list[str] = []
@@ -82,6 +92,8 @@ def find_results(paths: list[str | Path], *, exclude: Path | None = None) -> tup
                 resolved = child.resolve()
                 if any(resolved == folder or folder in resolved.parents for folder in left_out
                        if folder != path.resolve()):
+                    continue
+                if any(part in NOT_ENTERED for part in child.relative_to(path).parts[:-1]):
                     continue
                 sniffed = _sniff(child)
                 if sniffed == "not regular":
@@ -129,6 +141,41 @@ def settings_digest(results: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 
+def records_digest(records: list[dict]) -> str:
+    """The SHA-256 of what a run returned and how it scored, question by question: its records without the
+    fields that only say how long it took and where it ran (`_VOLATILE`). Two files with one digest are copies
+    of one run, whatever their names."""
+    kept = [{k: v for k, v in r.items() if k not in _VOLATILE} for r in records]
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def embedder_text(embedder, settings_system) -> str:
+    """The embedder as the board shows it: its model id; "not disclosed" for a system behind a server (an HTTP
+    system says nothing of how it embeds); "none" for a system that embeds nothing. Never `None`."""
+    if embedder:
+        return str(embedder)
+    system = settings_system if isinstance(settings_system, dict) else {}
+    return "not disclosed" if "url" in system or "wire_version" in system else "none"
+
+
+def control_arm(settings_system) -> str | None:
+    """The control arm a run is (`random`, `recency`: a floor, not a system), or None."""
+    system = settings_system if isinstance(settings_system, dict) else {}
+    arm = system.get("control_arm")
+    return str(arm) if arm else None
+
+
+def ceiling_of(summary: dict) -> float | None:
+    """Session recall_all@5 a perfect system reaches on the run's questions, where the results carry it."""
+    value = ((summary.get("ceiling") or {}).get("session") or {}).get("recall_all@5")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def natural_key(text) -> list:
+    """A sort key that orders the numbers inside ids by value: q2, q11, q100 (as text: q100, q11, q2)."""
+    return [(0, int(part), part) if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", str(text))]
+
+
 def load_run(path: str | Path) -> dict:
     """One results file as the board needs it: identity, summary, the paired test's view and each question's
     top candidates; the rest of the file (every candidate's full text, diagnostics) is let go."""
@@ -152,7 +199,10 @@ def load_run(path: str | Path) -> dict:
     return {
         "path": str(path), "name": Path(path).name,
         "system": str(data.get("system")), "mode": str(data.get("retrieval_mode")),
-        "embedder": data.get("embedder"), "commit": data.get("commit"), "digest": settings_digest(data),
+        "embedder": embedder_text(data.get("embedder"), data.get("settings_system")),
+        "arm": control_arm(data.get("settings_system")), "ceiling": ceiling_of(summary),
+        "records_digest": records_digest(records), "copies": [str(path)],
+        "commit": data.get("commit"), "digest": settings_digest(data),
         "command": data.get("command"), "settings_system": data.get("settings_system"),
         "complete": bool(data.get("complete", not data.get("failed"))),
         "failures": {"items": failures.get("items", data.get("failed", 0)), "item_ids": failures.get("item_ids", []),
@@ -289,11 +339,25 @@ def _short(value) -> str:
 
 
 def _label(runs: list[dict]) -> None:
-    """system/mode, or the file's name where two runs of the group would share one (as `memfarm compare` names
-    them)."""
+    """system/mode in every group, the leader's too; where two runs of the group share one, each is followed by
+    its file's name, so that the label still begins with what ran."""
     labels = [f"{r['system']}/{r['mode']}" for r in runs]
     for run, label in zip(runs, labels):
-        run["label"] = label if labels.count(label) == 1 else run["name"].removesuffix(".json")
+        run["label"] = label if labels.count(label) == 1 else f'{label} ({run["name"].removesuffix(".json")})'
+
+
+def fold_copies(runs: list[dict]) -> list[dict]:
+    """One run per set of identical results files (one system, mode, settings and embedder, and records equal
+    but for timings: `make run` rerun on the same code and data), the first found standing for them all with
+    every copy's path in `copies`; runs in their first-found order."""
+    kept: dict[tuple, dict] = {}
+    for run in runs:
+        key = identity(run) + (run["system"], run["mode"], run["digest"], run["embedder"], run["records_digest"])
+        if key in kept:
+            kept[key]["copies"].append(run["path"])
+        else:
+            kept[key] = run
+    return list(kept.values())
 
 
 def _strict_values(run: dict) -> dict:
@@ -339,8 +403,9 @@ def leaderboard(group: dict, *, resamples: int = compare.DEFAULT_RESAMPLES, seed
         leader["pair"] = {"leader": True}
     for row in rows:
         if not row["run"]["complete"]:
-            row["pair"] = {"not_paired": f"incomplete run: {row['run']['failures']['items']} failed items "
-                                         f"({row['run']['failures']['questions']} questions); its means leave them out"}
+            failures = row["run"]["failures"]
+            row["pair"] = {"not_paired": f"incomplete run: {count(failures['items'], 'failed item')} "
+                                         f"({count(failures['questions'], 'question')}); its means leave them out"}
         elif row["strict"] is None and leader:
             row["pair"] = {"not_paired": "no question scored on the strict metric"}
     if leader and len(paired) > 1:
@@ -384,7 +449,7 @@ def build_data(paths: list[str | Path], *, exclude: Path | None = None,
     if not files:
         raise ResultsError(f"no results file among {', '.join(str(p) for p in paths)}"
                            + (f" ({len(skipped)} other JSON files skipped)" if skipped else ""))
-    runs = [load_run(path) for path in files]
+    runs = fold_copies([load_run(path) for path in files])
     loaded = time.perf_counter()
     groups = group_runs(runs)
     for group in groups:

@@ -24,6 +24,24 @@ def num(value, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 run`, `2 runs`, `0 runs`: a number with its noun in the number that agrees (`plural` where adding an
+    s is wrong: `count(2, "copy", "copies")`)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
+
+
+def seconds(value) -> str:
+    """Seconds per question with the digits that say something at any size: 12.3, 0.84, 0.0042; "–" where
+    not measured, and never a 0.00 for a run that did take time."""
+    if value is None:
+        return "–"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 0.01 or value == 0:
+        return f"{value:.2f}"
+    return f"{value:.2g}"
+
+
 def sort_value(value) -> str:
     """The `data-v` a sortable cell sorts by: a number, or empty for none (sorted last)."""
     return "" if value is None else repr(float(value))

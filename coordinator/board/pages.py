@@ -21,7 +21,7 @@ from pathlib import Path
 from adapters.errors import ResultsError
 from coordinator.board import charts
 from coordinator.board.data import OTHER_METRICS
-from coordinator.board.markup import crumbs, e, group_heading, num, p_text, page, sort_value
+from coordinator.board.markup import count, crumbs, e, group_heading, num, p_text, page, seconds, sort_value
 from coordinator.board.questions import pair_page, question_page, questions_page
 
 #: The file in a board folder that marks it as one: a folder holding it may be replaced by the next build.
@@ -56,7 +56,7 @@ def _pair_cells(row: dict, group: dict) -> str:
     wins, losses = pair["wins"]["count"], pair["losses"]["count"]
     significant = " sig" if pair["p_holm"] < 0.05 else ""
     return (f'<td class="num{significant}" data-v="{sort_value(pair["delta"])}">{pair["delta"]:+.3f}</td>'
-            f'<td class="num" data-v="{sort_value(low)}">[{low:+.3f}, {high:+.3f}]</td>'
+            f'<td class="num ci" data-v="{sort_value(low)}">[{low:+.3f}, {high:+.3f}]</td>'
             f'<td class="num{significant}" data-v="{sort_value(pair["p_holm"])}">{p_text(pair["p_holm"])}</td>'
             f'<td class="num" data-v="{wins - losses}"><a href="{group["id"]}/pair-{row["position"]}.html">'
             f'{wins} / {losses}</a></td>')
@@ -65,14 +65,17 @@ def _pair_cells(row: dict, group: dict) -> str:
 def leaderboard_table(group: dict) -> str:
     """The group's leaderboard, sortable by any column (board.js), the strict metric first among the metrics."""
     head = [("#", "num", "place (complete runs)"), ("system", "text", "system (click: its file and settings)"),
-            ("mode", "text", "retrieval mode"), ("embedder", "text", "embedding model"),
-            ("settings", "text", "digest of the settings snapshot and system configuration"),
-            ("commit", "text", "the code's commit"), ("complete", "text", "did every item run?"),
+            ("mode", "text", "retrieval mode"),
+            ("embedder", "text", "embedding model (none: the system embeds nothing; not disclosed: a server "
+                                 "that does not say)"),
+            ("settings / commit", "text", "digest of the settings snapshot and system configuration, and the "
+                                          "code's commit"),
+            ("complete", "text", "did every item run?"),
             ("tuned", "text", "weights tuned on this very dataset: not held out"),
             ("all@5", "num", "session recall_all@5, the strict metric: every gold session in the top 5"),
             ("95% CI", "num", "95% bootstrap interval of the strict mean"), ("n", "num", "questions scored"),
             ("any@5", "num", "session recall_any@5: any gold session in the top 5"),
-            ("nDCG@10", "num", "session nDCG@10"), ("turn R@10", "num", "turn recall_any@10"),
+            ("nDCG @10", "num", "session nDCG@10"), ("turn R@10", "num", "turn recall_any@10"),
             ("s/q", "num", "seconds per question: the run's wall time over its questions"),
             ("peak mem", "num", "peak resident memory of the run's process, where recorded"),
             ("Δ", "num", "strict mean minus the leader's, over paired questions"),
@@ -84,25 +87,54 @@ def leaderboard_table(group: dict) -> str:
     for row in group["rows"]:
         run = row["run"]
         ci = row["strict_ci95"]
-        complete = "yes" if run["complete"] else f'no: {run["failures"]["items"]} items failed'
+        complete = "yes" if run["complete"] else f'no: {count(run["failures"]["items"], "item")} failed'
         tuned = f'<td class="warn" title="{e(run["tuned"])}">yes</td>' if run["tuned"] else "<td>no</td>"
-        named = "" if row["label"] == f'{run["system"]}/{run["mode"]}' else f'<br><small>{e(row["label"])}</small>'
+        label = f'{run["system"]}/{run["mode"]}'
+        named = "" if row["label"] == label else f'<br><small>{e(run["name"].removesuffix(".json"))}</small>'
+        tags = (f' <span class="tag arm" title="control arm ({e(run["arm"])}): knows nothing of the question; '
+                'a floor to beat, not a system">arm</span>' if run["arm"] else "") + _copies_tag(run)
+        embedder = run["embedder"]
         cells = [f'<td class="num" data-v="{row["position"]}">{row["position"] if run["complete"] else "–"}</td>',
-                 f'<td><a href="{group["id"]}/runs.html#run-{row["position"]}">{e(run["system"])}</a>{named}</td>',
-                 f'<td>{e(run["mode"])}</td>', f'<td>{e(run["embedder"])}</td>',
-                 f'<td><code>{e(run["digest"])}</code></td>', f'<td><code>{e(str(run["commit"])[:12])}</code></td>',
-                 f'<td class="{"" if run["complete"] else "warn"}">{e(complete)}</td>', tuned,
+                 f'<td class="wrap"><a href="{group["id"]}/runs.html#run-{row["position"]}">{e(run["system"])}</a>'
+                 f'{tags}{named}</td>',
+                 f'<td class="wrap">{e(run["mode"])}</td>',
+                 f'<td class="wrap" title="{e(embedder)}">{e(embedder.rsplit("/", 1)[-1])}</td>',
+                 f'<td><code>{e(run["digest"])}</code><br><code>{e(str(run["commit"])[:12])}</code></td>',
+                 f'<td class="{"wrap" if run["complete"] else "wrap warn"}">{e(complete)}</td>', tuned,
                  f'<td class="num strict" data-v="{sort_value(row["strict"])}">{num(row["strict"])}</td>',
-                 f'<td class="num" data-v="{sort_value(ci[0] if ci else None)}">'
+                 f'<td class="num ci" data-v="{sort_value(ci[0] if ci else None)}">'
                  f'{f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "–"}</td>',
                  f'<td class="num" data-v="{row["n"]}">{row["n"]}</td>']
         cells += [f'<td class="num" data-v="{sort_value(row[key])}">{num(row[key])}</td>' for key, _, _ in OTHER_METRICS]
-        seconds, peak = run["seconds_per_question"], run["peak_rss_bytes"]
-        cells += [f'<td class="num" data-v="{sort_value(seconds)}">{num(seconds, 2)}</td>',
+        per_question, peak = run["seconds_per_question"], run["peak_rss_bytes"]
+        unmeasured = "" if per_question is not None else ' title="not measured"'
+        cells += [f'<td class="num" data-v="{sort_value(per_question)}"{unmeasured}>{seconds(per_question)}</td>',
                   f'<td class="num" data-v="{sort_value(peak)}">{_bytes(peak)}</td>', _pair_cells(row, group)]
         body.append(f'<tr data-run="{row["position"]}">{"".join(cells)}</tr>')
     return (f'<div class="scroll"><table class="board sortable" id="board-{group["id"]}"><thead><tr>{ths}</tr>'
             f'</thead><tbody>{"".join(body)}</tbody></table></div>')
+
+
+def _failed(failures: dict) -> str:
+    said = f'no: {count(failures["items"], "item")} failed ({count(failures["questions"], "question")})'
+    return said + (f': {", ".join(map(str, failures["item_ids"][:20]))}' if failures.get("item_ids") else "")
+
+
+def _copies_tag(run: dict) -> str:
+    """"2 copies" beside a run that stands for identical results files (their paths on the runs page)."""
+    if len(run["copies"]) < 2:
+        return ""
+    return (f' <span class="tag copies" title="identical results files (the same records but for timings): '
+            f'{e(", ".join(run["copies"]))}">{count(len(run["copies"]), "copy", "copies")}</span>')
+
+
+def _ceiling(group: dict) -> str:
+    """The most session recall_all@5 any system reaches on the group's questions, where the results carry it."""
+    value = next((r["run"]["ceiling"] for r in group["rows"] if r["run"]["ceiling"] is not None), None)
+    if value is None:
+        return ""
+    return (f'<p class="note ceiling">Ceiling: a perfect system reaches session recall_all@5 <b>{num(value)}</b> '
+            'here (a question with more than 5 gold sessions cannot have them all in its top 5).</p>')
 
 
 def judged_table(group: dict) -> str:
@@ -113,7 +145,8 @@ def judged_table(group: dict) -> str:
     for row in group["rows"]:
         s = row["support"]
         body.append(f'<tr><td class="num" data-v="{row["position"]}">{row["position"]}</td>'
-                    f'<td><a href="{group["id"]}/runs.html#run-{row["position"]}">{e(row["label"])}</a></td>'
+                    f'<td><a href="{group["id"]}/runs.html#run-{row["position"]}">{e(row["label"])}</a>'
+                    f'{_copies_tag(row["run"])}</td>'
                     f'<td class="num" data-v="{sort_value(s.get("passed"))}">{e(s.get("passed", "–"))}</td>'
                     f'<td class="num" data-v="{sort_value(s.get("queries"))}">{e(s.get("queries", "–"))}</td>'
                     f'<td class="num" data-v="{sort_value(s.get("pass_rate"))}">{num(s.get("pass_rate"))}</td>'
@@ -139,6 +172,7 @@ def _group_section(group: dict, data: dict) -> str:
                      'bootstrap interval, the exact McNemar p adjusted by Holm over this table, and the questions '
                      'it wins and loses (click for them). Click a header to sort. Retrieval metrics, not answer '
                      'accuracy.</p>')
+        parts.append(_ceiling(group))
         parts.append(leaderboard_table(group))
     parts.append(f'<p class="links"><a href="{group["id"]}/questions.html">Every question</a> (filter by type, '
                  f'missed by all, disagreements; search by id or text) · <a href="{group["id"]}/runs.html">'
@@ -166,12 +200,15 @@ def index_page(data: dict) -> str:
         f'<td><code>{e(str(g["dataset_checksum"])[:12])}</code></td><td>{e(g["scoring_profile"])}</td>'
         f'<td class="num">{len(g["question_ids"])}</td><td class="num">{len(g["runs"])}</td>'
         f'<td>{e(g["leader"]["label"]) if g.get("leader") else "–"}</td></tr>' for g in groups)
-    skipped = (f'<p class="note">{len(data["skipped"])} other JSON files in the folders given were not results '
-               'files and were skipped.</p>' if data["skipped"] else "")
+    skipped = (f'<p class="note">{count(len(data["skipped"]), "other JSON file")} in the folders given: not '
+               'results, skipped.</p>' if data["skipped"] else "")
+    folded = len(data["files"]) - data["runs"]
+    copies = (f' ({count(folded, "file")} identical to another, shown once as its copies)' if folded else "")
     body = ['<h1>memoria-farm board</h1>',
-            f'<p class="note">{data["runs"]} runs from {len(data["files"])} results files in {len(groups)} '
-            'groups. Runs in one group share benchmark, dataset, scoring profile and question set, so their '
-            'questions pair; runs in different groups are never ranked against each other.</p>', skipped,
+            f'<p class="note">{count(data["runs"], "run")} from {count(len(data["files"]), "results file")}'
+            f'{copies} in {count(len(groups), "group")}. Runs in one group share benchmark, dataset, scoring '
+            'profile and question set, so their questions pair; runs in different groups are never ranked '
+            'against each other.</p>', skipped,
             '<table class="groups"><thead><tr><th>group</th><th>benchmark</th><th>dataset</th><th>profile</th>'
             f'<th>questions</th><th>runs</th><th>leader</th></tr></thead><tbody>{summary}</tbody></table>']
     body += [_group_section(g, data) for g in groups]
@@ -186,12 +223,15 @@ def runs_page(group: dict) -> str:
         failures = run["failures"]
         parts.append(
             f'<section class="run" id="run-{row["position"]}"><h2>#{row["position"]} {e(row["label"])}</h2><dl>'
-            f'<dt>file</dt><dd><code>{e(run["path"])}</code></dd>'
+            + "".join(f'<dt>{"file" if not n else "identical copy"}</dt><dd><code>{e(path)}</code></dd>'
+                      for n, path in enumerate(run["copies"]))
+            + (f'<dt>control arm</dt><dd>{e(run["arm"])}: a floor to beat, not a system</dd>' if run["arm"] else "")
+            +
             f'<dt>command</dt><dd><code>{e(run["command"])}</code></dd>'
             f'<dt>embedder</dt><dd>{e(run["embedder"])}</dd><dt>commit</dt><dd><code>{e(run["commit"])}</code></dd>'
             f'<dt>settings digest</dt><dd><code>{e(run["digest"])}</code> (SHA-256 of the settings snapshot and the '
             'system configuration)</dd>'
-            f'<dt>complete</dt><dd>{"yes" if run["complete"] else e(f"no: items {failures}")}</dd>'
+            f'<dt>complete</dt><dd>{"yes" if run["complete"] else e(_failed(failures))}</dd>'
             + (f'<dt>tuned on this data</dt><dd>{e(run["tuned"])}</dd>' if run["tuned"] else "")
             + f'</dl><h3>System configuration</h3><pre>{e(json.dumps(run["settings_system"], indent=1, default=str))}'
               '</pre></section>')

@@ -3,8 +3,8 @@ top candidates and its gold marked, and a run's wins and losses against the lead
 
 from __future__ import annotations
 
-from coordinator.board.data import SHOWN_CANDIDATES, STRICT_METRIC
-from coordinator.board.markup import crumbs, e, group_heading, num, p_text, page
+from coordinator.board.data import SHOWN_CANDIDATES, STRICT_METRIC, natural_key
+from coordinator.board.markup import count, crumbs, e, group_heading, num, p_text, page
 
 
 #: Shown where every run failed the question's item, so that no results file holds its text.
@@ -137,6 +137,7 @@ def pair_page(group: dict, row: dict) -> str:
     def listing(ids: list[str]) -> str:
         if not ids:
             return '<p class="note">none</p>'
+        ids = sorted(ids, key=natural_key)  # q2 before q11 before q100, as a reader counts
         lines = "".join(f'<tr><td><a href="{by_id[i]["page"]}">{e(i)}</a></td><td>{e(by_id[i]["type"])}</td>'
                         f'<td class="qtext">{e(str(by_id[i]["text"] or "")[:300])}</td></tr>' for i in ids)
         return f'<table class="questions"><thead><tr><th>id</th><th>type</th><th>question</th></tr></thead>' \
@@ -148,8 +149,8 @@ def pair_page(group: dict, row: dict) -> str:
              f'<p class="key">{group_heading(group)}</p>',
              f'<p>{e(STRICT_METRIC)}: {pair["system_value"]:.3f} against {pair["baseline_value"]:.3f}, Δ '
              f'{pair["delta"]:+.3f} [{low:+.3f}, {high:+.3f}], p {p_text(pair["p_value"])}, Holm-adjusted '
-             f'{p_text(pair["p_holm"])} ({e(pair["test"])}), over {pair["n"]} paired questions; '
-             f'{pair["ties"]["count"]} ties.</p>',
+             f'{p_text(pair["p_holm"])} ({e(pair["test"])}), over {count(pair["n"], "paired question")}; '
+             f'{count(pair["ties"]["count"], "tie")}.</p>',
              f'<h2 id="wins">Won by #{row["position"]}, lost by the leader ({pair["wins"]["count"]})</h2>',
              listing(pair["wins"]["question_ids"]),
              f'<h2 id="losses">Lost by #{row["position"]}, won by the leader ({pair["losses"]["count"]})</h2>',

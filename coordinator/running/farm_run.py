@@ -25,10 +25,11 @@ from coordinator.running.run_ledger import (DEFAULT_RUN_TTL_SECONDS, ItemState, 
                                             check_run_id, redact)
 from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
-from workers.farm.app import QUEUE, TASK_NAME, task_time_limit
+from workers.farm.app import TASK_NAME, task_time_limit
 from workers.farm.ledger import DEFAULT_LOST_GRACE_SECONDS, stale_after
 from workers.ledger_values import shown
 from workers.farm.run_meta import RunMeta
+from workers.farm.task_message import send_options
 from workers.item.run_context import RunContext
 from workers.version import CODE_VERSION
 
@@ -48,7 +49,7 @@ def enqueue(ledger: RunLedger, app, run_id: str, item_ids) -> int:
     """One task message per item, each noted in the ledger as sent."""
     count = 0
     for item_id in item_ids:
-        app.send_task(TASK_NAME, args=[run_id, item_id], queue=QUEUE)
+        app.send_task(TASK_NAME, args=[run_id, item_id], **send_options(run_id, item_id))  # Flower: run/item
         ledger.mark_enqueued(run_id, item_id)
         count += 1
     return count

@@ -15,7 +15,8 @@ import workers.farm.tasks  # noqa: F401  (registers the task on the app)
 from workers.farm.app import QUEUE, TASK_NAME, app, make_app
 from workers.farm.ledger import RUN_ID
 from workers.ledger_values import MAX_ITEM_ID_CHARS
-from workers.farm.task_message import check_task_message, task_message_problem
+from workers.farm.task_message import (SHADOW_ITEM_CHARS, check_task_message, send_options, shadow_name,
+                                       task_message_problem)
 
 RUN = "20261202-134807-ab0d4a"
 
@@ -24,7 +25,7 @@ def written(run_id: str = RUN, item_id: str = "q-1") -> dict:
     """The payload Celery and kombu write onto the task queue for the farm's call (kombu's in-memory
     transport: the same virtual channel as Redis's, which only adds the list push)."""
     producer = make_app("memory://")
-    producer.send_task(TASK_NAME, args=[run_id, item_id], queue=QUEUE)
+    producer.send_task(TASK_NAME, args=[run_id, item_id], **send_options(run_id, item_id))
     with producer.connection_for_write() as connection:
         return connection.default_channel._get(QUEUE)
 
@@ -63,7 +64,23 @@ POISONS = {
     "a header missing": (lambda m: m["headers"].pop("timelimit"), "headers"),
     "priority out of range": (lambda m: m["properties"].update(priority=10**6), "properties.priority"),
     "a run id no run has": (lambda m: m.update(body=_body([["../x", "q-1"], {}, {}])), "body.args"),
+    # the name Flower shows must be the task's own run and item, exactly: no other item, no looser form
+    "shadow of another item": (lambda m: m["headers"].update(shadow=f"evaluate_item {RUN}/q-2"), "headers.shadow"),
+    "shadow of another run": (lambda m: m["headers"].update(shadow="evaluate_item 20261202-000000-000000/q-1"),
+                              "headers.shadow"),
+    "shadow with more after it": (lambda m: m["headers"].update(shadow=f"evaluate_item {RUN}/q-1 "), "headers.shadow"),
+    "shadow as the task name": (lambda m: m["headers"].update(shadow=TASK_NAME), "headers.shadow"),
+    "shadow absent (null)": (lambda m: m["headers"].update(shadow=None), "headers.shadow"),
+    "shadow as a list": (lambda m: m["headers"].update(shadow=[f"evaluate_item {RUN}/q-1"]), "headers.shadow"),
 }
+
+
+def test_the_shadow_name_shows_the_run_and_item_and_never_a_control_character():
+    message = written()
+    assert message["headers"]["shadow"] == f"evaluate_item {RUN}/q-1" and message["headers"]["task"] == TASK_NAME
+    assert shadow_name(RUN, "q\x1b[31m") == f"evaluate_item {RUN}/'q\\x1b[31m'"
+    assert shadow_name(RUN, "é" * 1000) == f"evaluate_item {RUN}/{'é' * SHADOW_ITEM_CHARS}..."
+    assert check_task_message(written(RUN, "q\x1b[31m")) == (RUN, "q\x1b[31m")
 
 
 def test_what_celery_writes_for_the_farm_passes_and_a_put_back_copy_too():

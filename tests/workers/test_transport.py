@@ -80,9 +80,11 @@ def test_an_unacknowledged_entry_kombu_cannot_put_back_is_dropped_and_the_genuin
     kombu writes (not JSON, a message the farm never sends, one routed into another key) is removed and counted
     when its time to be put back comes, and no longer stops the genuine entries behind it from going back."""
     from workers.farm.app import QUEUE, TASK_NAME, make_app
+    from workers.farm.task_message import send_options
     from workers.farm.transport import DROPPED_KEY
 
-    make_app(redis_server.url).send_task(TASK_NAME, args=["20261202-000000-abcdef", "q-1"], queue=QUEUE)
+    run_id, item_id = "20261202-000000-abcdef", "q-1"
+    make_app(redis_server.url).send_task(TASK_NAME, args=[run_id, item_id], **send_options(run_id, item_id))
     raw = connect(redis_server.url)
     genuine = json.loads(raw.lrange(QUEUE, 0, 0)[0])
     poisoned = json.loads(json.dumps(genuine))

@@ -4,9 +4,15 @@ Every holder of a worker's Redis password may push onto the task queue, and Cele
 there: a task name or id that cannot be hashed, a time limit that is not two numbers, stamps that are not
 a list, a body that is not `[args, kwargs, embed]`, a header nested past the pickler's depth, each raises
 out of the consumer and stops the worker, whose message then goes back to the queue for the next one. The
-farm sends one kind of message only (`send_task(TASK_NAME, args=[run_id, item_id])`), so a message is let
-through when each of its fields is what Celery writes there for that call, by type and by bound, and
-refused, naming the field, otherwise. The worker's own settings decide its time limits, never a message.
+farm sends one kind of message only (`send_task(TASK_NAME, args=[run_id, item_id], **send_options(run_id,
+item_id))`), so a message is let through when each of its fields is what Celery writes there for that call,
+by type and by bound, and refused, naming the field, otherwise. The worker's own settings decide its time
+limits, never a message.
+
+The one option the farm sets is Celery's `shadow`: the name a worker logs and reports in its events, which
+Flower lists, `evaluate_item RUN/ITEM` instead of `memfarm.evaluate_item` beside a UUID, so a task in Flower
+says which run and item it is. The task that runs is still `headers.task`, and a message's shadow must be
+exactly the one made from its own body's run and item: a name that says another item is refused.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ MAX_RETRIES = 1000
 #: what Celery makes of its args, so that what Flower shows of a task is what the task runs.
 ARGSREPR_MAXSIZE = 1024
 ARGSREPR_MAXLEVELS = 3
+#: How much of an item id a shadow name shows (Flower's list and the worker's log lines; the body has it whole).
+SHADOW_ITEM_CHARS = 200
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 #: The embed part of a body: no callbacks, errbacks, chain or chord, ever.
 EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
@@ -44,6 +52,21 @@ PROPERTIES = {"correlation_id", "reply_to", "delivery_mode", "delivery_info", "p
               "delivery_tag"}
 #: kombu's Redis transport keeps four priority steps, 0 (the default) to 9.
 MAX_PRIORITY = 9
+
+
+def shadow_name(run_id: str, item_id: str) -> str:
+    """`evaluate_item RUN/ITEM`, what Flower and the worker's log name a task by: the item id as it is when
+    printable, its repr otherwise (a control character never reaches a terminal), and at most
+    SHADOW_ITEM_CHARS of it."""
+    item = item_id if item_id.isprintable() else repr(item_id)
+    if len(item) > SHADOW_ITEM_CHARS:
+        item = item[:SHADOW_ITEM_CHARS] + "..."
+    return f"evaluate_item {run_id}/{item}"
+
+
+def send_options(run_id: str, item_id: str) -> dict:
+    """The options of `send_task` for one item: the farm's queue, and the shadow name that shows the run and item."""
+    return {"queue": QUEUE, "shadow": shadow_name(run_id, item_id)}
 
 
 class Refused(Exception):
@@ -81,6 +104,9 @@ def check_task_message(payload) -> tuple[str, str]:
 
     if headers["argsrepr"] != saferepr([run_id, item_id], ARGSREPR_MAXSIZE, maxlevels=ARGSREPR_MAXLEVELS):
         raise Refused("headers.argsrepr", "is not what Celery writes for the body's args")
+    # What Flower and the log call the task must be the task it runs: exactly the name of its own run and item.
+    if headers["shadow"] != shadow_name(run_id, item_id):
+        raise Refused("headers.shadow", f"is {_shown(headers['shadow'])}, not {_shown(shadow_name(run_id, item_id))}")
     return run_id, item_id
 
 
@@ -139,7 +165,9 @@ def _check_headers(headers: dict) -> str:
     task_id = _uuid(headers["id"], "headers.id")
     _uuid(headers["root_id"], "headers.root_id", optional=True)
     _uuid(headers["parent_id"], "headers.parent_id", optional=True)
-    for name in ("shadow", "eta", "expires", "group", "group_index", "stamped_headers"):  # none the farm sets
+    if not isinstance(headers["shadow"], str):  # compared with the body's run and item once the body is read
+        raise Refused("headers.shadow", f"is {_shown(headers['shadow'])}, not the text `evaluate_item RUN/ITEM`")
+    for name in ("eta", "expires", "group", "group_index", "stamped_headers"):  # none the farm sets
         if headers[name] is not None:
             raise Refused(f"headers.{name}", f"is {_shown(headers[name])}, not null (the farm sets none)")
     _equal(headers["stamps"], {}, "headers.stamps")

@@ -64,7 +64,7 @@ function setUpFilters() {
       row.hidden = !ok;
       if (ok) { count += 1; }
     });
-    shown.textContent = count + " of " + rows.length + " questions shown";
+    shown.textContent = count + " of " + rows.length + (rows.length === 1 ? " question" : " questions") + " shown";
   }
   [search, type, missed, disagree].forEach(function (control) {
     control.addEventListener("input", apply);

@@ -3,6 +3,7 @@ the folder it writes and the server."""
 
 import copy
 import json
+import re
 import threading
 import urllib.request
 from html.parser import HTMLParser
@@ -14,7 +15,8 @@ from click.testing import CliRunner
 
 from adapters.errors import ResultsError
 from coordinator.benches.board_build import generated_runs
-from coordinator.board import data as board_data, pages as board_pages
+from coordinator.board import charts, data as board_data, markup as board_html, pages as board_pages
+from coordinator.board import questions as board_questions
 from coordinator.board.build import build_board, make_server
 from coordinator.cli import main
 from coordinator.results.analyze import load_results
@@ -86,7 +88,8 @@ def test_two_runs_of_one_system_and_mode_are_told_apart_by_their_file_names(tmp_
     twice = [copy.deepcopy(made[0]), copy.deepcopy(made[0])]
     paths = write_runs(tmp_path, twice, names=["monday.json", "tuesday.json"])
     group = board_data.group_runs([board_data.load_run(p) for p in paths])[0]
-    assert sorted(r["label"] for r in group["runs"]) == ["monday", "tuesday"]
+    # still named by what ran first, as every other run and every leader is: the file only tells them apart
+    assert sorted(r["label"] for r in group["runs"]) == ["system0/generated (monday)", "system0/generated (tuesday)"]
 
 
 def test_each_row_is_the_paired_test_of_memfarm_compare_against_the_leader(three):
@@ -127,10 +130,10 @@ def test_an_incomplete_run_stays_on_its_leaderboard_marked_and_unpaired(tmp_path
     (group,) = board_data.build_data(paths, resamples=RESAMPLES)["groups"]
     last = group["rows"][-1]
     assert last["run"]["system"] == "system0" and not last["run"]["complete"]
-    assert "incomplete run: 1 failed items" in last["pair"]["not_paired"]
+    assert "incomplete run: 1 failed item (1 question);" in last["pair"]["not_paired"]  # one, not "1 items"
     assert group["leader"]["run"]["system"] == "system1"
     html = board_pages.leaderboard_table(group)
-    assert "no: 1 items failed" in html
+    assert "no: 1 item failed" in html
     question = next(q for q in group["questions"] if q["id"] == failed["question_id"])
     assert question["answers"][-1] == {"status": "failed", "error": "ValueError: boom"}
 
@@ -314,3 +317,144 @@ def test_the_gold_ranks_a_question_page_shows_agree_with_the_runs_own_session_me
             first, last = answer["session_ranks"]
             assert answer["session_recall_any@5"] == float(first is not None and first <= 5)
             assert answer["strict"] == float(last is not None and last <= 5)
+
+
+# ---- What a reader sees: names, counts, copies, order, what is not read -----------------------------------------
+
+def _renamed(made, systems):
+    runs = copy.deepcopy(made)
+    for (results, _), (system, mode) in zip(runs, systems):
+        results["system"], results["retrieval_mode"] = system, mode
+        results["settings_system"] = {**results["settings_system"], "name": system, "retrieval_mode": mode}
+    return runs
+
+
+def test_the_leader_is_named_system_and_mode_in_every_group(tmp_path, made):
+    """Where two runs of a group share a system and mode, the file tells them apart but does not replace the
+    name: the leader of that group is named as the leader of any other."""
+    shared = _renamed(made, [("memoria", "fusion"), ("memoria", "fusion"), ("bm25", "lexical")])
+    alone = _renamed(made, [("memoria", "fusion"), ("bm25", "lexical"), ("mnem", "hybrid")])
+    for results, _ in alone:
+        results["dataset_checksum"] = "f" * 64
+    paths = write_runs(tmp_path / "a", shared, names=["locomo_memoria_1.json", "locomo_memoria_2.json", "c.json"])
+    paths += write_runs(tmp_path / "b", alone)
+    data = board_data.build_data(paths, resamples=RESAMPLES)
+    leaders = [g["leader"]["label"] for g in data["groups"]]
+    systems = [f'{g["leader"]["run"]["system"]}/{g["leader"]["run"]["mode"]}' for g in data["groups"]]
+    assert all(label.startswith(system) for label, system in zip(leaders, systems)), leaders
+    index = board_pages.index_page(data)
+    for label in leaders:
+        assert f"<td>{label}</td></tr>" in index  # the groups' table names each leader by its label
+
+
+def test_an_embedder_never_shows_as_none_and_seconds_never_as_zero(tmp_path, made):
+    runs = copy.deepcopy(made)
+    runs[0][0]["embedder"] = None  # a system that embeds nothing
+    runs[1][0]["embedder"] = None  # an HTTP system: the server does not say
+    runs[1][0]["settings_system"] = {**runs[1][0]["settings_system"], "url": "http://127.0.0.1:9/", "wire_version": 1}
+    runs[0][0]["elapsed_seconds"] = 0.1  # 24 questions in 0.1 s: 0.0042 s each, not 0.00
+    runs[1][0]["elapsed_seconds"] = None  # not measured
+    paths = write_runs(tmp_path, runs)
+    (group,) = board_data.build_data(paths, resamples=RESAMPLES)["groups"]
+    html = board_pages.leaderboard_table(group)
+    cells = {r["run"]["system"]: r for r in group["rows"]}
+    assert cells["system0"]["run"]["embedder"] == "none" and cells["system1"]["run"]["embedder"] == "not disclosed"
+    assert ">None<" not in html and ">none<" in html and ">not disclosed<" in html
+    assert ">0.00<" not in html and ">0.0042<" in html and 'title="not measured">–<' in html
+
+
+def test_counts_agree_with_their_nouns():
+    assert [board_html.count(n, "run") for n in (0, 1, 2)] == ["0 runs", "1 run", "2 runs"]
+    assert board_html.count(1, "copy", "copies") == "1 copy" and board_html.count(3, "copy", "copies") == "3 copies"
+
+
+def test_one_run_in_one_group_is_said_in_the_singular(tmp_path, made):
+    paths = write_runs(tmp_path, copy.deepcopy(made[:1]))
+    index = board_pages.index_page(board_data.build_data(paths, resamples=RESAMPLES))
+    assert "1 run from 1 results file in 1 group." in index and "1 groups" not in index
+
+
+def test_identical_results_files_are_one_run_shown_as_copies(tmp_path, made):
+    """`make run` twice on the same code and data writes two files whose records differ only in timings: one
+    run, "2 copies", by the records' content and not by the files' names. A run that answered one question
+    differently is another run."""
+    first = copy.deepcopy(made[0])
+    again = copy.deepcopy(made[0])
+    for record in again[0]["records"]:
+        record["runtime_ms"] = (record["runtime_ms"] or 0) + 7.5
+    again[0]["elapsed_seconds"] = 99.0
+    other = copy.deepcopy(made[0])
+    record = other[0]["records"][0]
+    record["candidates"][-1]["text"] = str(record["candidates"][-1].get("text")) + " (said otherwise)"
+    paths = write_runs(tmp_path, [first, again, other, copy.deepcopy(made[1])],
+                       names=["locomo_a.json", "zz_rerun.json", "changed.json", "b.json"])
+    data = board_data.build_data(paths, resamples=RESAMPLES)
+    (group,) = data["groups"]
+    copies = sorted(len(r["run"]["copies"]) for r in group["rows"])
+    assert data["runs"] == 3 and len(data["files"]) == 4 and copies == [1, 1, 2]
+    folded = next(r["run"] for r in group["rows"] if len(r["run"]["copies"]) == 2)
+    assert sorted(Path(p).name for p in folded["copies"]) == ["locomo_a.json", "zz_rerun.json"]
+    assert ">2 copies</span>" in board_pages.leaderboard_table(group)
+    assert "3 runs from 4 results files (1 file identical to another" in board_pages.index_page(data)
+    assert "zz_rerun.json" in board_pages.runs_page(group)
+
+
+def test_a_pair_page_lists_question_ids_in_natural_order(tmp_path, made):
+    runs = copy.deepcopy(made)
+    for results, _ in runs:
+        for number, record in enumerate(results["records"]):
+            record["question_id"] = f"q{(number * 37) % 101}"  # q0, q37, q74, q10, q47, ...: 1 to 3 digits
+    paths = write_runs(tmp_path, runs)
+    (group,) = board_data.build_data(paths, resamples=RESAMPLES)["groups"]
+    row = next(r for r in group["rows"] if (r["pair"] or {}).get("n") and r["pair"]["losses"]["count"] > 2)
+    page = board_questions.pair_page(group, row)
+    listed = [m for m in re.findall(r'<td><a href="q/\d+\.html">(q\d+)</a>', page)]
+    losses = listed[row["pair"]["wins"]["count"]:]
+    assert losses == sorted(losses, key=lambda q: int(q[1:])) and len(losses) > 2
+    assert board_data.natural_key("q2") < board_data.natural_key("q11") < board_data.natural_key("q100")
+
+
+def test_published_figures_and_bench_outputs_are_not_entered(tmp_path, three):
+    root = three[0].parent
+    for folder in ("published", "bench", "deep/bench"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "figure.json").write_text(json.dumps({"figure": "x", "rows": []}))
+    hidden = root / "bench" / "kept.json"
+    hidden.write_bytes(three[0].read_bytes())  # not entered even where a results file lies there
+    files, skipped = board_data.find_results([root])
+    assert sorted(files) == sorted(p.resolve() for p in three)
+    assert not any("figure.json" in s for s in skipped) and all(s.endswith(".manifest.json") for s in skipped)
+    assert board_data.find_results([root / "bench"])[0] == [hidden.resolve()]  # named itself: read
+
+
+def test_a_control_arm_is_tagged_and_the_ceiling_shown(tmp_path, made):
+    runs = copy.deepcopy(made)
+    runs[2][0]["settings_system"] = {**runs[2][0]["settings_system"], "control_arm": "random"}
+    ceiling = runs[0][0]["metrics"]["all"]["ceiling"]["session"]["recall_all@5"]
+    paths = write_runs(tmp_path, runs)
+    (group,) = board_data.build_data(paths, resamples=RESAMPLES)["groups"]
+    table = board_pages.leaderboard_table(group)
+    assert table.count('class="tag arm"') == 1
+    arm_row = next(r for r in group["rows"] if r["run"]["system"] == "system2")
+    assert re.search(rf'<tr data-run="{arm_row["position"]}">(?:(?!</tr>).)*>arm</span>', table)
+    section = board_pages.index_page({"groups": [group], "runs": 3, "files": paths, "skipped": [],
+                                      "resamples": RESAMPLES, "seed": 0})
+    assert f"reaches session recall_all@5 <b>{ceiling:.3f}</b>" in section
+    for results, _ in runs:
+        del results["metrics"]["all"]["ceiling"]
+    paths = write_runs(tmp_path / "without", runs)
+    (group,) = board_data.build_data(paths, resamples=RESAMPLES)["groups"]
+    assert "Ceiling:" not in board_pages.index_page({"groups": [group], "runs": 3, "files": paths, "skipped": [],
+                                                     "resamples": RESAMPLES, "seed": 0})
+
+
+def test_a_long_legend_wraps_whole_instead_of_being_cut():
+    label = "#3 memfarm-reference-lexical/bm25 (locomo_memfarm-reference-lexical_bm25_20261204)"
+    svg = charts.recall_curves("t", "y", [{"label": label, "colour": "#000", "points": [(1, 0.5), (5, 0.9)]}])
+    lines = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", svg)
+    assert len(lines) > 1 and all(len(line) <= charts.LEGEND_CHARS for line in lines)
+    assert "".join(lines).replace(" ", "") == label.replace(" ", "") and "…" not in svg
+    many = charts.recall_curves("t", "y", [{"label": label, "colour": "#000", "points": []}] * 12)
+    height = int(re.search(r'<svg[^>]* height="(\d+)"', many).group(1))
+    last = max(float(y) for y in re.findall(r'<line x1="\d+" y1="([\d.]+)"', many))
+    assert height > charts.HEIGHT and last < height  # the svg grows to hold every entry

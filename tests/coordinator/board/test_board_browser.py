@@ -174,3 +174,34 @@ def test_the_page_policy_alone_stops_script_that_escaped_escaping(tmp_path, made
     assert images > 0 and scripts > 0  # the markup did become elements...
     assert typeof == "undefined"  # ...and none of it ran
     assert any("Content Security Policy" in p for p in browser.problems())
+
+
+def test_every_leaderboard_column_is_visible_at_1400_px(tmp_path, made):
+    """The paired columns (Δ, its interval, Holm's p, wins and losses) come last: at 1400 px, with the long
+    names real runs carry, the leaderboard fits its box with no column cut and no scrolling sideways."""
+    runs = copy.deepcopy(made) + [copy.deepcopy(made[0])]
+    names = [("memfarm-reference-lexical", "bm25", None),
+             ("memoria", "fusion", "sentence-transformers/all-MiniLM-L6-v2"),
+             ("memoria", "fusion", "sentence-transformers/all-mpnet-base-v2"),
+             ("my-http-memory-server-" + "x" * 60, "http", None)]
+    for (results, _), (system, mode, embedder) in zip(runs, names):
+        results["system"], results["retrieval_mode"], results["embedder"] = system, mode, embedder
+        results["settings_system"] = {**results["settings_system"], "name": system, "retrieval_mode": mode}
+    runs[3][0]["records"][0]["runtime_ms"] = 1.0  # not a copy of run 0: another system, same answers
+    paths = write_runs(tmp_path / "runs", runs, names=["locomo_memfarm-reference-lexical_bm25_20261204.json",
+                                                        "locomo_memoria_fusion_minilm.json",
+                                                        "locomo_memoria_fusion_mpnet.json", "http.json"])
+    build_board(paths, tmp_path / "board", resamples=RESAMPLES)
+    with Browser(width=1400, height=900) as wide:
+        wide.open((tmp_path / "board" / "index.html").as_uri())
+        shot = wide.screenshot(tmp_path / "board-1400.png", full_page=False)
+        measured = wide.eval(
+            "(() => { const t = document.querySelector('#board-g1'), box = t.parentElement.getBoundingClientRect();"
+            " const cells = Array.from(t.tHead.rows[0].cells).map(c => c.getBoundingClientRect());"
+            " return {table: t.scrollWidth, box: t.parentElement.clientWidth, page: document.documentElement.scrollWidth,"
+            " view: document.documentElement.clientWidth, right: box.right,"
+            " last: Math.max(...cells.map(c => c.right)), names: Array.from(t.tHead.rows[0].cells).map(c => c.textContent)}; })()")
+        assert measured["table"] <= measured["box"], measured
+        assert measured["page"] <= measured["view"] and measured["last"] <= measured["right"] + 0.5, measured
+        assert measured["names"][-4:] == ["Δ", "Δ 95% CI", "p Holm", "W / L"]
+        assert shot.stat().st_size > 10_000 and wide.problems() == []
