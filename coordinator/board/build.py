@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from coordinator.board import data as board_data, pages as board_pages
+from coordinator.board.files import NOT_REGULAR
 from coordinator.results.compare import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ def build_board(paths: list[str | Path], output: str | Path, *, resamples: int =
     read = time.perf_counter()
     written = board_pages.write_site(data, output)
     return {**written, "runs": data["runs"], "groups": len(data["groups"]), "skipped": len(data["skipped"]),
-            "not_regular": [line for line in data["skipped"] if line.endswith(board_data.NOT_REGULAR)],
+            "not_regular": [line for line in data["skipped"] if line.endswith(NOT_REGULAR)],
             "read_seconds": round(read - started, 3), "write_seconds": round(time.perf_counter() - read, 3),
             "seconds": round(time.perf_counter() - started, 3)}
 

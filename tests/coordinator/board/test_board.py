@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from adapters.errors import ResultsError
 from coordinator.benches.board_build import generated_runs
-from coordinator.board import charts, data as board_data, markup as board_html, pages as board_pages
+from coordinator.board import charts, data as board_data, files as board_files, markup as board_html, pages as board_pages
 from coordinator.board import questions as board_questions
 from coordinator.board.build import build_board, make_server
 from coordinator.cli import main
@@ -140,7 +140,7 @@ def test_an_incomplete_run_stays_on_its_leaderboard_marked_and_unpaired(tmp_path
 
 def test_folders_skip_manifests_and_other_json_but_a_named_file_must_be_results(tmp_path, three):
     (tmp_path / "runs" / "bench.json").write_text(json.dumps({"benchmark": "engine", "rows": []}))
-    files, skipped = board_data.find_results([tmp_path / "runs", three[0]])
+    files, skipped = board_files.find_results([tmp_path / "runs", three[0]])
     assert sorted(files) == sorted(p.resolve() for p in three)
     assert sum(name.endswith(".manifest.json") for name in skipped) == 3 and any("bench.json" in s for s in skipped)
     with pytest.raises(ResultsError, match="bench.json: not a memoria-farm results file"):
@@ -421,10 +421,10 @@ def test_published_figures_and_bench_outputs_are_not_entered(tmp_path, three):
         (root / folder / "figure.json").write_text(json.dumps({"figure": "x", "rows": []}))
     hidden = root / "bench" / "kept.json"
     hidden.write_bytes(three[0].read_bytes())  # not entered even where a results file lies there
-    files, skipped = board_data.find_results([root])
+    files, skipped = board_files.find_results([root])
     assert sorted(files) == sorted(p.resolve() for p in three)
     assert not any("figure.json" in s for s in skipped) and all(s.endswith(".manifest.json") for s in skipped)
-    assert board_data.find_results([root / "bench"])[0] == [hidden.resolve()]  # named itself: read
+    assert board_files.find_results([root / "bench"])[0] == [hidden.resolve()]  # named itself: read
 
 
 def test_a_control_arm_is_tagged_and_the_ceiling_shown(tmp_path, made):

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from adapters.errors import ResultsError
 from coordinator.benches.board_build import generated_runs
-from coordinator.board import data as board_data
+from coordinator.board import data as board_data, files as board_files
 from coordinator.board.build import build_board
 from coordinator.cli import main
 from coordinator.running.reducer import write_results
@@ -117,7 +117,7 @@ def test_a_fifo_among_the_results_is_skipped_and_said_never_waited_on(tmp_path, 
     fifo = folder / "trap.json"
     os.mkfifo(fifo)
     found = []
-    scan = threading.Thread(target=lambda: found.append(board_data.find_results([folder])), daemon=True)
+    scan = threading.Thread(target=lambda: found.append(board_files.find_results([folder])), daemon=True)
     scan.start()
     scan.join(30)
     if scan.is_alive():  # it opened the FIFO for reading: a writer that closes at once lets it go
@@ -132,7 +132,7 @@ def test_a_fifo_among_the_results_is_skipped_and_said_never_waited_on(tmp_path, 
     assert f"skipped {fifo}: not a regular file, not read" in result.output
     assert "(skipped, not results files: 2 JSON files)" in result.output  # the two manifests
     with pytest.raises(ResultsError, match="trap.json: neither a regular file nor a folder"):
-        board_data.find_results([fifo])
+        board_files.find_results([fifo])
 
 
 def test_an_output_that_is_a_link_is_refused_in_one_line_and_its_target_left_alone(tmp_path, made):
@@ -157,14 +157,14 @@ def test_the_repositorys_own_published_figures_are_left_out_of_a_folder_scan(tmp
     published.mkdir(parents=True)
     (published / "figure.json").write_text(json.dumps({"command": "memfarm bench x", "rows": []}))
     (tmp_path / "results" / "notes.json").write_text("{}")
-    monkeypatch.setattr(board_data, "OWN_PUBLISHED", published)
-    assert board_data.find_results([tmp_path / "results"]) == ([], [str(tmp_path / "results" / "notes.json")])
+    monkeypatch.setattr(board_files, "OWN_PUBLISHED", published)
+    assert board_files.find_results([tmp_path / "results"]) == ([], [str(tmp_path / "results" / "notes.json")])
     # named itself, the folder is searched and its files said to be skipped
-    assert board_data.find_results([published]) == ([], [str(published / "figure.json")])
+    assert board_files.find_results([published]) == ([], [str(published / "figure.json")])
 
 
 def test_the_real_published_folder_is_not_announced(monkeypatch):
     root = Path(__file__).resolve().parents[3]
-    assert board_data.OWN_PUBLISHED == root / "results" / "published"
-    _, skipped = board_data.find_results([root / "results"])
+    assert board_files.OWN_PUBLISHED == root / "results" / "published"
+    _, skipped = board_files.find_results([root / "results"])
     assert not [s for s in skipped if "/published/" in s]
