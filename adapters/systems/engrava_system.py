@@ -185,6 +185,12 @@ class _Store:
         finally:
             await self.db.close()
 
+    def worker(self) -> threading.Thread | None:
+        """aiosqlite's worker thread of this connection (0.22 keeps it on `_thread`; older ones are the thread),
+        which a closed connection has told to stop: it answers the close just before it ends."""
+        found = self.db if isinstance(self.db, threading.Thread) else getattr(self.db, "_thread", None)
+        return found if isinstance(found, threading.Thread) else None
+
 
 async def _open_store(provider) -> _Store:
     import aiosqlite
@@ -263,6 +269,9 @@ def _close_stores(loop: _Loop, stores: dict[str, _Store]) -> None:
     stores.clear()
     for store in held:
         loop.run(store.close(), timeout=CLOSE_TIMEOUT_S)
+        worker = store.worker()
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(CLOSE_TIMEOUT_S)
 
 
 def _shut(loop: _Loop, stores: dict[str, _Store]) -> None:
