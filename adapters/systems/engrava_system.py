@@ -100,14 +100,17 @@ class EngravaSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesA
 
         search = SearchConfig()
         weights = {"fts": search.default_fts_weight, "vector": search.default_vector_weight,
-                   "recency": search.default_recency_weight if self.mode == "hybrid-cycle" else 0.0,
-                   "priority": search.default_priority_weight, "graph": search.default_graph_weight}
+                   "recency": search.default_recency_weight, "priority": search.default_priority_weight,
+                   "graph": search.default_graph_weight}
         hybrid = self.mode.startswith("hybrid")
+        recency = (f"cycle = the doc's ingest position, asked at the next, half-life {search.recency_half_life} cycles"
+                   if self.mode == "hybrid-cycle" else
+                   "skipped (no cycle given): engrava spreads its weight over the active signals")
         return {"name": self.name, "retrieval_mode": f"engrava:{self.mode}", "version": version("engrava"),
                 "query": QUERIES[self.mode], "store": "SqliteEngravaCore over an in-memory SQLite, one per label",
                 "thoughts": f"one OBSERVATION per doc, P3, essence = the text's first {ESSENCE_CHARS} characters",
-                "weights": weights if hybrid else None,
-                "recency_half_life_cycles": search.recency_half_life if self.mode == "hybrid-cycle" else None,
+                "weights": weights if hybrid else None, "recency": recency if hybrid else None,
+                "priority": "every thought P3: the priority signal is the same for all",
                 "candidate_pools": {"fts": 50, "vector": 50} if hybrid else None,
                 "vector_backend": "numpy cosine", "embedding_model_name": VECTOR_MODEL,
                 "language_model": "none (engrava's core calls none)",
