@@ -94,8 +94,10 @@ class EngravaSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesA
 
     @property
     def config(self) -> dict:
+        import inspect
         from importlib.metadata import version
 
+        from engrava import SqliteEngravaCore
         from engrava.config import SearchConfig
 
         search = SearchConfig()
@@ -103,6 +105,7 @@ class EngravaSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesA
                    "recency": search.default_recency_weight, "priority": search.default_priority_weight,
                    "graph": search.default_graph_weight}
         hybrid = self.mode.startswith("hybrid")
+        pools = inspect.signature(SqliteEngravaCore.search_hybrid).parameters  # engrava's own, unchanged here
         recency = (f"cycle = the doc's ingest position, asked at the next, half-life {search.recency_half_life} cycles"
                    if self.mode == "hybrid-cycle" else
                    "skipped (no cycle given): engrava spreads its weight over the active signals")
@@ -111,7 +114,8 @@ class EngravaSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesA
                 "thoughts": f"one OBSERVATION per doc, P3, essence = the text's first {ESSENCE_CHARS} characters",
                 "weights": weights if hybrid else None, "recency": recency if hybrid else None,
                 "priority": "every thought P3: the priority signal is the same for all",
-                "candidate_pools": {"fts": 50, "vector": 50} if hybrid else None,
+                "candidate_pools": ({arm: pools[f"{arm}_top_k"].default for arm in ("fts", "vector")}
+                                    if hybrid else None),
                 "vector_backend": "numpy cosine", "embedding_model_name": VECTOR_MODEL,
                 "language_model": "none (engrava's core calls none)",
                 "off": ["dreaming (consolidation)", "memory hygiene", "derived records", "TTL", "journal",

@@ -190,7 +190,7 @@ def test_the_configuration_names_version_mode_weights_and_embedder():
         system.close()
     assert config["version"] == "0.7.2" and config["retrieval_mode"] == "engrava:hybrid-cycle"
     assert config["weights"] == {"fts": 0.3, "vector": 0.55, "recency": 0.1, "priority": 0.05, "graph": 0.0}
-    assert config["recency"].endswith("half-life 50 cycles")
+    assert config["recency"].endswith("half-life 50 cycles") and config["candidate_pools"] == {"fts": 50, "vector": 50}
     assert config["embedding_signature"] == WordEmbedder.signature
     assert config["language_model"].startswith("none") and "dreaming (consolidation)" in config["off"]
     plain = _system("hybrid")
