@@ -25,6 +25,9 @@ SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"])
            ("mnem hybrid", ["--system", "mnem", "--retrieval-mode", "hybrid"]),
            ("mnem dense", ["--system", "mnem", "--retrieval-mode", "dense"]),
            ("mempalace", ["--system", "mempalace"]),
+           ("lancedb hybrid", ["--system", "lancedb", "--retrieval-mode", "hybrid"]),
+           ("lancedb vector", ["--system", "lancedb", "--retrieval-mode", "vector"]),
+           ("lancedb fts", ["--system", "lancedb", "--retrieval-mode", "fts"]),
            ("random arm", ["--system", "random"]),
            ("recency arm", ["--system", "recency"]))
 #: The metrics of the table, strict first, as `memfarm compare` spells them, and their column names.

@@ -88,7 +88,7 @@ def run_options(command):
                      help="Companion questions file (LongMemEval) for turn-level gold."),
         *described("mode"),
         click.option("--system", default=None,
-                     help="memoria (default), adamem (default for adamem-*), mem0, mnem, mempalace, "
+                     help="memoria (default), adamem (default for adamem-*), mem0, mnem, mempalace, lancedb, "
                           "path/to/file.py:ClassName, or a server: http://HOST:PORT[/PREFIX] (token in "
                           "MEMFARM_SYSTEM_TOKEN)."),
         click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N items."),
