@@ -22,29 +22,26 @@ process) or was killed leaves nothing behind for long.
 
 from __future__ import annotations
 
-import fcntl
-import logging
+import functools
 import os
 import shutil
-import stat
-import tempfile
 import threading
 import uuid
 import warnings
-import weakref
 from contextlib import contextmanager
 
 from adapters.systems.contract import (AddsOnIngest, Closes, Describes, Diagnoses, Embeds, EncodesAhead,
                                        SystemInfo)
+from adapters.systems.scratch import held_scratch, remove_abandoned
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 #: MemPalace searches a pool this many times wider than top_k before its re-rank (its own default).
 CANDIDATE_STRATEGY = "vector"
 _ENV_LOCK = threading.Lock()
-#: Scratch folders are made in the temporary folder with this prefix; the lock file inside marks them alive.
+#: Scratch folders are made in the temporary folder with this prefix (`adapters.systems.scratch`).
 SCRATCH_PREFIX = "memfarm-mempalace-"
-OWNER_LOCK = "owner.lock"
-logger = logging.getLogger(__name__)
+#: MemPalace's abandoned scratch folders removed, from `parent` (the temporary folder) or the given one.
+remove_abandoned_scratch = functools.partial(remove_abandoned, SCRATCH_PREFIX)
 
 
 class MemPalaceSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesAhead):
@@ -69,9 +66,7 @@ class MemPalaceSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, Encode
                                     threads=embedder_threads(), embedder=embedder)
         self.embedder = AheadEmbedder(embedder)  # serves what a stepped item's runner had encoded ahead
         if workdir is None:  # a scratch folder of its own, held while its process lives, goes with the system
-            remove_abandoned_scratch()
-            self._root, owner = _held_scratch()
-            self._discard = weakref.finalize(self, _remove_scratch, self._root, owner)
+            self._root, self._discard = held_scratch(self, SCRATCH_PREFIX)
         else:
             self._root, self._discard = workdir, None
         self._home = os.path.join(self._root, "home")
@@ -187,52 +182,6 @@ def _close_palace(palace: str) -> None:
         _magic._positive.pop((found.st_dev, found.st_ino), None)
     if probe is not None:
         probe.close()
-
-
-def _held_scratch() -> tuple[str, int]:
-    """A new scratch folder and the descriptor whose lock marks it alive (locked before its name appears,
-    so that no cleaner finds it free)."""
-    root = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
-    pending = os.path.join(root, OWNER_LOCK + ".new")
-    owner = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    os.rename(pending, os.path.join(root, OWNER_LOCK))
-    return root, owner
-
-
-def _remove_scratch(root: str, owner: int) -> None:
-    shutil.rmtree(root, ignore_errors=True)
-    os.close(owner)
-
-
-def remove_abandoned_scratch(parent: str | None = None) -> list[str]:
-    """Remove the scratch folders in `parent` (the temporary folder) whose owner lock is free: their process
-    ended without removing them (os._exit, a kill). Returns the folders removed."""
-    parent = parent or tempfile.gettempdir()
-    removed = []
-    try:
-        names = [name for name in os.listdir(parent) if name.startswith(SCRATCH_PREFIX)]
-    except OSError:
-        return removed
-    for name in sorted(names):
-        folder = os.path.join(parent, name)
-        try:
-            found = os.lstat(folder)
-            if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():  # a link, or not this user's
-                continue
-            owner = os.open(os.path.join(folder, OWNER_LOCK), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError:  # not one of these folders, or another user's: left alone
-            continue
-        try:
-            fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # its process is alive
-            os.close(owner)
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        os.close(owner)
-        removed.append(folder)
-        logger.info("removed the scratch folder %s, left by a process that ended", folder)
-    return removed
 
 
 def _score(hit: dict) -> float:

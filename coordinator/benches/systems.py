@@ -30,6 +30,9 @@ SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"])
            ("bm25s robertson", ["--system", "bm25s", "--retrieval-mode", "robertson"]),
            ("engrava hybrid", ["--system", "engrava", "--retrieval-mode", "hybrid"]),
            ("engrava hybrid-cycle", ["--system", "engrava", "--retrieval-mode", "hybrid-cycle"]),
+           ("lancedb hybrid", ["--system", "lancedb", "--retrieval-mode", "hybrid"]),
+           ("lancedb vector", ["--system", "lancedb", "--retrieval-mode", "vector"]),
+           ("lancedb fts", ["--system", "lancedb", "--retrieval-mode", "fts"]),
            ("random arm", ["--system", "random"]),
            ("recency arm", ["--system", "recency"]))
 #: The metrics of the table, strict first, as `memfarm compare` spells them, and their column names.

@@ -126,7 +126,8 @@ def test_a_scratch_folder_left_by_os_exit_is_removed_and_a_living_ones_kept(scra
 
 def test_a_link_named_as_a_scratch_folder_is_never_followed(scratch, tmp_path):
     _need("mempalace", "mempalace")
-    from adapters.systems.mempalace_system import OWNER_LOCK, SCRATCH_PREFIX, remove_abandoned_scratch
+    from adapters.systems.mempalace_system import SCRATCH_PREFIX, remove_abandoned_scratch
+    from adapters.systems.scratch import OWNER_LOCK
 
     precious = tmp_path / "precious"
     precious.mkdir()
