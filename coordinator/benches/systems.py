@@ -25,6 +25,9 @@ SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"])
            ("mnem hybrid", ["--system", "mnem", "--retrieval-mode", "hybrid"]),
            ("mnem dense", ["--system", "mnem", "--retrieval-mode", "dense"]),
            ("mempalace", ["--system", "mempalace"]),
+           ("txtai hybrid", ["--system", "txtai", "--retrieval-mode", "hybrid"]),
+           ("txtai dense", ["--system", "txtai", "--retrieval-mode", "dense"]),
+           ("txtai sparse", ["--system", "txtai", "--retrieval-mode", "sparse"]),
            ("random arm", ["--system", "random"]),
            ("recency arm", ["--system", "recency"]))
 #: The metrics of the table, strict first, as `memfarm compare` spells them, and their column names.
