@@ -87,11 +87,11 @@ class TxtaiSystem(AddsOnIngest, Describes, Embeds, Closes, EncodesAhead):
 
     @property
     def config(self) -> dict:
-        import txtai
+        from txtai.version import __version__
 
         dense = self.mode in ("hybrid", "dense")
         sparse = self.mode in ("hybrid", "sparse")
-        return {"name": self.name, "retrieval_mode": f"txtai:{self.mode}", "version": txtai.__version__,
+        return {"name": self.name, "retrieval_mode": f"txtai:{self.mode}", "version": __version__,
                 "index": "one txtai Embeddings per label (item), in memory, content=False",
                 "shortcut": {"hybrid": "hybrid=True", "dense": "external vectors only",
                              "sparse": "keyword=True"}[self.mode],
