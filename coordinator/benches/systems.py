@@ -33,6 +33,9 @@ SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"])
            ("lancedb hybrid", ["--system", "lancedb", "--retrieval-mode", "hybrid"]),
            ("lancedb vector", ["--system", "lancedb", "--retrieval-mode", "vector"]),
            ("lancedb fts", ["--system", "lancedb", "--retrieval-mode", "fts"]),
+           ("txtai hybrid", ["--system", "txtai", "--retrieval-mode", "hybrid"]),
+           ("txtai dense", ["--system", "txtai", "--retrieval-mode", "dense"]),
+           ("txtai sparse", ["--system", "txtai", "--retrieval-mode", "sparse"]),
            ("random arm", ["--system", "random"]),
            ("recency arm", ["--system", "recency"]))
 #: The metrics of the table, strict first, as `memfarm compare` spells them, and their column names.

@@ -143,6 +143,9 @@ def test_outside_systems_encode_ahead_and_rank_as_they_would_step_by_step(short_
 def test_outside_systems_encode_ahead_and_rank_as_they_would_step_by_step(short_persona, system_name, tmp_path):
     """mnem, MemPalace and LanceDB serve a stepped item's vectors made ahead; their rankings equal a run without
     that."""
+@pytest.mark.parametrize("system_name", ["mnem", "mempalace", "txtai"])
+def test_outside_systems_encode_ahead_and_rank_as_they_would_step_by_step(short_persona, system_name, tmp_path):
+    """mnem, MemPalace and txtai serve a stepped item's vectors made ahead; their rankings equal a run without that."""
     import importlib.util
 
     from tests.helpers import skip_outside_ci
