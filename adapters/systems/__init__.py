@@ -2,11 +2,9 @@
 
 The runner owns everything else: isolation, opaque ids, tasks built from a
 whitelist, the shared top_k, rejecting bad hits, scoring. Built in: `memoria`
-(any mode) and `adamem` (any ablation), and the control arms `random` and `recency`; optional: `mem0`, `mnem`
-(its own modes), `mempalace` and `bm25s` (the lexical baseline, its BM25 variants as modes). A user's own system
-(its own modes), `mempalace` and `engrava` (its own modes). A user's own system
-(its own modes), `mempalace` and `lancedb` (its own modes). A user's own system
-(its own modes), `mempalace` and `txtai` (its own modes: hybrid, dense, sparse). A user's own system
+(any mode) and `adamem` (any ablation), and the control arms `random` and `recency`; optional: the memory
+systems `mem0`, `mnem` (its own modes) and `mempalace`, and the field's baselines `bm25s` (BM25 variants as modes),
+`lancedb`, `txtai` and `engrava` (each its own modes). A user's own system
 is `path/to/file.py:ClassName` or `package.module:ClassName`, built with no
 arguments, or a server in any language, `http://HOST:PORT[/PREFIX]` (`http_system`).
 What a built-in system is (its settings, modes, extra, plan) is declared beside its class
@@ -22,21 +20,13 @@ import sys
 from pathlib import Path
 
 from adapters.errors import MemfarmError, SystemUnavailable
-from adapters.systems import (adamem, arms, bm25s_system, mem0_system, memoria_system, mempalace_system,
-from adapters.systems import (adamem, arms, engrava_system, mem0_system, memoria_system, mempalace_system,
-                             mnem_system)
-from adapters.systems import (adamem, arms, lancedb_system, mem0_system, memoria_system, mempalace_system,
-                              mnem_system)
-from adapters.systems import (adamem, arms, mem0_system, memoria_system, mempalace_system, mnem_system,
-                              txtai_system)
+from adapters.systems import (adamem, arms, bm25s_system, engrava_system, lancedb_system, mem0_system,
+                              memoria_system, mempalace_system, mnem_system, txtai_system)
 from adapters.systems.contract import SystemInfo, check_contract, config_of
 
 SYSTEMS: dict[str, SystemInfo] = {info.name: info for info in (
     *(module.DESCRIPTION for module in (memoria_system, adamem, mem0_system, mnem_system, mempalace_system,
-                                          bm25s_system)),
-                                                 engrava_system)),
-                                        lancedb_system)),
-                                            txtai_system)),
+                                        bm25s_system, lancedb_system, txtai_system, engrava_system)),
     arms.RANDOM, arms.RECENCY)}
 
 

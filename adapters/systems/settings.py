@@ -82,8 +82,8 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("mode", "retrieval_mode", Kind.CHOICE, system_choices="modes", default=engine.DEFAULT_MODE,
             help="Memoria's sources, or the modes of a system that has its own (mnem: hybrid, its default, "
-                 "or dense; bm25s: lucene, its default, robertson or atire)."),
-                 "or dense; engrava: hybrid, hybrid-cycle, vector or keyword)."),
+                 "or dense; bm25s: lucene, its default, robertson or atire; lancedb: hybrid, vector or fts; "
+                 "txtai: hybrid, dense or sparse; engrava: hybrid, hybrid-cycle, vector or keyword)."),
     Setting("batch_size", "batch_size", Kind.COUNT, minimum=1, default=engine.DEFAULT_BATCH_SIZE,
             help="Texts per call to the embedding model."),
     Setting("max_workers", "extraction_threads", Kind.COUNT, minimum=1, default=engine.DEFAULT_MAX_WORKERS,

@@ -88,9 +88,8 @@ def run_options(command):
                      help="Companion questions file (LongMemEval) for turn-level gold."),
         *described("mode"),
         click.option("--system", default=None,
-                     help="memoria (default), adamem (default for adamem-*), mem0, mnem, mempalace, bm25s, "
-                     help="memoria (default), adamem (default for adamem-*), mem0, mnem, mempalace, engrava, "
-                     help="memoria (default), adamem (default for adamem-*), mem0, mnem, mempalace, lancedb, "
+                     help="memoria (default), adamem (default for adamem-*), mem0, mnem, mempalace, bm25s, lancedb, "
+                          "txtai, engrava, random, recency, "
                           "path/to/file.py:ClassName, or a server: http://HOST:PORT[/PREFIX] (token in "
                           "MEMFARM_SYSTEM_TOKEN)."),
         click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N items."),
