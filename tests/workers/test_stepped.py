@@ -136,9 +136,9 @@ def test_a_persona_scores_under_realmem_and_the_farms_formulas(short_persona):
                     record["metrics_by_profile"]["expected-text"]["session"][f"{name}@{k}"]
 
 
-@pytest.mark.parametrize("system_name", ["mnem", "mempalace"])
+@pytest.mark.parametrize("system_name", ["mnem", "mempalace", "qdrant"])
 def test_outside_systems_encode_ahead_and_rank_as_they_would_step_by_step(short_persona, system_name, tmp_path):
-    """mnem and MemPalace serve a stepped item's vectors made ahead; their rankings equal a run without that."""
+    """mnem, MemPalace and Qdrant serve a stepped item's vectors made ahead; their rankings equal a run without that."""
     import importlib.util
 
     from tests.helpers import skip_outside_ci
