@@ -82,7 +82,7 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("mode", "retrieval_mode", Kind.CHOICE, system_choices="modes", default=engine.DEFAULT_MODE,
             help="Memoria's sources, or the modes of a system that has its own (mnem: hybrid, its default, "
-                 "or dense)."),
+                 "or dense; qdrant: dense, its default, or hybrid)."),
     Setting("batch_size", "batch_size", Kind.COUNT, minimum=1, default=engine.DEFAULT_BATCH_SIZE,
             help="Texts per call to the embedding model."),
     Setting("max_workers", "extraction_threads", Kind.COUNT, minimum=1, default=engine.DEFAULT_MAX_WORKERS,
