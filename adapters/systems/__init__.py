@@ -4,7 +4,7 @@ The runner owns everything else: isolation, opaque ids, tasks built from a
 whitelist, the shared top_k, rejecting bad hits, scoring. Built in: `memoria`
 (any mode) and `adamem` (any ablation), and the control arms `random` and `recency`; optional: the memory
 systems `mem0`, `mnem` (its own modes) and `mempalace`, and the field's baselines `bm25s` (BM25 variants as modes),
-`lancedb`, `txtai` and `engrava` (each its own modes). A user's own system
+`qdrant`, `lancedb`, `txtai` and `engrava` (each its own modes). A user's own system
 is `path/to/file.py:ClassName` or `package.module:ClassName`, built with no
 arguments, or a server in any language, `http://HOST:PORT[/PREFIX]` (`http_system`).
 What a built-in system is (its settings, modes, extra, plan) is declared beside its class
@@ -21,12 +21,13 @@ from pathlib import Path
 
 from adapters.errors import MemfarmError, SystemUnavailable
 from adapters.systems import (adamem, arms, bm25s_system, engrava_system, lancedb_system, mem0_system,
-                              memoria_system, mempalace_system, mnem_system, txtai_system)
+                              memoria_system, mempalace_system, mnem_system, qdrant_system, txtai_system)
 from adapters.systems.contract import SystemInfo, check_contract, config_of
 
 SYSTEMS: dict[str, SystemInfo] = {info.name: info for info in (
     *(module.DESCRIPTION for module in (memoria_system, adamem, mem0_system, mnem_system, mempalace_system,
-                                        bm25s_system, lancedb_system, txtai_system, engrava_system)),
+                                        bm25s_system, qdrant_system, lancedb_system, txtai_system,
+                                        engrava_system)),
     arms.RANDOM, arms.RECENCY)}
 
 

@@ -82,7 +82,7 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("mode", "retrieval_mode", Kind.CHOICE, system_choices="modes", default=engine.DEFAULT_MODE,
             help="Memoria's sources, or the modes of a system that has its own (mnem: hybrid, its default, "
-                 "or dense; bm25s: lucene, its default, robertson or atire; lancedb: hybrid, vector or fts; "
+                 "or dense; bm25s: lucene, its default, robertson or atire; qdrant: dense or hybrid; lancedb: hybrid, vector or fts; "
                  "txtai: hybrid, dense or sparse; engrava: hybrid, hybrid-cycle, vector or keyword)."),
     Setting("batch_size", "batch_size", Kind.COUNT, minimum=1, default=engine.DEFAULT_BATCH_SIZE,
             help="Texts per call to the embedding model."),

@@ -36,6 +36,8 @@ SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"])
            ("txtai hybrid", ["--system", "txtai", "--retrieval-mode", "hybrid"]),
            ("txtai dense", ["--system", "txtai", "--retrieval-mode", "dense"]),
            ("txtai sparse", ["--system", "txtai", "--retrieval-mode", "sparse"]),
+           ("qdrant dense", ["--system", "qdrant", "--retrieval-mode", "dense"]),
+           ("qdrant hybrid", ["--system", "qdrant", "--retrieval-mode", "hybrid"]),
            ("random arm", ["--system", "random"]),
            ("recency arm", ["--system", "recency"]))
 #: The metrics of the table, strict first, as `memfarm compare` spells them, and their column names.

@@ -100,9 +100,9 @@ def bench_ablation(locomo, questions, scale, workdir, output):
               help="Where each system's results file and manifest are written (emptied first).")
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/systems.json", show_default=True)
 def bench_systems(locomo, questions, scale, limit, realmem, realmem_limit, systems, workdir, output):
-    """Memoria (full, fusion), AdaMem full, mem0, mnem (hybrid, dense), MemPalace and Engrava (hybrid,
-    hybrid-cycle) on a LoCoMo file, a generated LongMemEval-S file and RealMem personas where given, each against
-    Memoria full with paired intervals and Holm-adjusted p."""
+    """Every system and control arm side by side (Memoria's modes, AdaMem, mem0, mnem, MemPalace, bm25s, Qdrant,
+    LanceDB, txtai, Engrava, random, recency; `--system` picks) on a LoCoMo file, a generated LongMemEval-S file
+    and RealMem personas where given, each against Memoria full with paired intervals and Holm-adjusted p."""
     from adapters.systems.http_client import is_http_system
     from coordinator.benches.systems import SYSTEMS, run_systems_bench
     from coordinator.running.spec import resolved_system

@@ -88,7 +88,7 @@ def run_options(command):
                      help="Companion questions file (LongMemEval) for turn-level gold."),
         *described("mode"),
         click.option("--system", default=None,
-                     help="memoria (default), adamem (default for adamem-*), mem0, mnem, mempalace, bm25s, lancedb, "
+                     help="memoria (default), adamem (default for adamem-*), mem0, mnem, mempalace, bm25s, qdrant, lancedb, "
                           "txtai, engrava, random, recency, "
                           "path/to/file.py:ClassName, or a server: http://HOST:PORT[/PREFIX] (token in "
                           "MEMFARM_SYSTEM_TOKEN)."),

@@ -136,7 +136,7 @@ def test_a_persona_scores_under_realmem_and_the_farms_formulas(short_persona):
                     record["metrics_by_profile"]["expected-text"]["session"][f"{name}@{k}"]
 
 
-@pytest.mark.parametrize("system_name", ["mnem", "mempalace", "lancedb", "txtai", "engrava"])
+@pytest.mark.parametrize("system_name", ["mnem", "mempalace", "qdrant", "lancedb", "txtai", "engrava"])
 def test_outside_systems_encode_ahead_and_rank_as_they_would_step_by_step(short_persona, system_name, tmp_path):
     """Outside systems that embed serve a stepped item's vectors made ahead; their rankings equal a run without
     that."""
