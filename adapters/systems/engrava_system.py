@@ -38,6 +38,7 @@ import weakref
 
 from adapters.systems.contract import (AddsOnIngest, Closes, Describes, Diagnoses, Embeds, EncodesAhead,
                                        SystemInfo)
+from adapters.systems.vendor import RunEmbedder, check_mode, require
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 MODES = ("hybrid", "hybrid-cycle", "vector", "keyword")
@@ -54,43 +55,22 @@ ESSENCE_CHARS = 200
 CLOSE_TIMEOUT_S = 30.0
 
 
-class EngravaSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesAhead):
+class EngravaSystem(RunEmbedder, AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesAhead):
     name = "engrava"
     adds_on_ingest = True  # each ingest is one more bulk_store into the label's store
 
     def __init__(self, mode: str = "hybrid", embedder=None, max_seq_length: int | None = None,
                  embedder_backend: str = DEFAULT_EMBEDDER_BACKEND, batch_size: int | None = None):
-        if mode not in MODES:
-            raise ValueError(f"retrieval mode {mode!r} is not one of engrava's: {', '.join(MODES)}")
-        try:
-            import aiosqlite  # noqa: F401
-            from engrava import SqliteEngravaCore  # noqa: F401
-        except ImportError as exc:
-            raise ImportError(f"engrava is not installed: {DESCRIPTION.install} (in the checkout)") from exc
-        from adapters.systems.memoria_system import embedder_threads, onnx_folder
-        from memoria.ahead import AheadEmbedder
-        from memoria.embedder import LazyEmbedder
-
+        check_mode("engrava", mode, MODES)
+        require("engrava", DESCRIPTION.install, "aiosqlite", "engrava")
         self.mode = mode
-        self.batch_size = batch_size or 32
-        if embedder is None or isinstance(embedder, str):
-            embedder = LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
-                                    threads=embedder_threads(), embedder=embedder)
-        self.embedder = AheadEmbedder(embedder)  # serves what a stepped item's runner had encoded ahead
+        self.use_run_embedder(embedder, max_seq_length, embedder_backend, batch_size)
         self._loop = _Loop()
         self._stores: dict[str, _Store] = {}
         self._ids: dict[str, str] = {}
         self._minted = 0
         self._finalize = weakref.finalize(self, _shut, self._loop, self._stores)
         self.last_diagnostics: dict = {}
-
-    @property
-    def embedding_signature(self) -> dict:
-        return self.embedder.signature
-
-    def encode_ahead(self, docs: list[dict]) -> None:
-        """The vectors of docs to be ingested in steps, made now in one batch (`contract.EncodesAhead`)."""
-        self.embedder.encode_ahead([d["text"] for d in docs], batch_size=self.batch_size)
 
     @property
     def config(self) -> dict:

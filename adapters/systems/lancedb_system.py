@@ -33,6 +33,7 @@ import uuid
 
 from adapters.systems.contract import (AddsOnIngest, Closes, Describes, Diagnoses, Embeds, EncodesAhead,
                                        SystemInfo)
+from adapters.systems.vendor import RunEmbedder, check_mode, require
 from adapters.systems.scratch import held_scratch
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
@@ -48,43 +49,22 @@ DISTANCE = "cosine"
 RRF_K = 60
 
 
-class LanceDBSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesAhead):
+class LanceDBSystem(RunEmbedder, AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesAhead):
     name = "lancedb"
     adds_on_ingest = True  # rows are added to the label's table, its full-text index rebuilt
 
     def __init__(self, mode: str = "hybrid", embedder=None, max_seq_length: int | None = None,
                  embedder_backend: str = DEFAULT_EMBEDDER_BACKEND, batch_size: int | None = None):
-        if mode not in MODES:
-            raise ValueError(f"retrieval mode {mode!r} is not one of lancedb's: {', '.join(MODES)}")
-        try:
-            import lancedb  # noqa: F401
-            import pyarrow  # noqa: F401
-        except ImportError as exc:
-            raise ImportError(f"lancedb is not installed: {DESCRIPTION.install} (in the checkout)") from exc
-        from adapters.systems.memoria_system import embedder_threads, onnx_folder
-        from memoria.ahead import AheadEmbedder
-        from memoria.embedder import LazyEmbedder
-
+        check_mode("lancedb", mode, MODES)
+        require("lancedb", DESCRIPTION.install, "lancedb", "pyarrow")
         self.mode = mode
-        self.batch_size = batch_size or 32
-        if embedder is None or isinstance(embedder, str):
-            embedder = LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
-                                    threads=embedder_threads(), embedder=embedder)
-        self.embedder = AheadEmbedder(embedder)  # serves what a stepped item's runner had encoded ahead
+        self.use_run_embedder(embedder, max_seq_length, embedder_backend, batch_size)
         self._root, self._discard = held_scratch(self, SCRATCH_PREFIX)
         self._folder: str | None = None
         self._db = None
         self._tables: dict[str, object] = {}
         self._ids: dict[int, str] = {}
         self.last_diagnostics: dict = {}
-
-    @property
-    def embedding_signature(self) -> dict:
-        return self.embedder.signature
-
-    def encode_ahead(self, docs: list[dict]) -> None:
-        """The vectors of docs to be ingested in steps, made now in one batch (`contract.EncodesAhead`)."""
-        self.embedder.encode_ahead([d["text"] for d in docs], batch_size=self.batch_size)
 
     @property
     def config(self) -> dict:

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from adapters.systems.contract import (AddsOnIngest, Closes, Describes, Diagnoses, Embeds, EncodesAhead,
                                        SystemInfo)
 from adapters.systems.scratch import held_scratch, remove_abandoned
+from adapters.systems.vendor import RunEmbedder, require
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 #: MemPalace searches a pool this many times wider than top_k before its re-rank (its own default).
@@ -44,27 +45,15 @@ SCRATCH_PREFIX = "memfarm-mempalace-"
 remove_abandoned_scratch = functools.partial(remove_abandoned, SCRATCH_PREFIX)
 
 
-class MemPalaceSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesAhead):
+class MemPalaceSystem(RunEmbedder, AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesAhead):
     name = "mempalace"
     adds_on_ingest = True  # drawers are added to the palace's collection
 
     def __init__(self, embedder=None, max_seq_length: int | None = None,
                  embedder_backend: str = DEFAULT_EMBEDDER_BACKEND,
                  batch_size: int | None = None, workdir: str | None = None):
-        try:
-            import mempalace  # noqa: F401
-            from chromadb.api.types import EmbeddingFunction  # noqa: F401
-        except ImportError as exc:
-            raise ImportError(f"mempalace is not installed: {DESCRIPTION.install} (in the checkout)") from exc
-        from adapters.systems.memoria_system import embedder_threads, onnx_folder
-        from memoria.ahead import AheadEmbedder
-        from memoria.embedder import LazyEmbedder
-
-        self.batch_size = batch_size or 32
-        if embedder is None or isinstance(embedder, str):
-            embedder = LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
-                                    threads=embedder_threads(), embedder=embedder)
-        self.embedder = AheadEmbedder(embedder)  # serves what a stepped item's runner had encoded ahead
+        require("mempalace", DESCRIPTION.install, "mempalace", "chromadb.api.types")
+        self.use_run_embedder(embedder, max_seq_length, embedder_backend, batch_size)
         if workdir is None:  # a scratch folder of its own, held while its process lives, goes with the system
             self._root, self._discard = held_scratch(self, SCRATCH_PREFIX)
         else:
@@ -72,14 +61,6 @@ class MemPalaceSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, Encode
         self._home = os.path.join(self._root, "home")
         self._palace: str | None = None
         self.last_diagnostics: dict = {}
-
-    @property
-    def embedding_signature(self) -> dict:
-        return self.embedder.signature
-
-    def encode_ahead(self, docs: list[dict]) -> None:
-        """The vectors of docs to be ingested in steps, made now in one batch (`contract.EncodesAhead`)."""
-        self.embedder.encode_ahead([d["text"] for d in docs], batch_size=self.batch_size)
 
     @property
     def config(self) -> dict:

@@ -24,6 +24,7 @@ import threading
 from contextlib import contextmanager
 
 from adapters.systems.contract import AddsOnIngest, Describes, Diagnoses, Embeds, EncodesAhead, SystemInfo
+from adapters.systems.vendor import RunEmbedder, check_mode, require
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 MODES = ("hybrid", "dense")
@@ -49,39 +50,19 @@ def _labels_on():
                 os.environ["MNEM_BENCH"] = previous
 
 
-class MnemSystem(AddsOnIngest, Describes, Embeds, Diagnoses, EncodesAhead):
+class MnemSystem(RunEmbedder, AddsOnIngest, Describes, Embeds, Diagnoses, EncodesAhead):
     name = "mnem"
     adds_on_ingest = True  # each ingest is one more transaction of nodes
 
     def __init__(self, mode: str = "hybrid", embedder=None, max_seq_length: int | None = None,
                  embedder_backend: str = DEFAULT_EMBEDDER_BACKEND, batch_size: int | None = None):
-        if mode not in MODES:
-            raise ValueError(f"retrieval mode {mode!r} is not one of mnem's: {', '.join(MODES)}")
-        try:
-            import pymnem  # noqa: F401
-        except ImportError as exc:
-            raise ImportError(f"mnem is not installed: {DESCRIPTION.install} (in the checkout)") from exc
-        from adapters.systems.memoria_system import embedder_threads, onnx_folder
-        from memoria.ahead import AheadEmbedder
-        from memoria.embedder import LazyEmbedder
-
+        check_mode("mnem", mode, MODES)
+        require("mnem", DESCRIPTION.install, "pymnem")
         self.mode = mode
-        self.batch_size = batch_size or 32
-        if embedder is None or isinstance(embedder, str):
-            embedder = LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
-                                    threads=embedder_threads(), embedder=embedder)
-        self.embedder = AheadEmbedder(embedder)  # serves what a stepped item's runner had encoded ahead
+        self.use_run_embedder(embedder, max_seq_length, embedder_backend, batch_size)
         self._repo = None
         self._ids: dict[str, str] = {}
         self.last_diagnostics: dict = {}
-
-    @property
-    def embedding_signature(self) -> dict:
-        return self.embedder.signature
-
-    def encode_ahead(self, docs: list[dict]) -> None:
-        """The vectors of docs to be ingested in steps, made now in one batch (`contract.EncodesAhead`)."""
-        self.embedder.encode_ahead([d["text"] for d in docs], batch_size=self.batch_size)
 
     @property
     def config(self) -> dict:

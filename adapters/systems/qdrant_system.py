@@ -30,6 +30,7 @@ from collections import Counter
 
 from adapters.systems.contract import (AddsOnIngest, Closes, Describes, Diagnoses, Embeds, EncodesAhead,
                                        SystemInfo)
+from adapters.systems.vendor import RunEmbedder, check_mode, require
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 MODES = ("dense", "hybrid")
@@ -77,40 +78,20 @@ def qdrant_version() -> str:
     return version("qdrant-client")
 
 
-class QdrantSystem(AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesAhead):
+class QdrantSystem(RunEmbedder, AddsOnIngest, Describes, Embeds, Diagnoses, Closes, EncodesAhead):
     name = "qdrant"
     adds_on_ingest = True  # an ingest upserts more points into the item's collections
 
     def __init__(self, mode: str = "dense", embedder=None, max_seq_length: int | None = None,
                  embedder_backend: str = DEFAULT_EMBEDDER_BACKEND, batch_size: int | None = None):
-        if mode not in MODES:
-            raise ValueError(f"retrieval mode {mode!r} is not one of qdrant's: {', '.join(MODES)}")
-        try:
-            import qdrant_client  # noqa: F401
-        except ImportError as exc:
-            raise ImportError(f"qdrant-client is not installed: {DESCRIPTION.install} (in the checkout)") from exc
-        from adapters.systems.memoria_system import embedder_threads, onnx_folder
-        from memoria.ahead import AheadEmbedder
-        from memoria.embedder import LazyEmbedder
-
+        check_mode("qdrant", mode, MODES)
+        require("qdrant-client", DESCRIPTION.install, "qdrant_client")
         self.mode = mode
-        self.batch_size = batch_size or 32
-        if embedder is None or isinstance(embedder, str):
-            embedder = LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
-                                    threads=embedder_threads(), embedder=embedder)
-        self.embedder = AheadEmbedder(embedder)  # serves what a stepped item's runner had encoded ahead
+        self.use_run_embedder(embedder, max_seq_length, embedder_backend, batch_size)
         self._client = None
         self._collections: dict[str, str] = {}  # label -> its collection
         self._points: dict[str, int] = {}  # collection -> points in it (the next point's id)
         self.last_diagnostics: dict = {}
-
-    @property
-    def embedding_signature(self) -> dict:
-        return self.embedder.signature
-
-    def encode_ahead(self, docs: list[dict]) -> None:
-        """The vectors of docs to be ingested in steps, made now in one batch (`contract.EncodesAhead`)."""
-        self.embedder.encode_ahead([d["text"] for d in docs], batch_size=self.batch_size)
 
     @property
     def config(self) -> dict:

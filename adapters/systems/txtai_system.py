@@ -31,6 +31,7 @@ from __future__ import annotations
 import importlib.util
 
 from adapters.systems.contract import AddsOnIngest, Closes, Describes, Embeds, EncodesAhead, SystemInfo
+from adapters.systems.vendor import DEFAULT_BATCH, RunEmbedder, check_mode
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 MODES = ("hybrid", "dense", "sparse")
@@ -47,43 +48,23 @@ FUSION = "convex"
 CANDIDATES_PER_LANE = 10
 
 
-class TxtaiSystem(AddsOnIngest, Describes, Embeds, Closes, EncodesAhead):
+class TxtaiSystem(RunEmbedder, AddsOnIngest, Describes, Embeds, Closes, EncodesAhead):
     name = "txtai"
     adds_on_ingest = True  # a second ingest is txtai's upsert: it appends to the label's index
 
     def __init__(self, mode: str = "hybrid", embedder=None, max_seq_length: int | None = None,
                  embedder_backend: str = DEFAULT_EMBEDDER_BACKEND, batch_size: int | None = None):
-        if mode not in MODES:
-            raise ValueError(f"retrieval mode {mode!r} is not one of txtai's: {', '.join(MODES)}")
+        check_mode("txtai", mode, MODES)
         if importlib.util.find_spec("txtai") is None or importlib.util.find_spec("faiss") is None:
             raise ImportError(f"txtai is not installed: {DESCRIPTION.install} (in the checkout)")
         import txtai  # noqa: F401  (seconds: paid here, once per process, not at the first item)
 
         self.mode = mode
-        self.batch_size = batch_size or 32
-        self.embedder = None
-        if mode != "sparse":
-            from adapters.systems.memoria_system import embedder_threads, onnx_folder
-            from memoria.ahead import AheadEmbedder
-            from memoria.embedder import LazyEmbedder
-
-            if embedder is None or isinstance(embedder, str):
-                embedder = LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
-                                        threads=embedder_threads(), embedder=embedder)
-            self.embedder = AheadEmbedder(embedder)  # serves what a stepped item's runner had encoded ahead
+        self.batch_size = batch_size or DEFAULT_BATCH
+        if mode != "sparse":  # `sparse` makes no vectors: no embedder, no signature
+            self.use_run_embedder(embedder, max_seq_length, embedder_backend, batch_size)
         self._indexes: dict = {}  # label -> txtai.Embeddings
         self._ids: dict[str, list[str]] = {}  # label -> external ids, at the position that is txtai's row id
-
-    @property
-    def embedding_signature(self) -> dict | None:
-        """The run's embedder's signature; None in `sparse`, which makes no vectors."""
-        return self.embedder.signature if self.embedder is not None else None
-
-    def encode_ahead(self, docs: list[dict]) -> None:
-        """The vectors of docs to be ingested in steps, made now in one batch (`contract.EncodesAhead`); `sparse`
-        has nothing to encode."""
-        if self.embedder is not None:
-            self.embedder.encode_ahead([d["text"] for d in docs], batch_size=self.batch_size)
 
     @property
     def config(self) -> dict:

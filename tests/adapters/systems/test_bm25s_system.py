@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from adapters.errors import SystemUnavailable
 from coordinator.cli import main
-from tests.adapters.systems.test_outside_systems import _one_conversation, _rankings
+from tests.adapters.systems.one_conversation import one_conversation, rankings, run_locomo
 from tests.helpers import skip_outside_ci
 
 
@@ -171,22 +171,14 @@ def test_a_missing_package_refuses_with_the_install_line(monkeypatch, module):
         make_system("bm25s")
 
 
-def _run(tmp_path, name, dataset, *options, env=None):
-    out = tmp_path / f"{name}.json"
-    result = CliRunner().invoke(main, ["run", "locomo", "--dataset", str(dataset), *options, "--output", str(out)],
-                                env=env)
-    assert result.exit_code == 0, result.output
-    return json.loads(out.read_text()), json.loads((tmp_path / f"{name}.manifest.json").read_text())
-
-
 @pytest.mark.slow
 @pytest.mark.server
 def test_bm25s_on_one_locomo_conversation_here_and_on_a_farm(locomo_path, tmp_path, redis_server, workers):
     _need_bm25s()
-    data = _one_conversation(locomo_path, tmp_path)
+    data = one_conversation(locomo_path, tmp_path)
     conversation = json.loads(data.read_text())[0]
-    lucene, manifest = _run(tmp_path, "bm25s_lucene", data, "--system", "bm25s")
-    robertson, _ = _run(tmp_path, "bm25s_robertson", data, "--system", "bm25s", "--retrieval-mode", "robertson")
+    lucene, manifest = run_locomo(tmp_path, "bm25s_lucene", data, "--system", "bm25s")
+    robertson, _ = run_locomo(tmp_path, "bm25s_robertson", data, "--system", "bm25s", "--retrieval-mode", "robertson")
     turns = sum(len(v) for k, v in conversation["conversation"].items()
                 if k.startswith("session_") and isinstance(v, list))
     for results in (lucene, robertson):
@@ -199,11 +191,11 @@ def test_bm25s_on_one_locomo_conversation_here_and_on_a_farm(locomo_path, tmp_pa
     assert settings["retrieval_mode"] == "bm25s:lucene" and settings["version"] == "0.3.16"
     assert robertson["settings_system"]["retrieval_mode"] == "bm25s:robertson"
     assert manifest["system"]["name"] == "bm25s" and manifest["system"]["k1"] == 1.5
-    assert _rankings(lucene) != _rankings(robertson), "the variants' idf ranks differently"
+    assert rankings(lucene) != rankings(robertson), "the variants' idf ranks differently"
     workers(redis_server.url, "w1").wait_ready()
     for mode, local in (("lucene", lucene), ("robertson", robertson)):
-        farm, farm_manifest = _run(tmp_path, f"farm_{mode}", data, "--system", "bm25s", "--retrieval-mode", mode,
+        farm, farm_manifest = run_locomo(tmp_path, f"farm_{mode}", data, "--system", "bm25s", "--retrieval-mode", mode,
                                    env={"MEMFARM_BROKER": redis_server.url})
-        assert _rankings(farm) == _rankings(local)
+        assert rankings(farm) == rankings(local)
         assert farm["settings_system"]["retrieval_mode"] == f"bm25s:{mode}"
         assert farm_manifest["system"]["version"] == "0.3.16" and farm_manifest["farm"]["workers"]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from adapters.errors import MemfarmError, SystemUnavailable
-from tests.adapters.systems.test_outside_systems import _need, _one_conversation, _rankings, _run
+from tests.adapters.systems.one_conversation import need, one_conversation, rankings, run_locomo
 from tests.helpers import WordEmbedder
 
 
@@ -23,7 +23,7 @@ class SynonymEmbedder(WordEmbedder):
 
 
 def _system(mode="hybrid", embedder=None):
-    _need("engrava", "engrava")
+    need("engrava", "engrava")
     from adapters.systems.engrava_system import EngravaSystem
 
     system = EngravaSystem(mode=mode, embedder=embedder or WordEmbedder())
@@ -165,7 +165,7 @@ def test_it_runs_beside_a_callers_event_loop_and_leaves_no_thread_behind():
 def test_modes_are_refused_by_name_and_the_run_knows_them():
     from adapters.systems import SYSTEMS, make_system
 
-    _need("engrava", "engrava")
+    need("engrava", "engrava")
     assert SYSTEMS["engrava"].modes[0] == "hybrid" and "keyword" in SYSTEMS["engrava"].modes
     with pytest.raises(MemfarmError, match="not one of engrava's: hybrid, hybrid-cycle, vector, keyword"):
         make_system("engrava", mode="dense", embedder=WordEmbedder())
@@ -220,10 +220,10 @@ def test_its_vectors_are_the_run_embedders(embedder):
 @pytest.mark.slow
 @pytest.mark.server
 def test_engrava_on_one_locomo_conversation_here_and_on_a_farm(locomo_path, tmp_path, redis_server, workers):
-    _need("engrava", "engrava")
-    data = _one_conversation(locomo_path, tmp_path)
-    hybrid, manifest = _run(tmp_path, "engrava_hybrid", data, "--system", "engrava")
-    keyword, _ = _run(tmp_path, "engrava_keyword", data, "--system", "engrava", "--retrieval-mode", "keyword")
+    need("engrava", "engrava")
+    data = one_conversation(locomo_path, tmp_path)
+    hybrid, manifest = run_locomo(tmp_path, "engrava_hybrid", data, "--system", "engrava")
+    keyword, _ = run_locomo(tmp_path, "engrava_keyword", data, "--system", "engrava", "--retrieval-mode", "keyword")
     conversation = json.loads(data.read_text())[0]
     turns = sum(len(v) for k, v in conversation["conversation"].items()
                 if k.startswith("session_") and isinstance(v, list))
@@ -239,12 +239,12 @@ def test_engrava_on_one_locomo_conversation_here_and_on_a_farm(locomo_path, tmp_
     assert keyword["settings_system"]["retrieval_mode"] == "engrava:keyword"
     assert manifest["system"]["embedding_signature"]["model_id"].endswith("all-MiniLM-L6-v2")
     # the fusion moves something: the hybrid order is not the keyword order alone
-    assert _rankings(hybrid) != _rankings(keyword)
+    assert rankings(hybrid) != rankings(keyword)
     # the same rankings from a real worker that runs the built-in system
     workers(redis_server.url, "w1").wait_ready()
-    farm, farm_manifest = _run(tmp_path, "farm_engrava", data, "--system", "engrava",
+    farm, farm_manifest = run_locomo(tmp_path, "farm_engrava", data, "--system", "engrava",
                                env={"MEMFARM_BROKER": redis_server.url})
-    assert _rankings(farm) == _rankings(hybrid)
+    assert rankings(farm) == rankings(hybrid)
     assert farm["settings_system"]["retrieval_mode"] == "engrava:hybrid"
     assert farm["settings_system"]["version"] == "0.7.2"
     assert farm_manifest["system"]["name"] == "engrava" and farm_manifest["farm"]["workers"]

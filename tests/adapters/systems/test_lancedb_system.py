@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from adapters.errors import SystemUnavailable
 from coordinator.cli import main
-from tests.adapters.systems.test_outside_systems import _one_conversation, _rankings, _run
+from tests.adapters.systems.one_conversation import one_conversation, rankings, run_locomo
 from tests.helpers import WordEmbedder, skip_outside_ci
 
 
@@ -227,11 +227,11 @@ def test_check_system_passes(systems):
 @pytest.mark.server
 def test_lancedb_on_one_locomo_conversation_here_and_on_a_farm(locomo_path, tmp_path, redis_server, workers):
     _need_lancedb()
-    data = _one_conversation(locomo_path, tmp_path)
+    data = one_conversation(locomo_path, tmp_path)
     conversation = json.loads(data.read_text())[0]
     turns = sum(len(v) for k, v in conversation["conversation"].items()
                 if k.startswith("session_") and isinstance(v, list))
-    runs = {mode: _run(tmp_path, f"lancedb_{mode}", data, "--system", "lancedb", "--retrieval-mode", mode)
+    runs = {mode: run_locomo(tmp_path, f"lancedb_{mode}", data, "--system", "lancedb", "--retrieval-mode", mode)
             for mode in ("hybrid", "vector", "fts")}
     for mode, (results, manifest) in runs.items():
         ok = [r for r in results["records"] if r["status"] == "ok"]
@@ -242,10 +242,10 @@ def test_lancedb_on_one_locomo_conversation_here_and_on_a_farm(locomo_path, tmp_
         assert results["settings_system"]["retrieval_mode"] == f"lancedb:{mode}"
         assert results["settings_system"]["version"] == "0.40.0"
         assert manifest["system"]["embedding_signature"]["model_id"].endswith("all-MiniLM-L6-v2")
-    hybrid = _rankings(runs["hybrid"][0])
-    assert hybrid != _rankings(runs["vector"][0]) and hybrid != _rankings(runs["fts"][0])
+    hybrid = rankings(runs["hybrid"][0])
+    assert hybrid != rankings(runs["vector"][0]) and hybrid != rankings(runs["fts"][0])
     workers(redis_server.url, "w1").wait_ready()
-    farm, farm_manifest = _run(tmp_path, "farm_lancedb", data, "--system", "lancedb",
+    farm, farm_manifest = run_locomo(tmp_path, "farm_lancedb", data, "--system", "lancedb",
                                env={"MEMFARM_BROKER": redis_server.url})
-    assert _rankings(farm) == hybrid
+    assert rankings(farm) == hybrid
     assert farm["settings_system"]["retrieval_mode"] == "lancedb:hybrid" and farm_manifest["farm"]["workers"]

@@ -9,57 +9,23 @@ from click.testing import CliRunner
 
 from adapters.errors import MemfarmError, SystemUnavailable
 from coordinator.cli import main
+from tests.adapters.systems.one_conversation import need, one_conversation, rankings, run_locomo
 from tests.helpers import skip_outside_ci, write_dataset
 
 
-def _need(module: str, extra: str):
-    try:
-        __import__(module)
-    except ImportError:
-        skip_outside_ci(f"{module} is not installed (`make test` installs it; pip install -e '.[{extra}]')")
-
-
-SESSIONS_KEPT = 6  # a real conversation cut to its first sessions and the questions they answer: lean in CI
-
-
-def _one_conversation(locomo_path, tmp_path):
-    """The first real conversation's first SESSIONS_KEPT sessions, with the questions whose evidence lies in them."""
-    conversation = json.loads(locomo_path.read_text())[0]
-    talk = conversation["conversation"]
-    kept = {f"D{n}" for n in range(1, SESSIONS_KEPT + 1)}
-    for key in [k for k in talk if k.startswith("session_") and k.split("_")[1] not in
-                {str(n) for n in range(1, SESSIONS_KEPT + 1)}]:
-        del talk[key]
-    conversation["qa"] = [q for q in conversation["qa"]
-                          if q.get("evidence") and all(str(e).split(":")[0] in kept for e in q["evidence"])]
-    path = tmp_path / "conv1.json"
-    path.write_text(json.dumps([conversation]))
-    return path
-
-
-def _run(tmp_path, name, dataset, *options, env=None):
-    out = tmp_path / f"{name}.json"
-    result = CliRunner().invoke(main, ["run", "locomo", "--dataset", str(dataset), *options, "--output", str(out)],
-                                env=env)
-    assert result.exit_code == 0, result.output
-    return json.loads(out.read_text()), json.loads((tmp_path / f"{name}.manifest.json").read_text())
-
-
-def _rankings(results):
-    return {r["question_id"]: [c["id"] for c in r.get("candidates", [])] for r in results["records"]}
 
 
 @pytest.mark.slow
 @pytest.mark.server
 def test_mnem_and_mempalace_on_one_locomo_conversation_here_and_on_a_farm(locomo_path, tmp_path, redis_server,
                                                                          workers, monkeypatch):
-    _need("pymnem", "mnem")
-    _need("mempalace", "mempalace")
+    need("pymnem", "mnem")
+    need("mempalace", "mempalace")
     monkeypatch.delenv("MNEM_BENCH", raising=False)
-    data = _one_conversation(locomo_path, tmp_path)
-    hybrid, manifest = _run(tmp_path, "mnem_hybrid", data, "--system", "mnem")
-    dense, _ = _run(tmp_path, "mnem_dense", data, "--system", "mnem", "--retrieval-mode", "dense")
-    palace, palace_manifest = _run(tmp_path, "mempalace", data, "--system", "mempalace")
+    data = one_conversation(locomo_path, tmp_path)
+    hybrid, manifest = run_locomo(tmp_path, "mnem_hybrid", data, "--system", "mnem")
+    dense, _ = run_locomo(tmp_path, "mnem_dense", data, "--system", "mnem", "--retrieval-mode", "dense")
+    palace, palace_manifest = run_locomo(tmp_path, "mempalace", data, "--system", "mempalace")
     assert "MNEM_BENCH" not in os.environ
     for results in (hybrid, dense, palace):
         ok = [r for r in results["records"] if r["status"] == "ok"]
@@ -75,15 +41,15 @@ def test_mnem_and_mempalace_on_one_locomo_conversation_here_and_on_a_farm(locomo
     assert manifest["system"]["embedding_signature"]["model_id"].endswith("all-MiniLM-L6-v2")
     assert palace_manifest["system"]["version"] == "3.11.0"
     # mnem 0.1.0's text lane ranks nothing: its fused retrieve orders exactly as the vector alone
-    assert _rankings(hybrid) == _rankings(dense)
+    assert rankings(hybrid) == rankings(dense)
     # MemPalace's BM25 re-rank moves something: its order is not the vector order
-    assert _rankings(palace) != _rankings(dense)
+    assert rankings(palace) != rankings(dense)
     # the same rankings from real workers that run the built-in systems
     workers(redis_server.url, "w1").wait_ready()
     for name, options, local in (("mnem", ["--retrieval-mode", "dense"], dense), ("mempalace", [], palace)):
-        farm, farm_manifest = _run(tmp_path, f"farm_{name}", data, "--system", name, *options,
+        farm, farm_manifest = run_locomo(tmp_path, f"farm_{name}", data, "--system", name, *options,
                                    env={"MEMFARM_BROKER": redis_server.url})
-        assert _rankings(farm) == _rankings(local)
+        assert rankings(farm) == rankings(local)
         assert farm_manifest["system"]["name"] == name and farm_manifest["farm"]["workers"]
 
 
@@ -125,7 +91,7 @@ def test_a_missing_vendor_package_makes_the_system_unavailable(monkeypatch):
 
 @pytest.mark.slow
 def test_mnem_labels_keep_items_apart_and_its_switch_is_put_back(embedder, monkeypatch):
-    _need("pymnem", "mnem")
+    need("pymnem", "mnem")
     from adapters.systems.mnem_system import MnemSystem
 
     monkeypatch.setenv("MNEM_BENCH", "0")  # a user's own setting, off: it must be the same afterwards
@@ -141,7 +107,7 @@ def test_mnem_labels_keep_items_apart_and_its_switch_is_put_back(embedder, monke
 
 @pytest.mark.slow
 def test_a_vendor_error_fails_its_item_and_unknown_or_repeated_hits_are_dropped(embedder, tmp_path):
-    _need("pymnem", "mnem")
+    need("pymnem", "mnem")
     from adapters.defaults import DEFAULT_SCORING_PROFILE, K_VALUES
     from adapters.longmemeval import LongMemEval
     from adapters.systems.mnem_system import MnemSystem

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from adapters.errors import SystemUnavailable
 from coordinator.cli import main
+from tests.adapters.systems.one_conversation import one_conversation, rankings, run_locomo
 from tests.helpers import WordEmbedder, skip_outside_ci, write_dataset
 
 
@@ -181,44 +182,16 @@ def test_a_mode_it_lacks_and_a_missing_package_are_refused(tmp_path, monkeypatch
         make_system("qdrant", mode="hybrid")
 
 
-SESSIONS_KEPT = 6  # a real conversation cut to its first sessions and the questions they answer
-
-
-def _one_conversation(locomo_path, tmp_path):
-    """The first real conversation's first SESSIONS_KEPT sessions, with the questions whose evidence lies in them."""
-    conversation = json.loads(locomo_path.read_text())[0]
-    talk = conversation["conversation"]
-    kept = {str(n) for n in range(1, SESSIONS_KEPT + 1)}
-    for key in [k for k in talk if k.startswith("session_") and k.split("_")[1] not in kept]:
-        del talk[key]
-    conversation["qa"] = [q for q in conversation["qa"] if q.get("evidence") and
-                          all(str(e).split(":")[0] in {f"D{n}" for n in kept} for e in q["evidence"])]
-    path = tmp_path / "conv1.json"
-    path.write_text(json.dumps([conversation]))
-    return path, conversation
-
-
-def _run(tmp_path, name, dataset, *options, env=None):
-    out = tmp_path / f"{name}.json"
-    result = CliRunner().invoke(main, ["run", "locomo", "--dataset", str(dataset), *options, "--output", str(out)],
-                                env=env)
-    assert result.exit_code == 0, result.output
-    return json.loads(out.read_text()), json.loads((tmp_path / f"{name}.manifest.json").read_text())
-
-
-def _rankings(results):
-    return {r["question_id"]: [c["id"] for c in r.get("candidates", [])] for r in results["records"]}
-
-
 @pytest.mark.slow
 def test_qdrant_on_one_locomo_conversation_here_and_on_a_farm(locomo_path, tmp_path, redis_server, workers):
     _need_qdrant()
-    data, conversation = _one_conversation(locomo_path, tmp_path)
+    data = one_conversation(locomo_path, tmp_path)
+    conversation = json.loads(data.read_text())[0]
     turns = sum(len(v) for k, v in conversation["conversation"].items() if k.startswith("session_") and
                 isinstance(v, list))
     local = {}
     for mode in ("dense", "hybrid"):
-        results, manifest = _run(tmp_path, mode, data, "--system", "qdrant", "--retrieval-mode", mode)
+        results, manifest = run_locomo(tmp_path, mode, data, "--system", "qdrant", "--retrieval-mode", mode)
         ok = [r for r in results["records"] if r["status"] == "ok"]
         assert len(ok) == len(conversation["qa"]) > 20
         assert all(r["candidates"] for r in ok if not r.get("abstention") and not r.get("excluded"))
@@ -231,12 +204,12 @@ def test_qdrant_on_one_locomo_conversation_here_and_on_a_farm(locomo_path, tmp_p
         local[mode] = results
     assert local["hybrid"]["settings_system"]["fusion"]["method"] == "rrf"
     # the words move something: Qdrant's fusion does not order as the vectors alone
-    assert _rankings(local["hybrid"]) != _rankings(local["dense"])
+    assert rankings(local["hybrid"]) != rankings(local["dense"])
     # the same rankings from a real worker that runs the built-in system
     workers(redis_server.url, "w1").wait_ready()
     for mode in ("dense", "hybrid"):
-        farm, farm_manifest = _run(tmp_path, f"farm_{mode}", data, "--system", "qdrant", "--retrieval-mode", mode,
+        farm, farm_manifest = run_locomo(tmp_path, f"farm_{mode}", data, "--system", "qdrant", "--retrieval-mode", mode,
                                    env={"MEMFARM_BROKER": redis_server.url})
-        assert _rankings(farm) == _rankings(local[mode])
+        assert rankings(farm) == rankings(local[mode])
         assert farm["settings_system"]["retrieval_mode"] == f"qdrant:{mode}"
         assert farm_manifest["system"]["name"] == "qdrant" and farm_manifest["farm"]["workers"]

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from adapters.errors import SystemUnavailable
-from tests.adapters.systems.test_outside_systems import _one_conversation, _rankings, _run
+from tests.adapters.systems.one_conversation import one_conversation, rankings, run_locomo
 from tests.helpers import WordEmbedder, skip_outside_ci
 
 
@@ -226,10 +226,10 @@ def test_its_modes_are_its_own():
 @pytest.mark.server
 def test_txtai_on_one_locomo_conversation_here_and_on_a_farm(locomo_path, tmp_path, redis_server, workers):
     _need_txtai()
-    data = _one_conversation(locomo_path, tmp_path)
+    data = one_conversation(locomo_path, tmp_path)
     conversation = json.loads(data.read_text())[0]
     turns = sum(len(v) for k, v in conversation["conversation"].items() if k.startswith("session_") and isinstance(v, list))
-    runs = {mode: _run(tmp_path, f"txtai_{mode}", data, "--system", "txtai", "--retrieval-mode", mode)
+    runs = {mode: run_locomo(tmp_path, f"txtai_{mode}", data, "--system", "txtai", "--retrieval-mode", mode)
             for mode in ("hybrid", "dense", "sparse")}
     for mode, (results, manifest) in runs.items():
         ok = [r for r in results["records"] if r["status"] == "ok"]
@@ -241,13 +241,13 @@ def test_txtai_on_one_locomo_conversation_here_and_on_a_farm(locomo_path, tmp_pa
         assert results["settings_system"]["version"] == manifest["system"]["version"] == "9.14.0"
     assert runs["hybrid"][1]["system"]["embedding_signature"]["model_id"].endswith("all-MiniLM-L6-v2")
     assert runs["sparse"][1]["system"]["embedding_signature"] is None
-    hybrid, dense, sparse = (_rankings(runs[mode][0]) for mode in ("hybrid", "dense", "sparse"))
+    hybrid, dense, sparse = (rankings(runs[mode][0]) for mode in ("hybrid", "dense", "sparse"))
     assert hybrid != dense and hybrid != sparse and dense != sparse
     # the same rankings from real workers that run the built-in system
     workers(redis_server.url, "w1").wait_ready()
     for mode in ("hybrid", "sparse"):
-        farm, farm_manifest = _run(tmp_path, f"farm_txtai_{mode}", data, "--system", "txtai",
+        farm, farm_manifest = run_locomo(tmp_path, f"farm_txtai_{mode}", data, "--system", "txtai",
                                    "--retrieval-mode", mode, env={"MEMFARM_BROKER": redis_server.url})
-        assert _rankings(farm) == _rankings(runs[mode][0])
+        assert rankings(farm) == rankings(runs[mode][0])
         assert farm["settings_system"]["retrieval_mode"] == f"txtai:{mode}"
         assert farm_manifest["system"]["name"] == "txtai" and farm_manifest["farm"]["workers"]

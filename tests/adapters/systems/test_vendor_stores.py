@@ -14,16 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.adapters.systems.one_conversation import need
 from tests.helpers import skip_outside_ci, write_dataset
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _need(module: str, extra: str):
-    try:
-        __import__(module)
-    except ImportError:
-        skip_outside_ci(f"{module} is not installed (`make test` installs it; pip install -e '.[{extra}]')")
 
 
 class HashEmbedder:
@@ -61,7 +57,7 @@ def scratch(tmp_path, monkeypatch):
 
 
 def test_mempalace_keeps_open_files_flat_across_items_and_close_leaves_nothing(scratch, tmp_path):
-    _need("mempalace", "mempalace")
+    need("mempalace", "mempalace")
     from adapters.longmemeval import LongMemEval
     from adapters.systems.mempalace_system import MemPalaceSystem
     from workers.item.evaluate import evaluate_item
@@ -104,7 +100,7 @@ def _start(how: str) -> subprocess.Popen:
 
 
 def test_a_scratch_folder_left_by_os_exit_is_removed_and_a_living_ones_kept(scratch):
-    _need("mempalace", "mempalace")
+    need("mempalace", "mempalace")
     from adapters.systems.mempalace_system import MemPalaceSystem, remove_abandoned_scratch
 
     ended = _start("exit")
@@ -125,7 +121,7 @@ def test_a_scratch_folder_left_by_os_exit_is_removed_and_a_living_ones_kept(scra
 
 
 def test_a_link_named_as_a_scratch_folder_is_never_followed(scratch, tmp_path):
-    _need("mempalace", "mempalace")
+    need("mempalace", "mempalace")
     from adapters.systems.mempalace_system import SCRATCH_PREFIX, remove_abandoned_scratch
     from adapters.systems.scratch import OWNER_LOCK
 
@@ -139,7 +135,7 @@ def test_a_link_named_as_a_scratch_folder_is_never_followed(scratch, tmp_path):
 
 @pytest.mark.parametrize("name, module, extra", [("mnem", "pymnem", "mnem"), ("mempalace", "mempalace", "mempalace")])
 def test_check_system_passes_on_the_built_in(name, module, extra, scratch):
-    _need(module, extra)
+    need(module, extra)
     from adapters.systems import make_system
     from adapters.systems.conformance import PythonDriver, report_table, run_checks
 
