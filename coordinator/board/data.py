@@ -88,6 +88,12 @@ def embedder_text(embedder, settings_system) -> str:
     return "not disclosed" if "url" in system or "wire_version" in system else "none"
 
 
+def mode_text(system, mode) -> str:
+    """A run's mode as the board shows it: an outside system names its modes `SYSTEM:MODE`, said once."""
+    system, mode = str(system), str(mode)
+    return mode.removeprefix(f"{system}:") or mode
+
+
 def control_arm(settings_system) -> str | None:
     """The control arm a run is (`random`, `recency`: a floor, not a system), or None."""
     system = settings_system if isinstance(settings_system, dict) else {}
@@ -128,7 +134,7 @@ def load_run(path: str | Path) -> dict:
     elapsed = data.get("elapsed_seconds")
     return {
         "path": str(path), "name": Path(path).name,
-        "system": str(data.get("system")), "mode": str(data.get("retrieval_mode")),
+        "system": str(data.get("system")), "mode": mode_text(data.get("system"), data.get("retrieval_mode")),
         "embedder": embedder_text(data.get("embedder"), data.get("settings_system")),
         "arm": control_arm(data.get("settings_system")), "ceiling": ceiling_of(summary),
         "records_digest": records_digest(records), "copies": [str(path)],

@@ -347,6 +347,16 @@ def test_the_leader_is_named_system_and_mode_in_every_group(tmp_path, made):
         assert f"<td>{label}</td></tr>" in index  # the groups' table names each leader by its label
 
 
+def test_an_outside_systems_mode_is_said_once(tmp_path, made):
+    """Outside systems name their modes `SYSTEM:MODE`; the board shows `lancedb/fts`, not `lancedb/lancedb:fts`,
+    and a mode that only looks alike is left whole."""
+    runs = _renamed(made, [("lancedb", "lancedb:fts"), ("mnem", "mempalace:search"), ("memoria", "fusion")])
+    data = board_data.build_data(write_runs(tmp_path, runs), resamples=RESAMPLES)
+    modes = {row["run"]["system"]: row["run"]["mode"] for g in data["groups"] for row in g["rows"]}
+    assert modes == {"lancedb": "fts", "mnem": "mempalace:search", "memoria": "fusion"}
+    assert "lancedb/fts" in {row["label"] for g in data["groups"] for row in g["rows"]}
+
+
 def test_an_embedder_never_shows_as_none_and_seconds_never_as_zero(tmp_path, made):
     runs = copy.deepcopy(made)
     runs[0][0]["embedder"] = None  # a system that embeds nothing
