@@ -38,7 +38,7 @@ import weakref
 
 from adapters.systems.contract import (AddsOnIngest, Closes, Describes, Diagnoses, Embeds, EncodesAhead,
                                        SystemInfo)
-from adapters.systems.vendor import RunEmbedder, check_mode, require
+from adapters.systems.vendor import RunEmbedder, check_mode, plain_words, require
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
 MODES = ("hybrid", "hybrid-cycle", "vector", "keyword")
@@ -91,7 +91,10 @@ class EngravaSystem(RunEmbedder, AddsOnIngest, Describes, Embeds, Diagnoses, Clo
                    "skipped (no cycle given): engrava spreads its weight over the active signals")
         return {"name": self.name, "retrieval_mode": f"engrava:{self.mode}", "version": version("engrava"),
                 "query": QUERIES[self.mode], "store": "SqliteEngravaCore over an in-memory SQLite, one per label",
-                "thoughts": f"one OBSERVATION per doc, P3, essence = the text's first {ESSENCE_CHARS} characters",
+                "thoughts": f"one OBSERVATION per doc, P3, essence = the text's first {ESSENCE_CHARS} characters "
+                            "(full-text search reads essence and content, so those characters count twice)",
+                "question_text": "plain words: quotes and colons as spaces, AND/OR/NOT/NEAR lowered, so engrava "
+                                 "never reads a question as FTS5 expert syntax (the vector leg embeds the same text)",
                 "weights": weights if hybrid else None, "recency": recency if hybrid else None,
                 "priority": "every thought P3: the priority signal is the same for all",
                 "candidate_pools": ({arm: pools[f"{arm}_top_k"].default for arm in ("fts", "vector")}
@@ -141,6 +144,7 @@ class EngravaSystem(RunEmbedder, AddsOnIngest, Describes, Embeds, Diagnoses, Clo
 
     async def _ask(self, store: _Store, query: str, top_k: int) -> tuple[list, list[str]]:
         core = store.core
+        query = plain_words(query)  # engrava reads quotes, AND/OR/NOT and column filters as FTS5 syntax
         if self.mode == "hybrid":
             found = await core.recall(query, top_k=top_k)
             return found.results, sorted(found.backends_used)

@@ -33,7 +33,7 @@ import uuid
 
 from adapters.systems.contract import (AddsOnIngest, Closes, Describes, Diagnoses, Embeds, EncodesAhead,
                                        SystemInfo)
-from adapters.systems.vendor import RunEmbedder, check_mode, require
+from adapters.systems.vendor import RunEmbedder, check_mode, plain_words, require
 from adapters.systems.scratch import held_scratch
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
@@ -77,6 +77,8 @@ class LanceDBSystem(RunEmbedder, AddsOnIngest, Describes, Embeds, Diagnoses, Clo
                 "query": legs[self.mode], "vector_search": f"exact (no ANN index), {DISTANCE} distance",
                 "fts_index": {"kind": "native (not tantivy)", **FTS_SETTINGS,
                               "rebuilt": "after each ingest, on each table it touched (replace=True)"},
+                "question_text": "plain words: quotes and colons as spaces, AND/OR/NOT/NEAR lowered (no phrase "
+                                 "queries); a question with no word left is asked of the vector leg alone",
                 "embedding_signature": self.embedding_signature}
 
     def reset(self) -> None:
@@ -132,19 +134,20 @@ class LanceDBSystem(RunEmbedder, AddsOnIngest, Describes, Embeds, Diagnoses, Clo
             self.last_diagnostics = {"rows": 0}
             return []
         self.last_diagnostics = {"rows": table.count_rows()}
+        text = plain_words(query)  # the full-text leg reads phrases; the question is prose (vendor.plain_words)
         if self.mode == "fts":
-            found = table.search(query, query_type="fts").select(["doc", "_score"]).limit(top_k).to_arrow()
+            found = table.search(text, query_type="fts").select(["doc", "_score"]).limit(top_k).to_arrow()
             return self._hits(found, "_score", lambda s: s)
         from lancedb.rerankers import RRFReranker
 
         vector = self.embedder.encode([query])[0].astype("float32")
-        if self.mode == "vector" or not query.strip():  # LanceDB's hybrid query refuses a blank text
+        if self.mode == "vector" or not text.strip():  # LanceDB's hybrid query refuses a blank text
             self.last_diagnostics["legs"] = ["vector"]
             found = (table.search(vector, query_type="vector").distance_type(DISTANCE).select(["doc", "_distance"])
                      .limit(top_k).to_arrow())
             return self._hits(found, "_distance", lambda d: 1.0 - d)
         # every column comes back: the two legs share one selection, which cannot name each leg's own score
-        found = (table.search(query_type="hybrid").vector(vector).text(query).distance_type(DISTANCE)
+        found = (table.search(query_type="hybrid").vector(vector).text(text).distance_type(DISTANCE)
                  .rerank(RRFReranker(K=RRF_K, return_score="all")).limit(top_k).to_arrow())
         return self._hits(found, "_relevance_score", lambda s: s)
 

@@ -104,7 +104,8 @@ class QdrantSystem(RunEmbedder, AddsOnIngest, Describes, Embeds, Diagnoses, Clos
                   "embedding_signature": self.embedding_signature}
         if self.mode == "hybrid":
             config.update({
-                "query": "query_points: prefetch dense + sparse, FusionQuery(Fusion.RRF)",
+                "query": "query_points: prefetch dense + sparse, FusionQuery(Fusion.RRF); a question with no word "
+                         "is asked of the dense vector alone",
                 "fusion": {"method": "rrf", "k": DEFAULT_RANKING_CONSTANT_K, "prefetch_per_hit": PREFETCH_PER_HIT},
                 "sparse": {"weights": "bm25 term frequency part, made by the system", "modifier": "idf",
                            "k1": BM25_K1, "b": BM25_B, "avg_len": BM25_AVG_LEN,

@@ -5,6 +5,7 @@ item's runner encoded ahead."""
 from __future__ import annotations
 
 import importlib
+import re
 
 from memoria.defaults import DEFAULT_EMBEDDER_BACKEND
 
@@ -54,3 +55,14 @@ class RunEmbedder:
         """The vectors of docs to be ingested in steps, made now in one batch (`contract.EncodesAhead`)."""
         if self.embedder is not None:
             self.embedder.encode_ahead([d["text"] for d in docs], batch_size=self.batch_size)
+
+
+_OPERATOR = re.compile(r"\b(AND|OR|NOT|NEAR)\b")
+
+
+def plain_words(question: str) -> str:
+    """A question as plain words for a full-text engine that reads query syntax (FTS5's phrases, upper-case
+    operators and column filters; LanceDB's phrases): double quotes and colons become spaces and operator words
+    are lowered, so a question that quotes a title, or says AND, is matched word by word as any other. A benchmark's
+    question is prose, never a query in a system's language."""
+    return _OPERATOR.sub(lambda m: m.group(1).lower(), question.replace('"', " ").replace(":", " "))

@@ -116,6 +116,20 @@ def test_recency_breaks_a_tie_only_where_the_cycle_is_given():
     assert orders == {"hybrid": ["z-older", "a-newer"], "hybrid-cycle": ["a-newer", "z-older"]}
 
 
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_question_that_quotes_a_title_or_says_AND_is_asked_as_plain_words(mode):
+    """Engrava reads balanced quotes, upper-case AND/OR/NOT and `content:` as FTS5 syntax: a question quoting a
+    title would match only the exact phrase (nothing, here); the system gives it the question as plain words."""
+    system = _system(mode)
+    try:
+        system.ingest(_docs("a", ["Mel loves The Four Seasons by Vivaldi", "Mel bought new boots"]))
+        for question in ('Would Mel enjoy "Seasons Four" by Vivaldi?', "Does Mel like music AND Vivaldi?",
+                         "content: Vivaldi"):
+            assert system.retrieve("a", question, 2)[0]["external_id"] == "a-0", question
+    finally:
+        system.close()
+
+
 def test_engravas_own_ids_never_reach_the_runner():
     system = _system()
     try:

@@ -118,6 +118,18 @@ def test_labels_and_items_stay_apart_and_the_runners_ids_never_enter_a_table(sys
     assert system.retrieve("a", "Which cat?", 5) == []
 
 
+@pytest.mark.parametrize("mode", ["fts", "hybrid"])
+def test_a_question_in_quotes_is_asked_as_words_not_as_a_phrase(systems, mode):
+    """The full-text index keeps no positions, so LanceDB refuses a phrase query: a question wholly in quotes
+    would fail its item. The text leg is given plain words; a question with no word left asks the vectors alone."""
+    system = systems(mode)
+    system.ingest(_docs("a"))
+    assert _ranked(system, "a", '"hiking boots"')[0] == "a:2"
+    assert _ranked(system, "a", '"cake" AND "pie"')[0] == "a:3"
+    if mode == "hybrid":
+        assert _ranked(system, "a", '""')  # nothing of the text is left: the vector leg answers
+
+
 def test_a_key_the_system_never_minted_is_shown_to_the_runner_to_drop(systems):
     system = systems("fts")
     system.reset()
