@@ -145,7 +145,7 @@ def _fairness(manifest: dict, results: dict) -> dict:
     setting = {k: v for k, v in system.items() if k not in ("name", "embedding_signature") and
                isinstance(v, (str, int, float, bool)) and v is not None}
     return {"top_k": manifest.get("fairness", {}).get("top_k"),
-            "embedder": signature.get("model_id", "none").rsplit("/", 1)[-1] if signature else "none",
+            "embedder": str(results.get("embedder") or signature.get("model_id") or "none").rsplit("/", 1)[-1],
             "version": system.get("version"),
             "short_rankings": manifest.get("evaluation", {}).get("short_rankings"),
             "rejected_hits": sum(len((r.get("diagnostics") or {}).get("rejected_hits") or []) for r in ok),

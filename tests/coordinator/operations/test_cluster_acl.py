@@ -217,7 +217,8 @@ def test_flower_sees_a_cluster_run_and_its_monitor_user_can_do_nothing_else(tmp_
         assert f"Showing 1 to {len(items)} of {len(items)} tasks" in dom, dom[-3000:]
         for task in ours:  # the page's rows: name, id, state and worker of each of the run's tasks
             row = dom[dom.index(f'title="{task["uuid"]}"') - 600:][:1500]
-            assert "memfarm.evaluate_item" in row and "SUCCESS" in row and "worker1@" in row, row
+            # named by its run and item (the message's shadow name), never by the bare task name
+            assert f"evaluate_item {run_id}/" in row and "SUCCESS" in row and "worker1@" in row, row
         assert screenshot.stat().st_size > 10_000, "a page was drawn"
 
         from workers.farm.app import make_monitor_app
