@@ -140,12 +140,11 @@ def _fairness(manifest: dict, results: dict) -> dict:
     used (none: it embeds nothing), how many questions got fewer docs than asked, how many hits the runner dropped
     (ids never ingested, repeats, more than asked), and the system's configuration in one line."""
     system = manifest.get("system") or {}
-    signature = system.get("embedding_signature") or {}
     ok = [r for r in results["records"] if r.get("status") == "ok"]
     setting = {k: v for k, v in system.items() if k not in ("name", "embedding_signature") and
                isinstance(v, (str, int, float, bool)) and v is not None}
     return {"top_k": manifest.get("fairness", {}).get("top_k"),
-            "embedder": str(results.get("embedder") or signature.get("model_id") or "none").rsplit("/", 1)[-1],
+            "embedder": str(results.get("embedder") or "none").rsplit("/", 1)[-1],
             "version": system.get("version"),
             "short_rankings": manifest.get("evaluation", {}).get("short_rankings"),
             "rejected_hits": sum(len((r.get("diagnostics") or {}).get("rejected_hits") or []) for r in ok),

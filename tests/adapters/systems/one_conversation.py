@@ -10,13 +10,13 @@ from coordinator.cli import main
 SESSIONS_KEPT = 6  # a real conversation cut to its first sessions and the questions they answer: lean in CI
 
 
-def one_conversation(locomo_path, tmp_path):
-    """The first real conversation's first SESSIONS_KEPT sessions, with the questions whose evidence lies in them."""
+def one_conversation(locomo_path, tmp_path, sessions: int = SESSIONS_KEPT):
+    """The first real conversation's first `sessions` sessions, with the questions whose evidence lies in them."""
     conversation = json.loads(locomo_path.read_text())[0]
     talk = conversation["conversation"]
-    kept = {f"D{n}" for n in range(1, SESSIONS_KEPT + 1)}
+    kept = {f"D{n}" for n in range(1, sessions + 1)}
     for key in [k for k in talk if k.startswith("session_") and k.split("_")[1] not in
-                {str(n) for n in range(1, SESSIONS_KEPT + 1)}]:
+                {str(n) for n in range(1, sessions + 1)}]:
         del talk[key]
     conversation["qa"] = [q for q in conversation["qa"]
                           if q.get("evidence") and all(str(e).split(":")[0] in kept for e in q["evidence"])]

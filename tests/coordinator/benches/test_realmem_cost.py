@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from coordinator.benches.realmem_cost import _persona_cut_to
 from coordinator.cli import main
+from tests.adapters.systems.one_conversation import one_conversation
 
 
 def test_a_persona_is_cut_to_the_fewest_sessions_that_hold_as_many_turns():
@@ -18,14 +19,7 @@ def test_a_persona_is_cut_to_the_fewest_sessions_that_hold_as_many_turns():
 
 @pytest.mark.slow
 def test_both_sides_run_cold_and_the_ratio_is_per_turn(tmp_path, realmem_dir, locomo_path):
-    conversation = json.loads(locomo_path.read_text())[0]
-    talk = conversation["conversation"]
-    for key in [k for k in talk if k.startswith("session_") and k.split("_")[1] not in {"1", "2"}]:
-        del talk[key]
-    conversation["qa"] = [q for q in conversation["qa"] if q.get("evidence") and
-                          all(str(e).split(":")[0] in {"D1", "D2"} for e in q["evidence"])]
-    locomo = tmp_path / "two_sessions.json"
-    locomo.write_text(json.dumps([conversation]))
+    locomo = one_conversation(locomo_path, tmp_path, sessions=2)
     out = tmp_path / "cost.json"
     result = CliRunner().invoke(main, ["bench", "realmem-cost", "--locomo", str(locomo), "--realmem",
                                        str(realmem_dir / "Kim_Ji_young_dialogues_256k.json"), "--mode", "dense",

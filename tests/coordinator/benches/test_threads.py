@@ -6,17 +6,13 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli import main
+from tests.adapters.systems.one_conversation import one_conversation
 
 
 @pytest.mark.slow
 def test_each_thread_count_runs_cold_in_turn_and_is_set_against_the_fastest(tmp_path, locomo_path):
-    conversation = json.loads(locomo_path.read_text())[0]
-    talk = conversation["conversation"]
-    for key in [k for k in talk if k.startswith("session_") and k.split("_")[1] not in {"1", "2"}]:
-        del talk[key]
-    conversation["qa"] = [q for q in conversation["qa"] if q.get("evidence") and
-                          all(str(e).split(":")[0] in {"D1", "D2"} for e in q["evidence"])]
-    locomo = tmp_path / "two_sessions.json"
+    conversation = json.loads(one_conversation(locomo_path, tmp_path, sessions=2).read_text())[0]
+    locomo = tmp_path / "two_conversations.json"
     locomo.write_text(json.dumps([conversation, conversation]))
     out = tmp_path / "threads.json"
     result = CliRunner().invoke(main, ["bench", "threads", "--locomo", str(locomo), "--threads", "1", "--threads", "2",
