@@ -45,23 +45,43 @@ def run_items(items, system, *, top_k, k_values, profile, cache, dataset_sha256,
     return outcomes
 
 
-def reset_peak_rss() -> None:
+def reset_peak_rss() -> bool:
     """Start this process's peak-RSS count afresh (Linux: 5 written to clear_refs), so that a run measures its own
-    peak, not that of an earlier run in the same process (a bench runs several)."""
+    peak, not that of an earlier run in the same process (a bench runs several). True when the count now starts
+    from the present (read back: the peak no longer stands above what the process holds); some kernels and
+    sandboxes refuse the write or ignore it."""
     try:
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
-        logger.debug("cannot reset the peak RSS count; the peak reported is the process's lifetime peak")
+        pass
+    status = _status_kib()
+    took = "VmHWM" in status and "VmRSS" in status and status["VmHWM"] - status["VmRSS"] < _RESET_SLACK_KIB
+    if not took:
+        logger.debug("cannot reset the peak RSS count; the peak is the process's lifetime peak")
+    return took
+
+
+_RESET_SLACK_KIB = 32 * 1024  # what other threads may add between the reset and its reading back
+
+
+def _status_kib() -> dict[str, int]:
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return {}
+    fields = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name in ("VmHWM", "VmRSS") and value.strip().endswith("kB"):
+            fields[name] = int(value.split()[0])
+    return fields
 
 
 def peak_rss_bytes() -> int | None:
     """This process's peak resident memory since `reset_peak_rss` (VmHWM), else its lifetime peak."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    hwm = _status_kib().get("VmHWM")
+    if hwm is not None:
+        return hwm * 1024
     try:
         import resource
     except ImportError:  # not a POSIX system

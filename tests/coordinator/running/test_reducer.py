@@ -1,5 +1,7 @@
 """The reducer names scoring profiles as this version does, whatever name its outcomes carry."""
 
+from pathlib import Path
+
 from adapters.defaults import EXPECTED_TEXT_PROFILE
 from coordinator.running.reducer import reduce_run
 from workers.item.run_context import RunContext
@@ -39,7 +41,8 @@ def test_outcomes_under_the_old_name_memoria_reduce_under_expected_text():
 
 
 def test_a_run_measures_its_own_peak_memory_not_an_earlier_runs():
-    """A bench runs several systems in one process: after the reset, an earlier run's peak no longer counts."""
+    """A bench runs several systems in one process: after the reset, an earlier run's peak no longer counts, and
+    where the kernel refuses or ignores the reset, the reset says so and the count stays the lifetime peak."""
     import numpy as np
 
     from coordinator.running.local_executor import peak_rss_bytes, reset_peak_rss
@@ -50,6 +53,9 @@ def test_a_run_measures_its_own_peak_memory_not_an_earlier_runs():
     with_block = peak_rss_bytes()
     assert with_block >= before + 200 * 2 ** 20  # the count sees the block, whatever the process held before
     del block
-    reset_peak_rss()
-    # the process may hold gigabytes of its own (a whole suite's models): the block's share must be gone
-    assert peak_rss_bytes() < with_block - 128 * 2 ** 20
+    took = reset_peak_rss()
+    if took:  # the process may hold gigabytes of its own (a whole suite's models): the block's share must be gone
+        assert peak_rss_bytes() < with_block - 128 * 2 ** 20
+    else:  # a sandbox that ignores clear_refs: never a peak below what the process reached
+        assert peak_rss_bytes() >= with_block
+    assert took == (Path("/proc/self/status").exists() and peak_rss_bytes() < with_block)
