@@ -7,7 +7,6 @@ import socket
 import time
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 
 from adapters.records import failure_outcome
 from adapters.systems.contract import snapshots_of
@@ -15,6 +14,7 @@ from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
 from workers.item.cache import ItemCache
 from workers.item.evaluate import close_after_use, evaluate_item
+from workers.item.peak_memory import peak_rss_bytes, reset_peak_rss
 from workers.item.run_context import RunContext
 
 logger = logging.getLogger(__name__)
@@ -45,50 +45,6 @@ def run_items(items, system, *, top_k, k_values, profile, cache, dataset_sha256,
     return outcomes
 
 
-def reset_peak_rss() -> bool:
-    """Start this process's peak-RSS count afresh (Linux: 5 written to clear_refs), so that a run measures its own
-    peak, not that of an earlier run in the same process (a bench runs several). True when the count now starts
-    from the present (read back: the peak no longer stands above what the process holds); some kernels and
-    sandboxes refuse the write or ignore it."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
-    status = _status_kib()
-    took = "VmHWM" in status and "VmRSS" in status and status["VmHWM"] - status["VmRSS"] < _RESET_SLACK_KIB
-    if not took:
-        logger.debug("cannot reset the peak RSS count; the peak is the process's lifetime peak")
-    return took
-
-
-_RESET_SLACK_KIB = 32 * 1024  # what other threads may add between the reset and its reading back
-
-
-def _status_kib() -> dict[str, int]:
-    try:
-        lines = Path("/proc/self/status").read_text().splitlines()
-    except OSError:
-        return {}
-    fields = {}
-    for line in lines:
-        name, _, value = line.partition(":")
-        if name in ("VmHWM", "VmRSS") and value.strip().endswith("kB"):
-            fields[name] = int(value.split()[0])
-    return fields
-
-
-def peak_rss_bytes() -> int | None:
-    """This process's peak resident memory since `reset_peak_rss` (VmHWM), else its lifetime peak."""
-    hwm = _status_kib().get("VmHWM")
-    if hwm is not None:
-        return hwm * 1024
-    try:
-        import resource
-    except ImportError:  # not a POSIX system
-        return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = None,
               on_item: Callable[[dict], None] | None = None,
               on_question: Callable[[str, int, int], None] | None = None) -> tuple[dict, dict]:
@@ -111,5 +67,8 @@ def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = No
                              on_item=on_item, on_question=on_question)
     finally:  # the system's handles and scratch go with the run, not with the process (a bench runs several)
         close_after_use(system)
+    # each item starts the count afresh (what one item costs a worker): the run's peak is the largest of theirs
+    peaks = [o["stats"]["peak_rss_bytes"] for o in outcomes if (o.get("stats") or {}).get("peak_rss_bytes")]
+    ended = peak_rss_bytes()
     return reduce_run(outcomes, context, elapsed_seconds=time.perf_counter() - started,
-                      peak_rss_bytes=peak_rss_bytes())
+                      peak_rss_bytes=max([*peaks, ended]) if ended is not None else None)

@@ -26,6 +26,7 @@ from adapters.systems.contract import (adds_on_ingest, build_identity_of, close_
                                        counters_of, diagnostics_of, encoder_ahead_of, grows_while_asked,
                                        name_of, signature_of, snapshots_of, write_stats_of)
 from workers.item.cache import expected_entry
+from workers.item.peak_memory import peak_rss_bytes, reset_peak_rss
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +221,7 @@ class _Meter:
 
     def __init__(self, system):
         self.system = system
+        reset_peak_rss()  # the item's own peak: what a worker's memory bound must hold
         self.started = time.perf_counter()
         self.phases: dict[str, float] = {}
         self.counters = None
@@ -246,7 +248,12 @@ class _Meter:
                        timings={"build_or_restore_ms": round(build_ms, 3), "total_ms": round(self.elapsed_ms(), 3),
                                 "phases_ms": {name: round(value, 3) for name, value in self.phases.items()}},
                        stats={**stats, **item.get("stats", {}), **_store_counts(self.counts_before, self.counters),
-                              **_kind_counts(self.kinds_before, self.counters), **_write_counts(self.system)})
+                              **_kind_counts(self.kinds_before, self.counters), **_write_counts(self.system),
+                              **_peak(peak_rss_bytes())})
+
+
+def _peak(value: int | None) -> dict:
+    return {"peak_rss_bytes": value} if value is not None else {}
 
 
 class _Asker:

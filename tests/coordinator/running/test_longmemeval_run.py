@@ -47,9 +47,11 @@ def first_run(dataset):
     return result, json.loads(out.read_text()), json.loads((dataset / "out.manifest.json").read_text())
 
 
-def test_a_local_run_records_the_peak_memory_of_its_process(first_run):
-    _, results, _ = first_run
+def test_a_local_run_records_the_peak_memory_of_its_process_and_of_each_item(first_run):
+    _, results, manifest = first_run
     assert 100 * 2 ** 20 < results["peak_rss_bytes"] < 64 * 2 ** 30  # the model alone holds more than 100 MiB
+    items = [item["stats"]["peak_rss_bytes"] for item in manifest["items"]]
+    assert len(items) == 10 and all(100 * 2 ** 20 < peak <= results["peak_rss_bytes"] for peak in items)
 
 
 def test_results_and_manifest_carry_every_key(first_run):

@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from coordinator.cli import main
 from tests.helpers import realmem_persona
+from workers.farm.app import DEFAULT_MAX_MEMORY_PER_CHILD_KIB
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +71,13 @@ def test_a_folder_of_personas_runs_scored_under_realmems_profile(embedder, perso
 def test_realmem_on_the_farm_gives_the_local_records(embedder, redis_server, workers, personas, local, tmp_path):
     for name in ("w1", "w2"):
         workers(redis_server.url, name).wait_ready()
-    _, farm, _ = _run(personas, tmp_path / "farm.json", {"MEMFARM_BROKER": redis_server.url})
+    _, farm, out = _run(personas, tmp_path / "farm.json", {"MEMFARM_BROKER": redis_server.url})
     assert _comparable(farm["records"]) == _comparable(local[1]["records"])
     assert farm["metrics"] == local[1]["metrics"]
+    # what each persona cost the worker's process, set against the bound at which a worker's child is replaced
+    items = json.loads(out.with_name("farm.manifest.json").read_text())["items"]
+    assert len(items) == 2
+    assert all(50 * 2 ** 20 < i["stats"]["peak_rss_bytes"] < DEFAULT_MAX_MEMORY_PER_CHILD_KIB * 1024 for i in items)
 
 
 @pytest.mark.slow

@@ -45,7 +45,7 @@ def test_a_run_measures_its_own_peak_memory_not_an_earlier_runs():
     where the kernel refuses or ignores the reset, the reset says so and the count stays the lifetime peak."""
     import numpy as np
 
-    from coordinator.running.local_executor import peak_rss_bytes, reset_peak_rss
+    from workers.item.peak_memory import peak_rss_bytes, reset_peak_rss
 
     reset_peak_rss()
     before = peak_rss_bytes()
