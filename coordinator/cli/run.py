@@ -298,9 +298,13 @@ def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run
 @click.option("--dry-run-weights", is_flag=True, help="Print the proposed weights, write nothing.")
 @click.option("--save-weights", type=click.Path(dir_okay=False), default=None,
               help="Where to write the weights (default: beside the results file).")
-def optimize(results_file, step_size, objective, folds, dry_run_weights, save_weights):
+@click.option("--json", "json_output", type=click.Path(dir_okay=False), default=None,
+              help="With --held-out: also write the check, each fold's items, tuned weights and scores, here.")
+def optimize(results_file, step_size, objective, folds, dry_run_weights, save_weights, json_output):
     """Tune the full-mode weights on a finished run's records (no model is loaded), or check with --held-out."""
     if folds is None:
+        if json_output:
+            raise click.UsageError("--json writes a held-out check: give --held-out FOLDS")
         _optimize(Path(results_file), step_size, objective, dry_run_weights, save_weights)
         return
     from adapters.errors import ResultsError
@@ -315,6 +319,14 @@ def optimize(results_file, step_size, objective, folds, dry_run_weights, save_we
     click.echo(f"{'metric':<24}{'run weights':>12}{'tuned elsewhere':>17}{'change':>9}")
     for name, pair in report["metrics"].items():
         click.echo(f"{name:<24}{pair['before']:>12.4f}{pair['held_out']:>17.4f}{pair['held_out'] - pair['before']:>+9.4f}")
+    if json_output:
+        from adapters.files import write_json
+        from coordinator.benches.common import provenance
+
+        write_json(json_output, {**provenance(), "results_file": str(results_file),
+                                 "dataset_checksum": results.get("dataset_checksum"),
+                                 "benchmark": results.get("benchmark"), **report})
+        click.echo(f"held-out check: {json_output}")
 
 
 @main.command()

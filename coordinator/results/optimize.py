@@ -104,15 +104,22 @@ def held_out(records: list[dict], weights: dict[str, float], folds: int = 5, ste
     fold_of = {item: i % folds for i, item in enumerate(items)}
     totals = {name: {"before": 0.0, "held_out": 0.0} for name in HELD_OUT_METRICS}
     count = 0
+    per_fold = []
     for fold in range(folds):
         train = [r for r in records if fold_of.get(r["item_id"]) not in (fold, None)]
         test = _prepared([r for r in records if fold_of.get(r["item_id"]) == fold])
         tuned = optimise(train, weights, step=step, objective_name=objective_name)["weights"]
-        for name in HELD_OUT_METRICS:
-            totals[name]["before"] += objective(test, weights, name) * len(test)
-            totals[name]["held_out"] += objective(test, tuned, name) * len(test)
+        scores = {name: {"before": objective(test, weights, name), "held_out": objective(test, tuned, name)}
+                  for name in HELD_OUT_METRICS}
+        for name, pair in scores.items():
+            for key, value in pair.items():
+                totals[name][key] += value * len(test)
         count += len(test)
-    return {"folds": folds, "items": len(items), "questions": count,
+        per_fold.append({"items": [item for item in items if fold_of[item] == fold], "questions": len(test),
+                         "tuned_weights": {name: round(value, 6) for name, value in tuned.items()},
+                         "metrics": scores})
+    return {"folds": folds, "items": len(items), "questions": count, "objective": objective_name, "step": step,
+            "weights": dict(weights), "per_fold": per_fold,
             "metrics": {name: {key: value / count for key, value in pair.items()} for name, pair in totals.items()}}
 
 

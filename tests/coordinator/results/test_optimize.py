@@ -125,13 +125,26 @@ def test_optimize_on_a_finished_run_tunes_and_checks_held_out(setup):
     tuned = CliRunner().invoke(main, ["optimize", str(out), "--step-size", "0.1", "--dry-run-weights"])
     assert tuned.exit_code == 0, tuned.output
     assert "optimise session:ndcg_any@10 over" in tuned.output and "weights not written" in tuned.output
-    checked = CliRunner().invoke(main, ["optimize", str(out), "--step-size", "0.1", "--held-out", "2"])
+    checked = CliRunner().invoke(main, ["optimize", str(out), "--step-size", "0.1", "--held-out", "2",
+                                        "--json", str(folder / "held_out.json")])
     assert checked.exit_code == 0, checked.output
     rows = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in checked.output.splitlines()
             if line.startswith(("session:", "turn:"))}
     assert list(rows)[0] == "session:recall_all@5" and len(rows) == 4
     before, after, change = rows["session:ndcg_any@10"]
     assert after > before and change == pytest.approx(after - before, abs=1e-4)
+    # the check as a file a figure can be quoted from: what made it, each fold's items, tuned weights and scores
+    written = json.loads((folder / "held_out.json").read_text())
+    assert {"command", "commit", "load"} <= set(written) and written["objective"] == "session:ndcg_any@10"
+    folds = written["per_fold"]
+    assert len(folds) == 2 and sorted(i for f in folds for i in f["items"]) == sorted(
+        {r["item_id"] for r in json.loads(out.read_text())["records"] if r.get("metrics")})
+    assert sum(f["questions"] for f in folds) == written["questions"]
+    assert any(f["tuned_weights"] != written["weights"] for f in folds)
+    pooled = sum(f["metrics"]["session:ndcg_any@10"]["held_out"] * f["questions"] for f in folds) / written["questions"]
+    assert pooled == pytest.approx(after, abs=1e-4)
+    refused = CliRunner().invoke(main, ["optimize", str(out), "--json", str(folder / "x.json")])
+    assert refused.exit_code != 0 and "give --held-out" in refused.output
 
 
 def test_a_held_out_check_needs_two_items():
