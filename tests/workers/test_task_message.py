@@ -83,6 +83,20 @@ def test_the_shadow_name_shows_the_run_and_item_and_never_a_control_character():
     assert check_task_message(written(RUN, "q\x1b[31m")) == (RUN, "q\x1b[31m")
 
 
+def test_the_task_sent_event_carries_the_shadow_name_as_the_workers_events_do():
+    """Flower keeps the name of the latest event to arrive; the coordinator's `task-sent` may arrive after the
+    worker's `task-received`, so both must name the task by its run and item."""
+    producer = make_app("memory://")
+    assert producer.conf.task_send_sent_event
+    message = producer.amqp.create_task_message("0b5c4f8e-1f7a-4a55-9c11-2f3e4d5a6b7c", TASK_NAME, [RUN, "q-1"], {},
+                                                 create_sent_event=True, shadow=shadow_name(RUN, "q-1"))
+    assert message.sent_event["name"] == message.headers["shadow"] == f"evaluate_item {RUN}/q-1"
+    assert message.headers["task"] == TASK_NAME
+    plain = producer.amqp.create_task_message("0b5c4f8e-1f7a-4a55-9c11-2f3e4d5a6b7d", TASK_NAME, [RUN, "q-1"], {},
+                                              create_sent_event=True)
+    assert plain.sent_event["name"] == TASK_NAME  # without a shadow, Celery's own name
+
+
 def test_what_celery_writes_for_the_farm_passes_and_a_put_back_copy_too():
     message = written()
     assert check_task_message(message) == (RUN, "q-1")

@@ -15,6 +15,7 @@ import os
 import re
 
 from celery import Celery
+from celery.app.amqp import AMQP
 from celery.signals import after_setup_logger, after_setup_task_logger, worker_init
 
 from adapters.errors import MemfarmError
@@ -53,6 +54,20 @@ def lease_seconds() -> int:
     return int(os.environ.get("MEMFARM_LEASE_SECONDS", DEFAULT_LEASE_SECONDS))
 
 
+class ShadowNamedEvents(AMQP):
+    """Celery's messages, with the `task-sent` event named as the message is shown (its shadow name). Celery
+    names that event by the bare task, and Flower takes the name of the latest event to arrive: a `task-sent`
+    that reaches Flower after the worker's `task-received` (they travel on two connections) would put the bare
+    name back on a task that had shown its run and item."""
+
+    def as_task_v2(self, *args, **kwargs):
+        message = super().as_task_v2(*args, **kwargs)
+        shadow = message.headers.get("shadow")
+        if shadow and message.sent_event is not None:
+            message.sent_event["name"] = shadow
+        return message
+
+
 def make_app(broker: str | None = None) -> Celery:
     broker = broker or broker_url()
     hard_limit = task_time_limit()
@@ -60,7 +75,7 @@ def make_app(broker: str | None = None) -> Celery:
     if visibility <= hard_limit:
         raise MemfarmError(f"visibility timeout ({visibility}s) must exceed the hard time limit ({hard_limit}s), "
                            "or a running item would be handed to a second worker")
-    app = Celery("memfarm", broker=broker, include=["workers.farm.tasks"])
+    app = Celery("memfarm", broker=broker, include=["workers.farm.tasks"], amqp=ShadowNamedEvents)
     from workers.farm.connection import tls_files
 
     tls = tls_files(broker)
