@@ -40,6 +40,9 @@ class Benchmark:
     #: Memory grows in steps and questions are asked between them (RealMem): `--dataset` may be a folder of
     #: files, and no item has one state a cache could hold.
     stepped: bool = False
+    #: Every profile scores the one corpus a run gives its system, on the same gold (RealMem: only the DCG differs),
+    #: so each profile's numbers are its own; elsewhere a profile other than the chosen one is on a foreign corpus.
+    shared_corpus: bool = False
 
     def open(self, dataset: str | Path | None, questions: str | Path | None = None,
              profile: str = DEFAULT_SCORING_PROFILE):
@@ -63,7 +66,8 @@ BENCHMARKS = {b.name: b for b in (
     Benchmark("realmem", "RealMem", "dataset/*_dialogues_256k.json (AvatarMemory/RealMemBench), a file or the folder",
               "persona", "ids", "adapters.realmem:RealMem", group_key="question_type,item_id",
               rendering="'{speaker}: {content}'; memory grows one session at a time, each after its queries",
-              profiles=(REALMEM_PROFILE, EXPECTED_TEXT_PROFILE), default_profile=REALMEM_PROFILE, stepped=True),
+              profiles=(REALMEM_PROFILE, EXPECTED_TEXT_PROFILE), default_profile=REALMEM_PROFILE, stepped=True,
+              shared_corpus=True),
     Benchmark("adamem-jsonl", "AdaMem JSONL", "AdaMem episodes, one JSON object per line", "episode", "substrings",
               "adapters.adamem_jsonl:EpisodeFile", group_key=None, rendering="observation content as-is",
               system="adamem"),

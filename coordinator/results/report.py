@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapters.defaults import EXPECTED_TEXT_PROFILE
+from adapters.defaults import EXPECTED_TEXT_PROFILE, REALMEM_PROFILE
 
 TABLE_K = (1, 5, 10)
 #: The order metrics are shown in: the strict one first (on LongMemEval-S session recall_any@5 is saturated,
@@ -107,7 +107,7 @@ def profile_lines(results: dict) -> list[str]:
     profiles = results.get("metrics_by_profile") or {}
     if len(profiles) < 2:
         return []
-    shared_corpus = "realmem" in profiles  # RealMem's two profiles score one corpus, one gold
+    foreign = [name for name, block in profiles.items() if not block.get("own_corpus")]
     lines = ["", f"{'profile':<22}{'sess all@5':>11}{'sess any@5':>11}{'sess nDCG@10':>13}{'turn R@5':>9}"
              f"{'turn R@10':>10}{'turn nDCG@10':>13}{'n':>6}"]
     for name, block in profiles.items():
@@ -115,13 +115,13 @@ def profile_lines(results: dict) -> list[str]:
         cells = [session.get("recall_all@5"), session.get("recall_any@5"), session.get("ndcg_any@10"),
                  turn.get("recall_any@5"), turn.get("recall_any@10"), turn.get("ndcg_any@10")]
         widths = (11, 11, 13, 9, 10, 13)
-        mark = "" if block.get("own_corpus") or shared_corpus else " *"
+        mark = " *" if name in foreign else ""
         lines.append(f"{name + mark:<22}" + "".join(f"{v:>{w}.3f}" if v is not None else f"{'-':>{w}}"
                                                    for v, w in zip(cells, widths))
                      + f"{block['all']['evaluable']['session']:>6}")
-    if shared_corpus:
+    if not foreign and REALMEM_PROFILE in profiles:  # one corpus, one gold: only the discount differs
         return lines + [f"note: {SHARED_GOLD_NOTE}"]
-    if any(not block.get("own_corpus") for block in profiles.values()):
+    if foreign:
         chosen = next((n for n, b in profiles.items() if b.get("own_corpus")), results.get("scoring_profile"))
         lines.append(f"* on the {chosen} profile's corpus, not its own: comparable between runs, not citable"
                      + ("" if chosen == "longmemeval-official" else " (citable official numbers: run with "

@@ -116,15 +116,17 @@ def summarize(records: list[dict], group_key: str | None, profile: str | None = 
     return summary
 
 
-def by_profile(records: list[dict], group_key: str | None, chosen: str | None) -> dict:
+def by_profile(records: list[dict], group_key: str | None, chosen: str | None, shared_corpus: bool = False) -> dict:
     """Every profile's averages, each saying which corpus its numbers were computed on.
 
     A run gives its system the chosen profile's corpus; another profile's
     numbers on that corpus are comparable between runs but are not that
-    profile's own (`own_corpus: false`), so they are never to be cited as such.
+    profile's own (`own_corpus: false`), so they are never to be cited as such,
+    unless the benchmark's profiles all score one corpus (`shared_corpus`).
     """
     profiles = sorted({p for r in records for p in (r.get("metrics_by_profile") or {})})
-    return {p: {"own_corpus": p == chosen, "corpus": chosen, **summarize(records, group_key, p)} for p in profiles}
+    return {p: {"own_corpus": shared_corpus or p == chosen, "corpus": chosen, **summarize(records, group_key, p)}
+            for p in profiles}
 
 
 #: The phases of an item, in the order a person reads them.
@@ -224,6 +226,11 @@ def check_one_run(records: list[dict]) -> None:
         raise ResultsError("records hold a question twice; refusing to reduce")
 
 
+def _shares_corpus(benchmark: str) -> bool:
+    known = BENCHMARKS.get(benchmark)
+    return bool(known and known.shared_corpus)
+
+
 def compute_metrics(records: list[dict], outcomes: list[dict], context: RunContext) -> Tally:
     """The averages (overall, per group, per profile) and the counts both files report."""
     ok = [r for r in records if r.get("status") == "ok"]
@@ -239,7 +246,8 @@ def compute_metrics(records: list[dict], outcomes: list[dict], context: RunConte
         evaluable=sum(1 for r in ok if r.get("metrics")),
         without_gold=scored_without_gold(ok, context.scoring_profile),
         summary=summary,
-        by_profile=by_profile(records, context.group_key, context.scoring_profile),
+        by_profile=by_profile(records, context.group_key, context.scoring_profile,
+                              shared_corpus=_shares_corpus(context.benchmark)),
         short=sum(1 for r in ok if _short(r)),
         phases=phase_totals(outcomes),
         # texts encoded by the model vs served from the machine's store (of those, from the farm's shared

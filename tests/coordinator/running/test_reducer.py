@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from adapters.defaults import EXPECTED_TEXT_PROFILE
+from adapters.defaults import EXPECTED_TEXT_PROFILE, REALMEM_PROFILE
+from coordinator.results.report import SHARED_GOLD_NOTE, profile_lines
 from coordinator.running.reducer import reduce_run
 from workers.item.run_context import RunContext
 
@@ -17,8 +18,8 @@ def _outcome(qid, metrics_by_profile, chosen):
     return {"item_id": qid, "records": [record]}
 
 
-def _context(profile):
-    return {"benchmark": "longmemeval", "benchmark_title": "LongMemEval-S", "group_key": "question_type",
+def _context(profile, benchmark="longmemeval", title="LongMemEval-S"):
+    return {"benchmark": benchmark, "benchmark_title": title, "group_key": "question_type",
             "dataset_path": "d.json", "dataset_sha256": "x", "system_config": {"name": "scripted"},
             "embedding_signature": None, "scoring_profile": profile, "top_k": 1, "k_values": (1,),
             "arguments": {}, "command": "test"}
@@ -38,6 +39,24 @@ def test_outcomes_under_the_old_name_memoria_reduce_under_expected_text():
     assert manifest["evaluation"]["scoring_profile"] == EXPECTED_TEXT_PROFILE
     assert manifest["evaluation"]["profiles_computed"] == [EXPECTED_TEXT_PROFILE, OFFICIAL]
     assert outcomes[0]["records"][0]["metrics_by_profile"].keys() == {"memoria", OFFICIAL}  # its input untouched
+
+
+def test_a_profile_on_another_profiles_corpus_is_starred_but_realmems_two_profiles_share_one_corpus():
+    """LongMemEval's official numbers computed on the expected-text corpus are not citable as official; RealMem's
+    two profiles score the one corpus a run gives its system, so both are their own and neither is starred."""
+    outcomes = [_outcome("q1", {EXPECTED_TEXT_PROFILE: HIT, OFFICIAL: MISS}, EXPECTED_TEXT_PROFILE)]
+    results, _ = reduce_run(outcomes, RunContext.from_dict(_context(EXPECTED_TEXT_PROFILE)), elapsed_seconds=0.0,
+                            commit="c")
+    lines = profile_lines(results)
+    assert any(line.startswith(f"{OFFICIAL} *") for line in lines)
+    assert any(line.startswith("* on the expected-text profile's corpus") for line in lines)
+
+    outcomes = [_outcome("q1", {REALMEM_PROFILE: HIT, EXPECTED_TEXT_PROFILE: HIT}, REALMEM_PROFILE)]
+    results, _ = reduce_run(outcomes, RunContext.from_dict(_context(REALMEM_PROFILE, "realmem", "RealMem")),
+                            elapsed_seconds=0.0, commit="c")
+    assert all(block["own_corpus"] for block in results["metrics_by_profile"].values())
+    lines = profile_lines(results)
+    assert not any("*" in line for line in lines) and lines[-1] == f"note: {SHARED_GOLD_NOTE}"
 
 
 #: Run in a process of its own: a test worker's allocator may keep a freed block mapped (a whole suite's
