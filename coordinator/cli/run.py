@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from contextlib import ExitStack
 from dataclasses import fields
 from pathlib import Path
@@ -215,7 +216,7 @@ def _run_local(cli, spec) -> Path:
 
         def advance(outcome):
             cache = outcome.get("cache")
-            if spec.cache_dir and cache and not cache["hit"] and cache["reason"] != "no cache":
+            if spec.cache_dir and cache and not cache["hit"] and cache.get("consulted"):
                 misses.append(f"{outcome['item_id']}: {cache['reason']}")
             bars[0].label = "items"
             bars[0].update(1, outcome)
@@ -233,9 +234,12 @@ def _run_local(cli, spec) -> Path:
 
         results, manifest = run_local(spec, on_start=start, on_item=advance, on_question=asked)
     if manifest["cache"]["dir"]:
-        click.echo(f"cache: {manifest['cache']['hits']} hits, {manifest['cache']['misses']} rebuilt", err=True)
+        cache = manifest["cache"]
+        click.echo(f"cache: {cache['hits']} hits, {cache['misses']} rebuilt", err=True)
         for line in misses[:20]:
             click.echo(f"  rebuilt {line}", err=True)
+        for reason, count in Counter(cache["not_cached"].values()).most_common():
+            click.echo(f"  not cached, {count} of {len(manifest['items'])} items: {reason}", err=True)
     return cli.write_results(results, manifest, spec.output)
 
 

@@ -226,6 +226,11 @@ def check_one_run(records: list[dict]) -> None:
         raise ResultsError("records hold a question twice; refusing to reduce")
 
 
+def _consulted(cache: dict) -> bool:
+    """Whether the item's cache entry was looked up (an outcome of an older worker says so only by its reason)."""
+    return bool(cache.get("consulted", cache.get("reason") != "no cache"))
+
+
 def _shares_corpus(benchmark: str) -> bool:
     known = BENCHMARKS.get(benchmark)
     return bool(known and known.shared_corpus)
@@ -296,9 +301,13 @@ def build_manifest(outcomes: list[dict], tally: Tally, context: RunContext, resu
             "dir": context.cache_dir, "rebuild": context.rebuild_cache,
             "signature": context.embedding_signature or {},
             "format_version": harness.CACHE_FORMAT_VERSION,
-            "hits": sum(1 for c in caches if c["hit"]), "misses": sum(1 for c in caches if not c["hit"]),
+            "hits": sum(1 for c in caches if c["hit"]),
+            "misses": sum(1 for c in caches if _consulted(c) and not c["hit"]),
             "rebuild_reasons": {o["item_id"]: o["cache"]["reason"] for o in outcomes
-                                if o.get("cache") and not o["cache"]["hit"]},
+                                if o.get("cache") and _consulted(o["cache"]) and not o["cache"]["hit"]},
+            # items no cache entry was looked up for (no cache given, a system without snapshots, memory in steps)
+            "not_cached": {o["item_id"]: o["cache"]["reason"] for o in outcomes
+                           if o.get("cache") and not _consulted(o["cache"])},
         },
         evaluation={
             "k_values": list(context.k_values), "scoring_profile": context.scoring_profile,

@@ -158,6 +158,9 @@ class RunSpec:
             warnings.append("--cache-dir is not used by a farm run: each worker caches in its own --cache-dir")
         elif self.cache_dir and not farm and system is not None and not system.snapshots:
             warnings.append(f"--cache-dir is not used: {self.system_name} cannot snapshot its state")
+        elif self.cache_dir and not farm and info.stepped:
+            warnings.append(f"--cache-dir keeps only the embedding store here: {info.title}'s memory grows in steps, "
+                            "so no item has one state to cache")
         if self.benchmark == "longmemeval" and self.questions is None and self.scoring_profile == EXPECTED_TEXT_PROFILE:
             warnings.append("no --questions file; turn gold is the first turn of each answer session")
         if info.stepped and self.dataset:  # a file the adapter does not know (RealMem: by checksum) runs, named

@@ -451,12 +451,13 @@ def test_a_full_item_s_cache_entry_is_stored_again_with_its_candidates_pieces_an
         return MemoriaSystem(mode="full", embedder=VocabularyEmbedder(), parallel_extract=False)
 
     cold = evaluate_item(item, system(), cache=cache)
-    assert cold["cache"] == {"hit": False, "reason": "no cache entry", "stored_after_questions": True}
+    assert cold["cache"] == {"hit": False, "reason": "no cache entry", "consulted": True,
+                             "stored_after_questions": True}
     assert cold["stats"]["texts_encoded_by_kind"]["pieces"] > 0
     entry = json.loads((cache.folder(item["item_id"], "memoria") / "pieces.json").read_text())
     assert len(set(entry["texts"])) == cold["stats"]["texts_encoded_by_kind"]["pieces"]  # a repeated piece once
     warm = evaluate_item(item, system(), cache=cache)
-    assert warm["cache"] == {"hit": True, "reason": None}  # nothing new: not stored again
+    assert warm["cache"] == {"hit": True, "reason": None, "consulted": True}  # nothing new: not stored again
     assert warm["stats"]["texts_encoded_by_kind"] == {"turns": 0, "windows": 0, "pieces": 0, "questions": 1}
     assert [[c["id"] for c in r["candidates"]] for r in warm["records"]] == \
         [[c["id"] for c in r["candidates"]] for r in cold["records"]]

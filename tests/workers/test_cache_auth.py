@@ -32,7 +32,7 @@ def cached(tmp_path, monkeypatch):
     item = next(LongMemEval(write_dataset(tmp_path / "d.json", questions=2, seed=5, scale=0.05)).iter_items())
     cache = ItemCache(tmp_path / "cache")
     first = evaluate_item(item, _system(), cache=cache)
-    assert first["cache"] == {"hit": False, "reason": "no cache entry"}
+    assert first["cache"] == {"hit": False, "reason": "no cache entry", "consulted": True}
     assert evaluate_item(item, _system(), cache=cache)["cache"]["hit"], "an entry this machine wrote is used"
     return item, cache, first
 
@@ -79,7 +79,7 @@ def test_an_entry_without_a_mac_is_rebuilt_once(cached):
     (cache.folder(item["item_id"], "memoria") / MAC).unlink()
     outcome = evaluate_item(item, _system(), cache=cache)
     assert outcome["cache"] == {"hit": False, "reason": "entry carries no MAC (written before entries were "
-                                                        "authenticated): rebuilt"}
+                                                        "authenticated): rebuilt", "consulted": True}
     assert _ranked(outcome) == _ranked(first)
     assert evaluate_item(item, _system(), cache=cache)["cache"]["hit"]
 

@@ -129,12 +129,12 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
     meter = _Meter(system)
     docs, native = make_docs(item)
     label = docs[0]["label"] if docs else label_for(item["item_id"])
-    cache_state = {"hit": False, "reason": "no cache"}
+    cache_state = {"hit": False, "reason": "no cache", "consulted": False}
     can_cache = cache is not None and snapshots_of(system) is not None
     if can_cache:  # the key (the model files' hash among it) is worked out only when there is a cache
         expected = expected_entry(content_hash(docs), signature_of(system), build_identity_of(system))
         reason = cache.restore(item["item_id"], system, expected)
-        cache_state = {"hit": reason is None, "reason": reason}
+        cache_state = {"hit": reason is None, "reason": reason, "consulted": True}
     meter.phases["cache_ms"] = meter.elapsed_ms()
     meter.start_counting()
     if not cache_state["hit"]:
@@ -210,7 +210,8 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, 
     if ahead:
         ahead.encode_ahead([])
     return meter.outcome(item, [records[p] for p in sorted(records)], asker,
-                         cache={"hit": False, "reason": "memory grows in steps: no one state to cache"},
+                         cache={"hit": False, "reason": "memory grows in steps: no one state to cache",
+                                "consulted": False},
                          build_ms=ingest_ms,
                          stats={"docs": len(docs), "ingest_steps": len(by_step), "added_on_ingest": adds})
 

@@ -43,7 +43,7 @@ def test_a_system_that_declares_nothing_optional_still_runs():
             "questions": [{"question_id": "q", "question": "hello?", "expected_ids": ["t"]}]}
     outcome = evaluate_item(item, Bare(), cache=object())
     assert outcome["records"][0]["status"] == "ok"
-    assert outcome["cache"] == {"hit": False, "reason": "no cache"}
+    assert outcome["cache"] == {"hit": False, "reason": "no cache", "consulted": False}
 
 
 def test_a_users_class_has_a_capability_by_having_its_members():

@@ -185,7 +185,7 @@ def cached_item(tmp_path, dataset):
     cache = ItemCache(tmp_path / "cache")
     system = MemoriaSystem(mode="fusion")
     first = evaluate_item(item, system, cache=cache)
-    assert first["cache"] == {"hit": False, "reason": "no cache entry"}
+    assert first["cache"] == {"hit": False, "reason": "no cache entry", "consulted": True}
     return item, cache, first
 
 
@@ -203,13 +203,13 @@ def test_cache_rebuilds_when_the_item_changes(cached_item):
     item, cache, _ = cached_item
     item["turns"][0]["text"] += " (edited)"
     outcome = evaluate_item(item, MemoriaSystem(mode="fusion"), cache=cache)
-    assert outcome["cache"] == {"hit": False, "reason": "item content changed"}
+    assert outcome["cache"] == {"hit": False, "reason": "item content changed", "consulted": True}
 
 
 def test_cache_rebuilds_when_the_embedding_signature_changes(cached_item):
     item, cache, _ = cached_item
     outcome = evaluate_item(item, OtherModel(mode="fusion"), cache=cache)
-    assert outcome["cache"] == {"hit": False, "reason": "embedding signature changed"}
+    assert outcome["cache"] == {"hit": False, "reason": "embedding signature changed", "consulted": True}
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "delete"])
@@ -241,7 +241,7 @@ def test_cache_rebuilds_a_corrupt_manifest(cached_item):
 def test_rebuild_flag_ignores_a_valid_cache(cached_item):
     item, cache, _ = cached_item
     outcome = evaluate_item(item, MemoriaSystem(mode="fusion"), cache=ItemCache(cache.directory, rebuild=True))
-    assert outcome["cache"] == {"hit": False, "reason": "--rebuild-cache"}
+    assert outcome["cache"] == {"hit": False, "reason": "--rebuild-cache", "consulted": True}
 
 
 def test_a_change_to_the_engine_code_or_the_model_files_rebuilds(cached_item, monkeypatch):
@@ -250,7 +250,7 @@ def test_a_change_to_the_engine_code_or_the_model_files_rebuilds(cached_item, mo
     item, cache, first = cached_item
     monkeypatch.setattr(memoria.version, "BUILD_VERSION", "tokenizer-changed")  # as if bm25.py were edited
     outcome = evaluate_item(item, MemoriaSystem(mode="fusion"), cache=cache)
-    assert outcome["cache"] == {"hit": False, "reason": "index-building code or model files changed"}
+    assert outcome["cache"] == {"hit": False, "reason": "index-building code or model files changed", "consulted": True}
     assert evaluate_item(item, MemoriaSystem(mode="fusion"), cache=cache)["cache"]["hit"]
     monkeypatch.undo()
     import memoria.model_files

@@ -95,3 +95,16 @@ def test_a_control_arm_on_the_farm_ranks_as_it_does_here(redis_server, workers, 
     assert _comparable(farm_records) == _comparable(local_records)
     manifest = json.loads((tmp_path / "farm.manifest.json").read_text())
     assert manifest["system"]["control_arm"] == arm
+
+
+def test_a_persona_is_never_counted_as_a_cache_miss_it_is_not_cached_and_says_why(embedder, personas, tmp_path):
+    """Memory grows in steps, so no entry is looked up for a persona: `--cache-dir` must not report it as
+    rebuilt (which reads as a miss to investigate), but as not cached, with the reason."""
+    out = tmp_path / "cached.json"
+    result, _, _ = _run(personas, out, None, "--cache-dir", str(tmp_path / "cache"))
+    assert "--cache-dir keeps only the embedding store here: RealMem's memory grows in steps" in result.output
+    cache = json.loads(out.with_name("cached.manifest.json").read_text())["cache"]
+    assert cache["hits"] == cache["misses"] == 0 and cache["rebuild_reasons"] == {}
+    assert set(cache["not_cached"]) == {"Kenta_Tanaka", "Liam_O_Connor"}
+    assert "cache: 0 hits, 0 rebuilt" in result.output and "rebuilt Kenta" not in result.output
+    assert "not cached, 2 of 2 items: memory grows in steps" in result.output
