@@ -8,7 +8,8 @@ checkout, so it lives in `devtools/`, outside the installed package.
 - `{{ fig("results/published/NAME.json", "dotted.path") }}`: one value (an all-digit segment indexes a
   list; `digits=3` by default for a float), linked to the file.
 - `{{ fig_table("results/published/NAME.json", "dotted.path", columns={"key": "Header"}) }}`: a table whose
-  rows are the dicts of that list (a column may be a dotted path inside a row), and under it one line naming the file's command, commit, date, cores
+  rows are the dicts of that list (a column may be a dotted path inside a row; `where={"key": value}` keeps
+  the rows that have those values), and under it one line naming the file's command, commit, date, cores
   and load.
 
 The rule for hand-typed figures (`untraceable_figures`), in the words a writer follows: outside a macro,
@@ -116,6 +117,14 @@ def render_figures(markdown: str, root: Path, page: str, link_prefix: str = "") 
         if len(args) != 2 or not isinstance(kwargs.get("columns"), dict) or not kwargs["columns"]:
             raise FigureError(f"{page}: fig_table({path!r}, PATH, columns={{...}}) needs a path and columns")
         rows = lookup(data, args[1], path, page)
+        where = kwargs.get("where", {})
+        if not isinstance(where, dict):
+            raise FigureError(f"{page}: fig_table({path!r}, ...): where= takes {{column: value}}")
+        if where and isinstance(rows, list):
+            rows = [row for row in rows if isinstance(row, dict)
+                    and all(_find(row, key) == value for key, value in where.items())]
+            if not rows:
+                raise FigureError(f"{page}: {path}: no row of {args[1]!r} has {where}")
         return render_table(rows, kwargs["columns"], kwargs.get("digits", 3), data, path, args[1], page, link)
 
     return _MACRO.sub(replace, markdown), used

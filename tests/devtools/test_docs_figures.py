@@ -86,6 +86,14 @@ def test_fig_table_renders_rows_and_the_line_that_says_where_they_came_from(tmp_
                                "1.50 / 1.25 / 1.00.")
 
 
+def test_fig_table_keeps_the_rows_where_names_and_refuses_a_filter_no_row_meets(tmp_path):
+    path = _published(tmp_path, "w.json", {**PROVENANCE, "rows": [{"dataset": "locomo", "r": 0.5},
+                                                                  {"dataset": "realmem", "r": 0.25}]})
+    macro = f'{{{{ fig_table("{path}", "rows", columns={{"r": "r"}}, where={{"dataset": "realmem"}}) }}}}'
+    assert render_figures(macro, tmp_path, "docs/p.md")[0].splitlines()[:3] == ["| r |", "| ---: |", "| 0.250 |"]
+    with pytest.raises(FigureError, match="no row of 'rows' has"):
+        render_figures(macro.replace('"realmem"', '"longmemeval"'), tmp_path, "docs/p.md")
+
 def test_a_column_may_reach_into_a_row_and_a_tiny_value_keeps_its_magnitude(tmp_path):
     path = _published(tmp_path, "c.json", {**PROVENANCE, "rows": [{"wins": {"count": 108}, "p": 2e-17, "ci": [-0.0021, 0.5]}]})
     text, _ = render_figures(f'{{{{ fig_table("{path}", "rows", columns={{"wins.count": "W", "p": "p", "ci": "CI"}}) }}}}',
