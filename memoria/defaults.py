@@ -105,6 +105,9 @@ DEFAULT_WEIGHTS = {
     "importance": 0.0,
     "recency": 0.0,
     "window": 0.0,
+    "session_bm25": 0.0,
+    "session_centroid": 0.0,
+    "session_recency": 0.0,
     "feedback": 0.035,
     "session": 0.5,
     "name": 0.0,
@@ -154,6 +157,9 @@ DEFAULT_MAX_PIECES = 8
 #: The sources together reach nearly every turn of a LongMemEval haystack, so pieces for every candidate cost a cold
 #: run nearly every turn's pieces; the head bounds that by the question (see docs/cost.md for how it was set).
 DEFAULT_SENTENCE_HEAD = 30
+#: The `session_recency` signal halves about every 0.7 x this many sessions (exp(-n / this), n sessions newer). Set on
+#: RealMem's development personas, where a session-level ranker gained alike at 20, 30 and 50.
+RECENCY_SESSIONS = 30
 #: Session aggregation: a session scores the mean of its best `n` turn scores.
 DEFAULT_SESSION_TOP_N = 3
 #: Lexical feedback (memoria.ranking.feedback_terms): how many of the best first-stage turns give words, and how

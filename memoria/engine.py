@@ -221,7 +221,7 @@ class MemoryInterface:
     # -- reading -----------------------------------------------------------
     def view(self) -> DerivedView:
         if self._view is None:
-            self._view = DerivedView(self.store)
+            self._view = DerivedView(self.store, dict(zip(self.bm25.ids, self.bm25.tokens)))
         return self._view
 
     def _source(self, name: str, query: str, query_vector, pool: int):

@@ -93,6 +93,35 @@ def _recency(ctx: RankingContext, ids):
     return {i: (i - ctx.first_id) / span for i in ids}
 
 
+def _session_bm25(ctx: RankingContext, ids):
+    """BM25 of the question against the candidate's whole session as one document, divided by the pool's best."""
+    scores = ctx.view.sessions.scores(tokenize(ctx.query))
+    return _by_max({i: scores.get(ctx.view.session_of.get(i), 0.0) for i in ids}, ids)
+
+
+def _session_recency(ctx: RankingContext, ids):
+    """exp(-n / RECENCY_SESSIONS), n the sessions stored after the candidate's: 1 for the newest session.
+
+    Where questions come while memory grows (RealMem), they mostly continue what was said lately; where they are
+    drawn evenly from a finished history (LoCoMo), this only pulls toward its end, so it weighs 0 by default."""
+    order = ctx.view.session_order
+    newest = len(order) - 1
+    return {i: math.exp(-(newest - order.get(ctx.view.session_of.get(i), 0)) / defaults.RECENCY_SESSIONS)
+            for i in ids}
+
+
+def _session_centroid(ctx: RankingContext, ids):
+    """The question's cosine with the mean vector of the candidate's session: what the conversation is about."""
+    if ctx.query_vector is None:
+        return {i: 0.0 for i in ids}
+    centroids = ctx.view.session_centroids(ctx.vector)
+    cosines = {}
+    for i in ids:
+        centroid = centroids.get(ctx.view.session_of.get(i))
+        cosines[i] = float(np.dot(centroid, ctx.query_vector)) if centroid is not None else 0.0
+    return _min_max(cosines, ids)
+
+
 def _names(ctx: RankingContext, ids):
     names = boosts.question_names(ctx.query, ctx.view.known_names)
     return {i: boosts.name_boost(names, ctx.view.speaker_of.get(i, ""), ctx.view.entities_of.get(i, set()),
@@ -127,6 +156,9 @@ SIGNALS = {
     "importance": lambda ctx, ids: {i: ctx.view.importance.get(i, 0.0) for i in ids},
     "recency": _recency,
     "window": lambda ctx, ids: _min_max(ctx.lists.get("window", {}), ids),
+    "session_bm25": _session_bm25,
+    "session_centroid": _session_centroid,
+    "session_recency": _session_recency,
     "name": _names,
     "quoted": _quoted,
     "date": _dates,

@@ -11,6 +11,9 @@ import math
 import re
 from collections import Counter, defaultdict
 
+import numpy as np
+
+from memoria import defaults
 from memoria.boosts import date_keys, mentions_time
 from memoria.bm25 import STOPWORDS, tokenize
 from memoria.extract import query_attributes, query_entities
@@ -34,7 +37,10 @@ def _normal_text(text: str) -> str:
 class DerivedView:
     """Inverted maps over the derived tables; built once per state, after the last insert."""
 
-    def __init__(self, store):
+    def __init__(self, store, tokens: dict[int, list[str]] | None = None):
+        #: Each memory's BM25 tokens where the caller has them already (memoria.bm25.BM25Index); else worked out
+        #: from the text on first use.
+        self._tokens = tokens
         self.entity_ids: dict[str, set[int]] = defaultdict(set)
         self.entities_of: dict[int, set[str]] = defaultdict(set)
         self.related: dict[str, set[str]] = defaultdict(set)
@@ -54,6 +60,10 @@ class DerivedView:
         self.raw_texts = {memory_id: text for memory_id, text, _ in rows}
         self.speaker_of = {memory_id: str(m.get("speaker") or "").strip().lower() for memory_id, _, m in rows}
         self.session_of = {memory_id: session_key(m) for memory_id, _, m in rows}
+        #: Each session's place among the sessions stored, by its first memory (0: the oldest).
+        self.session_order: dict = {}
+        for memory_id in sorted(self.session_of):
+            self.session_order.setdefault(self.session_of[memory_id], len(self.session_order))
         self.session_date = {memory_id: str(m.get("date") or "") for memory_id, _, m in rows}
         self.speakers = {s for s in self.speaker_of.values() if s}
         self.known_names = set(self.entity_ids) | self.speakers
@@ -62,18 +72,49 @@ class DerivedView:
         self._date_keys: dict[int, set[str]] = {}
         self._mentions_time: dict[int, bool] = {}
         self._document_frequency: Counter | None = None
+        self._sessions: SessionDocuments | None = None
+        self._centroids: dict | None = None
 
     def idf(self, entity: str) -> float:
         return math.log(1 + self.total / (1 + len(self.entity_ids.get(entity, ()))))
+
+    def tokens(self, memory_id: int) -> list[str]:
+        if self._tokens is None or memory_id not in self._tokens:
+            return tokenize(self.raw_texts.get(memory_id, ""))
+        return self._tokens[memory_id]
 
     @property
     def document_frequency(self) -> Counter:
         """How many memories hold each BM25 token (worked out once, on first use)."""
         if self._document_frequency is None:
             self._document_frequency = Counter()
-            for text in self.raw_texts.values():
-                self._document_frequency.update(set(tokenize(text)))
+            for memory_id in self.ids:
+                self._document_frequency.update(set(self.tokens(memory_id)))
         return self._document_frequency
+
+    @property
+    def sessions(self) -> "SessionDocuments":
+        """Every session as one document of its turns' tokens (worked out once, on first use)."""
+        if self._sessions is None:
+            self._sessions = SessionDocuments(((self.session_of[i], self.tokens(i)) for i in self.ids))
+        return self._sessions
+
+    def session_centroids(self, vector_of) -> dict:
+        """Each session's mean turn vector, unit length (worked out once, on first use); `vector_of(id)` gives a
+        memory's vector or None. A session none of whose turns has a vector has no centroid."""
+        if self._centroids is None:
+            sums: dict = {}
+            for memory_id in self.ids:
+                vector = vector_of(memory_id)
+                if vector is not None:
+                    key = self.session_of[memory_id]
+                    sums[key] = sums[key] + vector if key in sums else np.array(vector, dtype=np.float64)
+            self._centroids = {}
+            for key, total in sums.items():
+                norm = float(np.linalg.norm(total))
+                if norm > 0:
+                    self._centroids[key] = total / norm
+        return self._centroids
 
     def date_keys(self, memory_id: int) -> set[str]:
         """Date keys of a memory's text and of its session's date (worked out once per memory)."""
@@ -86,6 +127,41 @@ class DerivedView:
         if memory_id not in self._mentions_time:
             self._mentions_time[memory_id] = mentions_time(self.raw_texts.get(memory_id, ""))
         return self._mentions_time[memory_id]
+
+
+class SessionDocuments:
+    """Okapi BM25 over whole sessions: a session is one document, the tokens of all its turns.
+
+    A turn says little of what a conversation is about; the session it sits in says more. Scored with the
+    parameters of the turn index (memoria.defaults) and the non-negative idf log(1 + (N - df + 0.5) / (df + 0.5)).
+    """
+
+    def __init__(self, members, k1: float = defaults.DEFAULT_BM25_K1, b: float = defaults.DEFAULT_BM25_B):
+        self.k1, self.b = k1, b
+        self.counts: dict = defaultdict(Counter)
+        for key, tokens in members:
+            self.counts[key].update(tokens)
+        self.lengths = {key: sum(c.values()) for key, c in self.counts.items()}
+        self.average = sum(self.lengths.values()) / max(1, len(self.lengths))
+        self.frequency: Counter = Counter()
+        for counts in self.counts.values():
+            self.frequency.update(counts.keys())
+
+    def scores(self, terms: list[str]) -> dict:
+        """Each session's BM25 score for `terms` (a repeated term counts once); sessions matching none are left out."""
+        n = len(self.counts)
+        out: dict = defaultdict(float)
+        for term in set(terms):
+            df = self.frequency.get(term, 0)
+            if not df:
+                continue
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            for key, counts in self.counts.items():
+                tf = counts.get(term, 0)
+                if tf:
+                    norm = self.k1 * (1 - self.b + self.b * self.lengths[key] / max(self.average, 1e-9))
+                    out[key] += idf * tf * (self.k1 + 1) / (tf + norm)
+        return dict(out)
 
 
 def graph_search(view: DerivedView, query: str, limit: int, seeds: int) -> list[tuple[int, float]]:

@@ -13,6 +13,7 @@ import pytest
 from memoria import BatchLoader, MemoryInterface, boosts
 from memoria.bm25 import tokenize
 from memoria.ranking import RankingContext, rank, session_aggregate
+from memoria.retrieval_sources import DerivedView, SessionDocuments
 from memoria.windows import build_windows, credit_turns, spans
 
 DATE_1, DATE_2 = "1:56 pm on 8 May, 2023", "10:00 am on 20 June, 2023"
@@ -141,6 +142,55 @@ def test_session_aggregation_by_hand_on_three_sessions():
     assert by_id[6][1]["signals"]["session"] == pytest.approx(0.45 / 0.7)  # normalised by the best session
     assert by_id[6][0] == pytest.approx(0.9 + 0.45 / 0.7)
     assert by_id[6][0] == pytest.approx(sum(by_id[6][1]["contributions"].values()))
+
+
+# -- whole sessions as documents ---------------------------------------------
+def test_session_bm25_by_hand_on_three_sessions():
+    # A: "rex" twice in 4 tokens; B: "rex" once in 2 tokens; C: no "rex", 2 tokens. N = 3, df(rex) = 2.
+    docs = SessionDocuments([("A", ["rex", "sleep"]), ("A", ["rex", "bark"]), ("B", ["rex", "lake"]),
+                             ("C", ["paint", "lake"])], k1=1.5, b=0.75)
+    average = 8 / 3
+    idf = np.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
+    by_hand = {key: idf * tf * 2.5 / (tf + 1.5 * (0.25 + 0.75 * length / average))
+               for key, tf, length in (("A", 2, 4), ("B", 1, 2))}
+    scores = docs.scores(["rex", "rex"])  # a repeated term counts once
+    assert set(scores) == {"A", "B"} and scores == pytest.approx(by_hand)
+    assert docs.scores(["unheard"]) == {}
+
+
+def test_a_turn_without_the_question_words_gains_from_its_session():
+    memory = _memory(window_size=0)
+    query = "the puppy from the shelter"
+    lists = {"bm25": memory.bm25.search(query, 8)}  # turns 2 and 3 hold a word; 4 ("Rex. He sleeps") none
+    ctx = RankingContext(memory.embedder.encode([query])[0], lists | {"extra": [(4, 0.0), (6, 0.0)]},
+                         memory.view(), memory.vectors, memory.view().ids, query)
+    ranked, _ = rank(ctx, {"session_bm25": 1.0, "session_centroid": 1.0}, 8, mmr_lambda=1.0)
+    signals = {i: extra["signals"] for i, _, extra in ranked}
+    assert signals[4]["token"] == 0.0 and signals[4]["session_bm25"] == 1.0 == signals[2]["session_bm25"]
+    assert signals[6]["session_bm25"] == 0.0  # session 2 holds neither word
+    assert signals[4]["session_centroid"] == 1.0 and signals[6]["session_centroid"] == 0.0
+    assert [i for i, _, _ in ranked][:3] == [2, 3, 4]  # session 1's turns, ties by id
+
+
+def test_session_centroids_are_the_unit_mean_of_each_sessions_vectors():
+    memory = _memory(window_size=0)
+    view = memory.view()
+    centroids = view.session_centroids(lambda i: memory.vectors.index.reconstruct(int(i)))
+    vectors = memory.embedder.encode([text for text, *_ in CONVERSATION])
+    for session, members in ((1, range(0, 6)), (2, range(6, 8))):
+        mean = vectors[list(members)].sum(axis=0)
+        key = view.session_of[members[0]]
+        assert np.allclose(centroids[key], mean / np.linalg.norm(mean), atol=1e-6)
+
+
+def test_the_view_reads_the_bm25_tokens_it_is_given_and_the_same_ones_without():
+    memory = _memory(window_size=0)
+    given = DerivedView(memory.store, dict(zip(memory.bm25.ids, memory.bm25.tokens)))
+    worked_out = DerivedView(memory.store)
+    for i in given.ids:
+        assert given.tokens(i) == worked_out.tokens(i) == tokenize(given.raw_texts[i])
+    assert given.document_frequency == worked_out.document_frequency
+    assert given.sessions.counts == worked_out.sessions.counts
 
 
 # -- boosts -----------------------------------------------------------------
