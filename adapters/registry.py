@@ -43,6 +43,12 @@ class Benchmark:
     #: Every profile scores the one corpus a run gives its system, on the same gold (RealMem: only the DCG differs),
     #: so each profile's numbers are its own; elsewhere a profile other than the chosen one is on a foreign corpus.
     shared_corpus: bool = False
+    #: Memoria `full`'s weights tuned for this benchmark (a file of `adapters/weights/`), taken by a run of full with
+    #: MiniLM that names no --weights; None: the engine's own.
+    memoria_weights: str | None = None
+
+    def memoria_weights_file(self) -> Path | None:
+        return Path(__file__).parent / "weights" / self.memoria_weights if self.memoria_weights else None
 
     def open(self, dataset: str | Path | None, questions: str | Path | None = None,
              profile: str = DEFAULT_SCORING_PROFILE):
@@ -67,7 +73,7 @@ BENCHMARKS = {b.name: b for b in (
               "persona", "ids", "adapters.realmem:RealMem", group_key="question_type,item_id",
               rendering="'{speaker}: {content}'; memory grows one session at a time, each after its queries",
               profiles=(REALMEM_PROFILE, EXPECTED_TEXT_PROFILE), default_profile=REALMEM_PROFILE, stepped=True,
-              shared_corpus=True),
+              shared_corpus=True, memoria_weights="realmem.json"),
     Benchmark("adamem-jsonl", "AdaMem JSONL", "AdaMem episodes, one JSON object per line", "episode", "substrings",
               "adapters.adamem_jsonl:EpisodeFile", group_key=None, rendering="observation content as-is",
               system="adamem"),

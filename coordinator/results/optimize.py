@@ -150,16 +150,20 @@ def _tuned_checksums(origin: dict | None) -> set:
         if not isinstance(origin, dict):
             break
         found.add(origin.get("dataset_checksum"))
+        files = origin.get("file_checksums")
+        if isinstance(files, list):
+            found.update(f for f in files if isinstance(f, str))
         origin = origin.get("started_from")
     return found - {None}
 
 
-def tuning_record(path: str | Path, dataset_sha256: str) -> dict:
+def tuning_record(path: str | Path, dataset_sha256: str, file_checksums=()) -> dict:
     """A run's `tuning` block: its weights file, the data that file was tuned on (None: not said), and whether
-    that is this run's dataset."""
+    that is this run's data: its dataset's checksum, or (a folder, or a file of one, tuned on) any of its files'."""
     data = read_json(path, "weights file", ResultsError)
     origin = data.get("tuned_on") if isinstance(data, dict) and isinstance(data.get("tuned_on"), dict) else None
-    same = dataset_sha256 in _tuned_checksums(origin)
+    tuned = _tuned_checksums(origin)
+    same = dataset_sha256 in tuned or bool(tuned & set(file_checksums))
     return {"weights_file": str(path), "tuned_on": origin, "tuned_on_this_data": same,
             "label": TUNED_LABEL if same else None}
 

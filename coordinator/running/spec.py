@@ -145,6 +145,9 @@ class RunSpec:
             raise MemfarmError("--shared-embeddings shares what each worker's embedding store holds: "
                                "drop --no-embedding-store")
         warnings = []
+        if not self.weights_file and self.weights_path():
+            warnings.append(f"full takes {info.title}'s own weights, tuned on its development data only "
+                            f"({self.weights_path()}); --weights FILE for others")
         windowed = [o for o in ("window_size", "window_overlap") if o in self._memoria_given()]
         if windowed and parts is not None and not parts.windows:
             warnings.append(f"{_flag(windowed[0])} is not used: windows weigh 0 unless --weights "
@@ -193,12 +196,24 @@ class RunSpec:
     def _memoria_given(self) -> dict:
         return {name: value for name, value in self.memoria_settings.items() if value is not None}
 
+    def weights_path(self) -> str | None:
+        """The weights file of the run: --weights, else the benchmark's own for Memoria `full` with MiniLM (RealMem's,
+        tuned on its development personas: adapters/weights), else None (the engine's defaults)."""
+        if self.weights_file:
+            return self.weights_file
+        own = self.info.memoria_weights_file()
+        if (own and self.system_name == "memoria" and self.retrieval_mode in engine.RANKED_MODES
+                and self.embedder == engine.DEFAULT_EMBEDDER):
+            return str(own)
+        return None
+
     def _weights(self) -> dict[str, float] | None:
-        if not self.weights_file:
+        path = self.weights_path()
+        if not path:
             return None
         from coordinator.results.optimize import load_weights
 
-        return load_weights(self.weights_file)
+        return load_weights(path)
 
     # -- what the spec builds -------------------------------------------------
     def ablations(self) -> list["RunSpec"]:
@@ -299,11 +314,21 @@ class RunSpec:
         }
 
     def _tuning(self) -> dict | None:
-        if not self.weights_file:
+        path = self.weights_path()
+        if not path:
             return None
         from coordinator.results.optimize import tuning_record
 
-        return tuning_record(self.weights_file, self.dataset_sha256())
+        return tuning_record(path, self.dataset_sha256(), self.dataset_file_checksums())
+
+    def dataset_file_checksums(self) -> list[str]:
+        """Each JSON file's checksum where --dataset is a folder (one persona of a tuned folder is tuned on too)."""
+        if not self.dataset or not Path(self.dataset).is_dir():
+            return []
+        from adapters.files import json_files
+        from memoria.checksums import file_sha256
+
+        return [file_sha256(file) for file in json_files(self.dataset)]
 
     def system_context(self, system, cache_used: bool) -> dict:
         """The context of a run of `system` (memoria, adamem, a user's own)."""

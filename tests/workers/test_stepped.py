@@ -1,11 +1,13 @@
 """Memory that grows in steps (RealMem): no system ever holds a later session when it answers, a system that
 adds on ingest and one that is given everything again rank alike, and Memoria's fast path equals step by step."""
 
+import json
 import re
 
 import pytest
 
 from adapters.realmem import RealMem
+from adapters.registry import BENCHMARKS
 from adapters.systems.contract import close_system
 from adapters.systems.memoria_system import MemoriaSystem
 from tests.helpers import WordEmbedder, realmem_persona
@@ -98,9 +100,10 @@ def test_adding_each_step_and_giving_everything_again_rank_alike(short_persona):
     assert [r["metrics_by_profile"] for r in adding["records"]] == [r["metrics_by_profile"] for r in again["records"]]
 
 
-def _fast_and_slow_agree(item, mode, embedder, slow_class):
-    fast = MemoriaSystem(mode=mode, embedder=embedder, parallel_extract=False)
-    slow = slow_class(mode=mode, embedder=embedder, parallel_extract=False)
+def _fast_and_slow_agree(item, mode, embedder, slow_class, weights=None):
+    given = {"weights": weights} if weights else {}
+    fast = MemoriaSystem(mode=mode, embedder=embedder, parallel_extract=False, **given)
+    slow = slow_class(mode=mode, embedder=embedder, parallel_extract=False, **given)
     fast_outcome = evaluate_item(item, fast, top_k=20)
     slow_outcome = evaluate_item(item, slow, top_k=20)
     # encoded ahead: each turn once, in one batch, and not again at its step
@@ -111,14 +114,20 @@ def _fast_and_slow_agree(item, mode, embedder, slow_class):
     assert _rankings(fast_outcome) == _rankings(slow_outcome)
 
 
-def test_memoria_adding_each_step_ranks_exactly_as_memoria_rebuilt_at_each_step(short_persona):
-    _fast_and_slow_agree(short_persona, "full", WordEmbedder(), MemoriaGivenEverything)
+REALMEM_WEIGHTS = json.loads(BENCHMARKS["realmem"].memoria_weights_file().read_text())["weights"]
+
+
+@pytest.mark.parametrize("weights", [None, REALMEM_WEIGHTS], ids=["engine weights", "realmem weights"])
+def test_memoria_adding_each_step_ranks_exactly_as_memoria_rebuilt_at_each_step(short_persona, weights):
+    """RealMem's weights read whole sessions (their words, mean vector, place): views brought up to date as memory
+    grows must read them as a memory built from scratch does."""
+    _fast_and_slow_agree(short_persona, "full", WordEmbedder(), MemoriaGivenEverything, weights)
 
 
 def test_the_same_holds_with_the_real_model(embedder, realmem_dir, tmp_path):
     """Vectors encoded ahead in one batch equal those encoded a step at a time (canonical batches)."""
     path = realmem_persona(realmem_dir / "Kim_Ji_young_dialogues_256k.json", 6, tmp_path / "Kim.json")
-    _fast_and_slow_agree(next(RealMem(path).iter_items()), "full", embedder, MemoriaStepByStep)
+    _fast_and_slow_agree(next(RealMem(path).iter_items()), "full", embedder, MemoriaStepByStep, REALMEM_WEIGHTS)
 
 
 def test_a_persona_scores_under_realmem_and_the_farms_formulas(short_persona):

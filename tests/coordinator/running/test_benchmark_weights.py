@@ -1,0 +1,62 @@
+"""A benchmark's own `full` weights (RealMem's): taken only by Memoria `full` with MiniLM and no --weights, said on
+the command line, and marked tuned on the data they were tuned on."""
+
+import json
+
+import pytest
+
+from adapters.registry import BENCHMARKS
+from coordinator.results.optimize import load_weights
+from coordinator.running.spec import RunSpec
+from memoria import defaults
+from tests.helpers import realmem_persona
+
+REALMEM_FILE = BENCHMARKS["realmem"].memoria_weights_file()
+
+
+def test_realmems_weights_are_the_engines_with_three_session_signals_added():
+    data = json.loads(REALMEM_FILE.read_text())
+    weights = load_weights(REALMEM_FILE)  # every signal one the engine knows
+    added = {name for name in weights if weights[name] != defaults.DEFAULT_WEIGHTS.get(name, 0.0)}
+    assert added == {"session_bm25", "session_centroid", "session_recency"}
+    assert all(defaults.DEFAULT_WEIGHTS[name] == 0.0 for name in added)  # the engine's own leave them out
+    assert data["tuned_on"]["benchmark"] == "realmem" and len(data["tuned_on"]["file_checksums"]) == 5
+
+
+def test_memoria_full_on_realmem_takes_them_and_says_so(realmem_dir):
+    spec = RunSpec("realmem", dataset=str(realmem_dir), retrieval_mode="full")
+    assert spec.weights_path() == str(REALMEM_FILE)
+    assert spec.system_settings()["weights"] == load_weights(REALMEM_FILE)
+    warnings = spec.check(farm=False)
+    assert any("RealMem's own weights" in w and str(REALMEM_FILE) in w for w in warnings), warnings
+    tuning = spec.context(system_config={}, embedding_signature=None)["tuning"]
+    assert tuning["tuned_on_this_data"] and tuning["label"]  # the five development personas: not held out
+
+
+def test_one_development_persona_is_tuned_on_too_and_a_cut_one_is_not(realmem_dir, tmp_path):
+    one = RunSpec("realmem", dataset=str(realmem_dir / "Kenta_Tanaka_dialogues_256k.json"), retrieval_mode="full")
+    assert one.context(system_config={}, embedding_signature=None)["tuning"]["tuned_on_this_data"]
+    folder = tmp_path / "cut"
+    folder.mkdir()
+    realmem_persona(realmem_dir / "Kenta_Tanaka_dialogues_256k.json", 8, folder / "Kenta_Tanaka_dialogues_256k.json")
+    cut = RunSpec("realmem", dataset=str(folder), retrieval_mode="full")
+    assert cut.weights_path() == str(REALMEM_FILE)
+    assert not cut.context(system_config={}, embedding_signature=None)["tuning"]["tuned_on_this_data"]
+
+
+@pytest.mark.parametrize("spec", [
+    RunSpec("locomo", dataset="d.json", retrieval_mode="full"),
+    RunSpec("realmem", dataset="d.json", retrieval_mode="fusion"),
+    RunSpec("realmem", dataset="d.json", retrieval_mode="full", embedder="mpnet"),
+    RunSpec("realmem", dataset="d.json", system="mnem"),
+], ids=["locomo", "fusion", "mpnet", "another system"])
+def test_nothing_else_takes_them(spec):
+    assert spec.weights_path() is None and spec._tuning() is None
+    assert "weights" not in spec.system_settings() or spec.system_settings()["weights"] is None
+
+
+def test_weights_given_are_taken_instead(tmp_path):
+    given = tmp_path / "mine.json"
+    given.write_text(json.dumps({"weights": {"semantic": 1.0}}))
+    spec = RunSpec("realmem", dataset="d.json", retrieval_mode="full", weights_file=str(given))
+    assert spec.weights_path() == str(given) and spec.system_settings()["weights"] == {"semantic": 1.0}
