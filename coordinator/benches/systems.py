@@ -88,6 +88,8 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
             "skipped": skipped}
     path = write_bench("systems", data, output)
     return "\n".join(_table(rows) + ["* a control arm: it knows nothing of the question (adapters/systems/arms.py)"]
+                     + (["† weights tuned on this dataset: not a held-out figure"] if any(r["tuned_on_this_data"]
+                                                                                          for r in rows) else [])
                      + [f"skipped {k}: {v}" for k, v in skipped.items()] + [f"wrote {path}"])
 
 
@@ -126,6 +128,7 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
             row[f"{column}_p_holm"] = _round(entry.get("p_holm"), 4)
         ceiling = (summary.get("ceiling") or {}).get("session") or {}
         row.update(arm=bool((manifest.get("system") or {}).get("control_arm")),
+                   tuned_on_this_data=bool((results.get("tuning") or {}).get("tuned_on_this_data")),
                    session_recall_all_5_ceiling=ceiling.get("recall_all@5"))
         row.update(_fairness(manifest, results))
         row.update(ingest_ms_per_turn=round(build_ms / docs, 2) if docs else None,
@@ -165,7 +168,8 @@ def _table(rows: list[dict]) -> list[str]:
                  f"{r['session_recall_all_5_ci_high']:+.3f}]" if r["session_recall_all_5_delta"] is not None
                  else "reference")
         p = f"{r['session_recall_all_5_p_holm']:.3g}" if r.get("session_recall_all_5_p_holm") is not None else "-"
-        lines.append(f"{r['dataset']:<12}{r['system'] + (' *' if r.get('arm') else ''):<16}{r['n']:>5}{r['session_recall_all_5']:>7.3f}{delta:>26}"
+        mark = " *" if r.get("arm") else " †" if r.get("tuned_on_this_data") else ""
+        lines.append(f"{r['dataset']:<12}{r['system'] + mark:<16}{r['n']:>5}{r['session_recall_all_5']:>7.3f}{delta:>26}"
                      f"{p:>8}{r['session_recall_any_5']:>7.3f}{r['session_ndcg_10']:>7.3f}"
                      f"{r['turn_recall_any_10']:>7.3f}{r['ingest_ms_per_turn'] or 0:>9.2f}"
                      f"{r['recall_p50_ms'] or 0:>8.2f}{r['peak_rss_mib']:>9.1f}")

@@ -63,6 +63,20 @@ def test_a_system_is_set_against_memoria_full_with_its_cost(tmp_path, realmem_di
     assert mnem["version"] == "0.1.0" and "retrieval_mode=mnem:dense" in mnem["configuration"]
     assert all(r["rejected_hits"] == 0 and r["short_rankings"] is not None for r in data["rows"])
     assert data["metrics"][0] == "session:recall_all@5"
+    # Memoria full takes RealMem's own weights there, but a persona cut to 8 sessions is not the data they were tuned on
+    assert not any(r["tuned_on_this_data"] for r in data["rows"]) and "†" not in result.output
     bad = CliRunner().invoke(main, ["bench", "systems", "--locomo", str(locomo), "--system", "mnem sparse",
                                     "--workdir", str(tmp_path / "wd2"), "--output", str(tmp_path / "x.json")])
     assert bad.exit_code == 2 and "unknown system label(s) mnem sparse" in bad.output
+
+
+def test_a_row_whose_weights_were_tuned_on_its_dataset_is_marked_in_the_table():
+    from coordinator.benches.systems import _table
+
+    row = {"dataset": "realmem", "system": "memoria full", "n": 3, "session_recall_all_5": 0.5,
+           "session_recall_all_5_delta": None, "session_recall_any_5": 0.7, "session_ndcg_10": 0.6,
+           "turn_recall_any_10": 0.4, "ingest_ms_per_turn": 1.0, "recall_p50_ms": 2.0, "peak_rss_mib": 100.0,
+           "session_recall_all_5_ceiling": 1.0}
+    assert "memoria full †" in _table([{**row, "tuned_on_this_data": True}])[1]
+    assert "†" not in _table([{**row, "tuned_on_this_data": False}])[1]
+    assert "memoria full *" in _table([{**row, "arm": True}])[1]
