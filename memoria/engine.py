@@ -125,6 +125,7 @@ class MemoryInterface:
             ids = [i for batch, _ in self._pending_vectors for i in batch]
             self.vectors.add(ids, np.concatenate([v for _, v in self._pending_vectors]))
             self._pending_vectors = []
+            self._view = None  # a view read before these vectors came would keep sessions without their centroids
 
     def reset(self) -> None:
         """Forget everything: rows and every derived index."""

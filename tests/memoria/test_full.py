@@ -73,7 +73,7 @@ def test_full_mode_candidates_sum_their_signal_contributions(memory):
         ranking = candidate["diagnostics"]["ranking"]
         assert set(ranking["signals"]) == {"semantic", "sentence", "token", "phrase", "graph", "attribute_boost",
                                            "importance", "recency", "window", "name", "quoted", "date", "temporal",
-                                           "session_bm25", "session_centroid", "feedback",
+                                           "session_bm25", "session_centroid", "session_recency", "feedback",
                                            "session"}
         assert candidate["final_score"] == pytest.approx(sum(ranking["contributions"].values()), abs=1e-6)
         for name, value in ranking["signals"].items():
