@@ -99,13 +99,14 @@ class DerivedView:
             self._sessions = SessionDocuments(((self.session_of[i], self.tokens(i)) for i in self.ids))
         return self._sessions
 
-    def session_centroids(self, vector_of) -> dict:
-        """Each session's mean turn vector, unit length (worked out once, on first use); `vector_of(id)` gives a
-        memory's vector or None. A session none of whose turns has a vector has no centroid."""
+    def session_centroids(self, vectors) -> dict:
+        """Each session's mean turn vector, unit length (worked out once, on first use, from `vectors`, a
+        memoria.vectors.VectorIndex). A session none of whose turns has a vector has no centroid."""
         if self._centroids is None:
+            stored = vectors.stored()
             sums: dict = {}
             for memory_id in self.ids:
-                vector = vector_of(memory_id)
+                vector = stored.get(memory_id)
                 if vector is not None:
                     key = self.session_of[memory_id]
                     sums[key] = sums[key] + vector if key in sums else np.array(vector, dtype=np.float64)
@@ -138,29 +139,30 @@ class SessionDocuments:
 
     def __init__(self, members, k1: float = defaults.DEFAULT_BM25_K1, b: float = defaults.DEFAULT_BM25_B):
         self.k1, self.b = k1, b
-        self.counts: dict = defaultdict(Counter)
+        counts: dict = defaultdict(Counter)
         for key, tokens in members:
-            self.counts[key].update(tokens)
-        self.lengths = {key: sum(c.values()) for key, c in self.counts.items()}
+            counts[key].update(tokens)
+        self.lengths = {key: sum(c.values()) for key, c in counts.items()}
         self.average = sum(self.lengths.values()) / max(1, len(self.lengths))
-        self.frequency: Counter = Counter()
-        for counts in self.counts.values():
-            self.frequency.update(counts.keys())
+        #: term -> {session: term frequency}, sessions in the order they were first met: a query reads only the
+        #: sessions that hold its terms.
+        self.postings: dict[str, dict] = defaultdict(dict)
+        for key, c in counts.items():
+            for term, tf in c.items():
+                self.postings[term][key] = tf
 
     def scores(self, terms: list[str]) -> dict:
         """Each session's BM25 score for `terms` (a repeated term counts once); sessions matching none are left out."""
-        n = len(self.counts)
+        n = len(self.lengths)
         out: dict = defaultdict(float)
-        for term in set(terms):
-            df = self.frequency.get(term, 0)
-            if not df:
+        for term in sorted(set(terms)):  # one order in every process: a set's follows the string hash seed
+            holders = self.postings.get(term)
+            if not holders:
                 continue
-            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-            for key, counts in self.counts.items():
-                tf = counts.get(term, 0)
-                if tf:
-                    norm = self.k1 * (1 - self.b + self.b * self.lengths[key] / max(self.average, 1e-9))
-                    out[key] += idf * tf * (self.k1 + 1) / (tf + norm)
+            idf = math.log(1 + (n - len(holders) + 0.5) / (len(holders) + 0.5))
+            for key, tf in holders.items():
+                norm = self.k1 * (1 - self.b + self.b * self.lengths[key] / max(self.average, 1e-9))
+                out[key] += idf * tf * (self.k1 + 1) / (tf + norm)
         return dict(out)
 
 

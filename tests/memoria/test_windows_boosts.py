@@ -14,6 +14,7 @@ from memoria import BatchLoader, MemoryInterface, boosts
 from memoria.bm25 import tokenize
 from memoria.ranking import RankingContext, rank, session_aggregate
 from memoria.retrieval_sources import DerivedView, SessionDocuments
+from tests.conftest import REPO
 from memoria.windows import build_windows, credit_turns, spans
 
 DATE_1, DATE_2 = "1:56 pm on 8 May, 2023", "10:00 am on 20 June, 2023"
@@ -158,6 +159,21 @@ def test_session_bm25_by_hand_on_three_sessions():
     assert docs.scores(["unheard"]) == {}
 
 
+def test_session_bm25_is_the_same_bits_whatever_the_string_hash_seed():
+    """Summed in a set's order, a score's last bit followed PYTHONHASHSEED, so two processes disagreed."""
+    import subprocess
+    import sys
+
+    code = ("from memoria.retrieval_sources import SessionDocuments as D; import random; r = random.Random(3); "
+            "w = [f'w{n}' for n in range(40)]; "
+            "d = D([(k % 7, [r.choice(w) for _ in range(30)]) for k in range(60)]); "
+            "print(repr(sorted(d.scores(w[:25]).items())))")
+    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={"PYTHONHASHSEED": str(seed), "PATH": ""}, cwd=str(REPO)).stdout
+               for seed in range(6)}
+    assert len(outputs) == 1 and outputs.pop().startswith("[(0, ")
+
+
 def test_a_turn_without_the_question_words_gains_from_its_session():
     memory = _memory(window_size=0)
     query = "the puppy from the shelter"
@@ -175,7 +191,7 @@ def test_a_turn_without_the_question_words_gains_from_its_session():
 def test_session_centroids_are_the_unit_mean_of_each_sessions_vectors():
     memory = _memory(window_size=0)
     view = memory.view()
-    centroids = view.session_centroids(lambda i: memory.vectors.index.reconstruct(int(i)))
+    centroids = view.session_centroids(memory.vectors)
     vectors = memory.embedder.encode([text for text, *_ in CONVERSATION])
     for session, members in ((1, range(0, 6)), (2, range(6, 8))):
         mean = vectors[list(members)].sum(axis=0)
@@ -190,7 +206,7 @@ def test_the_view_reads_the_bm25_tokens_it_is_given_and_the_same_ones_without():
     for i in given.ids:
         assert given.tokens(i) == worked_out.tokens(i) == tokenize(given.raw_texts[i])
     assert given.document_frequency == worked_out.document_frequency
-    assert given.sessions.counts == worked_out.sessions.counts
+    assert given.sessions.postings == worked_out.sessions.postings
 
 
 # -- boosts -----------------------------------------------------------------
