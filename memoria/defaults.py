@@ -157,8 +157,9 @@ DEFAULT_MAX_PIECES = 8
 #: The sources together reach nearly every turn of a LongMemEval haystack, so pieces for every candidate cost a cold
 #: run nearly every turn's pieces; the head bounds that by the question (see docs/cost.md for how it was set).
 DEFAULT_SENTENCE_HEAD = 30
-#: The `session_recency` signal halves about every 0.7 x this many sessions (exp(-n / this), n sessions newer). Set on
-#: RealMem's development personas, where a session-level ranker gained alike at 20, 30 and 50.
+#: The `session_recency` signal halves about every 0.7 x this many sessions (exp(-n / this), n sessions newer). Chosen
+#: with RealMem's weights on its development personas (adapters/weights/realmem.json); `memfarm optimize` tunes
+#: weights, not this, and no other value of it is measured in the manual.
 RECENCY_SESSIONS = 30
 #: Session aggregation: a session scores the mean of its best `n` turn scores.
 DEFAULT_SESSION_TOP_N = 3

@@ -114,7 +114,7 @@ def _session_centroid(ctx: RankingContext, ids):
     """The question's cosine with the mean vector of the candidate's session: what the conversation is about."""
     if ctx.query_vector is None:
         return {i: 0.0 for i in ids}
-    centroids = ctx.view.session_centroids(ctx.vector)
+    centroids = ctx.view.session_centroids(ctx.vectors)
     cosines = {}
     for i in ids:
         centroid = centroids.get(ctx.view.session_of.get(i))

@@ -27,6 +27,13 @@ class VectorIndex:
         if len(ids):
             self.index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(ids, dtype=np.int64))
 
+    def stored(self) -> dict[int, np.ndarray]:
+        """Every stored vector by its id, read back in one call."""
+        ids = faiss.vector_to_array(self.index.id_map)
+        if not len(ids):
+            return {}
+        return dict(zip(ids.tolist(), self.index.reconstruct_batch(ids)))
+
     def clear(self) -> None:
         self.index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
 

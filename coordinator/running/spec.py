@@ -145,9 +145,10 @@ class RunSpec:
             raise MemfarmError("--shared-embeddings shares what each worker's embedding store holds: "
                                "drop --no-embedding-store")
         warnings = []
-        if not self.weights_file and self.weights_path():
+        taken = self.weights_path()
+        if taken and not self.weights_file:
             warnings.append(f"full takes {info.title}'s own weights, tuned on its development data only "
-                            f"({self.weights_path()}); --weights FILE for others")
+                            f"({taken}); --weights FILE for others")
         windowed = [o for o in ("window_size", "window_overlap") if o in self._memoria_given()]
         if windowed and parts is not None and not parts.windows:
             warnings.append(f"{_flag(windowed[0])} is not used: windows weigh 0 unless --weights "

@@ -33,12 +33,18 @@ def test_memoria_full_on_realmem_takes_them_and_says_so(realmem_dir):
     assert tuning["tuned_on_this_data"] and tuning["label"]  # the five development personas: not held out
 
 
-def test_one_development_persona_is_tuned_on_too_and_a_cut_one_is_not(realmem_dir, tmp_path):
+def test_development_personas_alone_or_two_in_a_folder_are_tuned_on_and_a_cut_one_is_not(realmem_dir, tmp_path):
     one = RunSpec("realmem", dataset=str(realmem_dir / "Kenta_Tanaka_dialogues_256k.json"), retrieval_mode="full")
     assert one.context(system_config={}, embedding_signature=None)["tuning"]["tuned_on_this_data"]
     folder = tmp_path / "cut"
     folder.mkdir()
     realmem_persona(realmem_dir / "Kenta_Tanaka_dialogues_256k.json", 8, folder / "Kenta_Tanaka_dialogues_256k.json")
+    two = tmp_path / "two"
+    two.mkdir()
+    for name in ("Kenta_Tanaka", "Liam_O_Connor"):  # a folder no checksum of the weights file names as a whole
+        (two / f"{name}_dialogues_256k.json").write_bytes((realmem_dir / f"{name}_dialogues_256k.json").read_bytes())
+    assert RunSpec("realmem", dataset=str(two), retrieval_mode="full").context(
+        system_config={}, embedding_signature=None)["tuning"]["tuned_on_this_data"]
     cut = RunSpec("realmem", dataset=str(folder), retrieval_mode="full")
     assert cut.weights_path() == str(REALMEM_FILE)
     assert not cut.context(system_config={}, embedding_signature=None)["tuning"]["tuned_on_this_data"]
