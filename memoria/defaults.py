@@ -61,7 +61,8 @@ MODE_SOURCES = {
 #: Modes whose candidates go through the ranking pipeline.
 RANKED_MODES = ("full",)
 #: Ranking parts of a ranked mode that can be switched off by name (their weight set to 0), beside its sources.
-RANKING_SWITCHES = ("sentence", "session", "feedback", "name", "quoted", "date", "temporal")
+RANKING_SWITCHES = ("sentence", "session", "feedback", "name", "quoted", "date", "temporal",
+                    "session_bm25", "session_centroid", "session_recency")
 
 #: Query parts of a ranked mode that can be switched off by name; they are on by default and weigh nothing.
 QUERY_SWITCHES = ("speaker_strip",)

@@ -66,3 +66,18 @@ def test_weights_given_are_taken_instead(tmp_path):
     given.write_text(json.dumps({"weights": {"semantic": 1.0}}))
     spec = RunSpec("realmem", dataset="d.json", retrieval_mode="full", weights_file=str(given))
     assert spec.weights_path() == str(given) and spec.system_settings()["weights"] == {"semantic": 1.0}
+
+
+def test_each_session_signal_can_be_switched_off_under_them(realmem_dir):
+    from adapters.systems.memoria_system import MemoriaSystem
+
+    weights = load_weights(REALMEM_FILE)
+    for part in ("session_bm25", "session_centroid", "session_recency"):
+        off = MemoriaSystem(mode="full", weights=weights, without=(part,))
+        assert weights[part] > 0 and off.memory.weights[part] == 0.0
+        assert {k: v for k, v in off.memory.weights.items() if k != part} == \
+            {k: v for k, v in {**defaults.DEFAULT_WEIGHTS, **weights}.items() if k != part}
+        assert off.config["ranking"]["switched_off"] == [part]
+    spec = RunSpec("realmem", dataset=str(realmem_dir), retrieval_mode="full", without=("session_recency",))
+    spec.check(farm=False)  # the command line takes it too
+    assert spec.system_settings()["without"] == ("session_recency",)
