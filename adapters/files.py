@@ -21,7 +21,7 @@ from adapters.jsonstream import nesting_depth
 from adapters.redaction import redact
 from memoria.checksums import file_sha256
 
-__all__ = ["content_hash", "dataset_sha256", "file_sha256", "json_files", "read_json", "replacing", "write_json"]
+__all__ = ["content_hash", "dataset_checksums", "dataset_sha256", "file_sha256", "json_files", "read_json", "replacing", "write_json"]
 
 
 def json_files(path: str | Path) -> list[Path]:
@@ -38,13 +38,20 @@ def json_files(path: str | Path) -> list[Path]:
 def dataset_sha256(path: str | Path) -> str:
     """The checksum of a `--dataset`: a file's own; for a folder, one over each of its JSON files' name and
     checksum, so that renaming, adding or changing a file changes it."""
+    return dataset_checksums(path)[0]
+
+
+def dataset_checksums(path: str | Path) -> tuple[str, list[str]]:
+    """A `--dataset`'s checksum (`dataset_sha256`) and, for a folder, each of its JSON files' own, in name order
+    (for a file, none), each file read once: one file of a folder is data the folder's run was on too."""
     path = Path(path)
     if not path.is_dir():
-        return file_sha256(path)
-    digest = hashlib.sha256()
+        return file_sha256(path), []
+    digest, files = hashlib.sha256(), []
     for file in json_files(path):
-        digest.update(f"{file.name}\0{file_sha256(file)}\n".encode())
-    return digest.hexdigest()
+        files.append(file_sha256(file))
+        digest.update(f"{file.name}\0{files[-1]}\n".encode())
+    return digest.hexdigest(), files
 
 
 def content_hash(value) -> str:

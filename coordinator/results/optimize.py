@@ -138,6 +138,9 @@ def tuned_on(results: dict, report: dict) -> dict:
     record = {"dataset_checksum": results.get("dataset_checksum"), "benchmark": results.get("benchmark_key"),
               "scoring_profile": results.get("scoring_profile"), "questions": report["questions"],
               "objective": report["objective"]}
+    files = results.get("dataset_file_checksums")
+    if isinstance(files, list) and files:  # a folder: each of its files was tuned on too
+        record["file_checksums"] = files
     earlier = (results.get("tuning") or {}).get("tuned_on")
     if isinstance(earlier, dict):
         record["started_from"] = earlier

@@ -286,7 +286,8 @@ def build_results(records: list[dict], tally: Tally, context: RunContext, *, com
         settings=settings_snapshot(), settings_system=context.system_config, command=context.command,
         elapsed_seconds=elapsed_seconds,
         # the peak resident memory of the process that ran every item (local runs; a farm's are its workers')
-        peak_rss_bytes=peak_rss_bytes, measures=tally.measures, farm=farm)
+        peak_rss_bytes=peak_rss_bytes, measures=tally.measures, farm=farm,
+        dataset_file_checksums=context.dataset_file_checksums)
 
 
 def build_manifest(outcomes: list[dict], tally: Tally, context: RunContext, results: Results) -> Manifest:

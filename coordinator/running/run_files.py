@@ -16,6 +16,8 @@ from adapters.files import read_json
 
 RESULTS_FORMAT = "memoria-farm/results/1"
 MANIFEST_FORMAT = RESULTS_FORMAT + "/manifest"
+#: Results fields absent from the file when empty (a local run has no `farm`, a one-file dataset no file checksums).
+_RESULTS_OPTIONAL = ("measures", "farm", "dataset_file_checksums")
 
 
 @dataclass(frozen=True)
@@ -57,11 +59,14 @@ class Results:
     measures: dict | None = None
     #: A farm run's workers, attempts and timings; absent for a local run.
     farm: dict | None = None
+    #: Each JSON file's checksum where the dataset was a folder of them; absent otherwise. Weights tuned on this
+    #: run (`memfarm optimize`) record them, so that a later run on one of the files is known as tuned on.
+    dataset_file_checksums: list | None = None
 
     @classmethod
     def from_dict(cls, data, where: str = "results") -> "Results":
         """A results file as `to_dict` writes it; a `ResultsError` names a missing field or another format."""
-        _check(data, RESULTS_FORMAT, cls, ("measures", "farm"), where)
+        _check(data, RESULTS_FORMAT, cls, _RESULTS_OPTIONAL, where)
         if data.get("corpus", data["scoring_profile"]) != data["scoring_profile"]:
             raise ResultsError(f"{where}: corpus {data['corpus']!r} is not its scoring profile "
                                f"{data['scoring_profile']!r}; a run gives its system the chosen corpus")
@@ -70,7 +75,7 @@ class Results:
     def to_dict(self) -> dict:
         data = {"format": RESULTS_FORMAT}
         for spec in fields(self):
-            if spec.name in ("measures", "farm") and getattr(self, spec.name) is None:
+            if spec.name in _RESULTS_OPTIONAL and getattr(self, spec.name) is None:
                 continue
             data[spec.name] = getattr(self, spec.name)
             if spec.name == "scoring_profile":

@@ -15,7 +15,7 @@ from pathlib import Path
 from adapters.defaults import (DEFAULT_MAX_ATTEMPTS, DEFAULT_TOP_K, EMBEDDING_STORE_FILE,
                                EXPECTED_TEXT_PROFILE, K_VALUES)
 from adapters.errors import MemfarmError
-from adapters.files import content_hash, dataset_sha256
+from adapters.files import content_hash, dataset_checksums
 from adapters.registry import Benchmark, benchmark, default_profile
 from adapters.systems import SYSTEMS, describe, make_system
 from adapters.systems.contract import signature_of
@@ -264,9 +264,13 @@ class RunSpec:
         return self.info.open(self.dataset, self.questions, self.scoring_profile)
 
     def dataset_sha256(self) -> str:
+        return self.dataset_checksums()[0]
+
+    def dataset_checksums(self) -> tuple[str, list[str]]:
+        """The dataset's checksum and, where --dataset is a folder, each JSON file's (`adapters.files`)."""
         if self.dataset:
-            return dataset_sha256(self.dataset)
-        return content_hash(self.open_dataset().episodes())
+            return dataset_checksums(self.dataset)
+        return content_hash(self.open_dataset().episodes()), []
 
     def arguments(self) -> dict:
         """The spec as plain data, what a results file, a manifest and a run's metadata record.
@@ -295,12 +299,15 @@ class RunSpec:
     def context(self, *, system_config: dict, embedding_signature: dict | None, cache_dir: str | None = None) -> dict:
         """The run context the reducer writes into the results file and manifest."""
         info = self.info
+        checksum, file_checksums = self.dataset_checksums()
         return {
             "benchmark": info.name,
             "benchmark_title": info.title,
             "group_key": info.group_key,
             "dataset_path": str(Path(self.dataset).resolve()) if self.dataset else info.source,
-            "dataset_sha256": self.dataset_sha256(),
+            "dataset_sha256": checksum,
+            # a folder's files, each: weights tuned on this run mark a run on any one of them as tuned on its data
+            "dataset_file_checksums": file_checksums or None,
             "system_config": system_config,
             "embedding_signature": embedding_signature,
             "scoring_profile": self.scoring_profile if info.scoring == "ids" else None,
@@ -311,25 +318,16 @@ class RunSpec:
             "rebuild_cache": self.rebuild_cache,
             "arguments": self.arguments(),
             "command": self.command,
-            "tuning": self._tuning(),
+            "tuning": self._tuning(checksum, file_checksums),
         }
 
-    def _tuning(self) -> dict | None:
+    def _tuning(self, checksum: str, file_checksums: list[str]) -> dict | None:
         path = self.weights_path()
         if not path:
             return None
         from coordinator.results.optimize import tuning_record
 
-        return tuning_record(path, self.dataset_sha256(), self.dataset_file_checksums())
-
-    def dataset_file_checksums(self) -> list[str]:
-        """Each JSON file's checksum where --dataset is a folder (one persona of a tuned folder is tuned on too)."""
-        if not self.dataset or not Path(self.dataset).is_dir():
-            return []
-        from adapters.files import json_files
-        from memoria.checksums import file_sha256
-
-        return [file_sha256(file) for file in json_files(self.dataset)]
+        return tuning_record(path, checksum, file_checksums)
 
     def system_context(self, system, cache_used: bool) -> dict:
         """The context of a run of `system` (memoria, adamem, a user's own)."""

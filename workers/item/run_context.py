@@ -26,6 +26,8 @@ _MORE_FIELDS = {
     "cache_dir": _optional(str, "text or null"),
     "rebuild_cache": (lambda v: isinstance(v, bool), "true or false"),
     "tuning": _optional(dict, "an object or null"),
+    "dataset_file_checksums": (lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+                               "a list of text or null"),
 }
 
 
@@ -56,6 +58,8 @@ class RunContext:
     command: str = ""
     #: Where tuned weights came from, when the run used any (`coordinator.results.optimize.tuning_record`).
     tuning: dict | None = None
+    #: Each JSON file's checksum where the dataset is a folder of them (RealMem's personas), else None.
+    dataset_file_checksums: list | None = None
 
     @classmethod
     def from_dict(cls, data, where: str = "run context") -> "RunContext":
@@ -73,7 +77,8 @@ class RunContext:
                    scoring_profile=data["scoring_profile"],
                    top_k=data["top_k"], k_values=tuple(data["k_values"]), rendering=data.get("rendering"),
                    cache_dir=data.get("cache_dir"), rebuild_cache=data.get("rebuild_cache", False),
-                   arguments=data["arguments"], command=data["command"], tuning=data.get("tuning"))
+                   arguments=data["arguments"], command=data["command"], tuning=data.get("tuning"),
+                   dataset_file_checksums=data.get("dataset_file_checksums"))
 
     def to_dict(self) -> dict:
         """Plain JSON, in the order a run's metadata has always held it."""
@@ -83,4 +88,5 @@ class RunContext:
                 "system_config": self.system_config, "embedding_signature": self.embedding_signature,
                 "scoring_profile": self.scoring_profile, "top_k": self.top_k, "k_values": list(self.k_values),
                 "rendering": self.rendering, "cache_dir": self.cache_dir, "rebuild_cache": self.rebuild_cache,
-                "arguments": self.arguments, "command": self.command, "tuning": self.tuning}
+                "arguments": self.arguments, "command": self.command, "tuning": self.tuning,
+                "dataset_file_checksums": self.dataset_file_checksums}

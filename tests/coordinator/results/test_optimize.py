@@ -116,6 +116,19 @@ def test_weights_tuned_again_on_other_data_keep_the_data_they_started_from(tmp_p
     assert tuning_record(weights, "cc" * 32)["tuned_on_this_data"] is False
 
 
+def test_weights_tuned_on_a_folder_know_each_of_its_files(tmp_path):
+    """A run on a folder of files (RealMem's personas) records each file's checksum; weights tuned on it mark a
+    later run on any one of those files as tuned on its data, and a run on another file not."""
+    report = {"questions": 10, "objective": "recall_all@5"}
+    on_folder = tuned_on({"dataset_checksum": "ff" * 32, "dataset_file_checksums": ["aa" * 32, "bb" * 32]}, report)
+    assert on_folder["file_checksums"] == ["aa" * 32, "bb" * 32]
+    weights = tmp_path / "folder.weights.json"
+    weights.write_text(json.dumps({"weights": {"semantic": 1.0}, "tuned_on": on_folder}))
+    assert tuning_record(weights, "bb" * 32)["tuned_on_this_data"] is True
+    assert tuning_record(weights, "cc" * 32)["tuned_on_this_data"] is False
+    assert "file_checksums" not in tuned_on({"dataset_checksum": "aa" * 32}, report)  # one file: its own checksum
+
+
 def test_optimize_on_a_finished_run_tunes_and_checks_held_out(setup):
     """`memfarm optimize RESULTS` tunes without a model; `--held-out` tunes on some questions and scores the
     others: the clearly wrong recency weight is worth moving on questions the tuning never saw."""

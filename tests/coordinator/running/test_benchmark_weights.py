@@ -57,7 +57,7 @@ def test_development_personas_alone_or_two_in_a_folder_are_tuned_on_and_a_cut_on
     RunSpec("realmem", dataset="d.json", system="mnem"),
 ], ids=["locomo", "fusion", "mpnet", "another system"])
 def test_nothing_else_takes_them(spec):
-    assert spec.weights_path() is None and spec._tuning() is None
+    assert spec.weights_path() is None and spec._tuning("0" * 64, []) is None
     assert "weights" not in spec.system_settings() or spec.system_settings()["weights"] is None
 
 

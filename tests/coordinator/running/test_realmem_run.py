@@ -59,9 +59,11 @@ def test_a_folder_of_personas_runs_scored_under_realmems_profile(embedder, perso
     assert {r.get("question_type") for r in results["records"]} <= {
         "Dynamic Incremental", "Dynamic Updating", "Implicit Preference", "Temporal-reasoning"}
     manifest = json.loads(out.with_name("realmem.manifest.json").read_text())
-    from adapters.files import dataset_sha256
+    from adapters.files import dataset_sha256, file_sha256
 
     assert manifest["dataset"]["sha256"] == dataset_sha256(personas) == results["dataset_checksum"]
+    # a folder's files, each: weights tuned on this run know a later run on one persona file as tuned on
+    assert results["dataset_file_checksums"] == [file_sha256(p) for p in sorted(personas.glob("*.json"))]
     assert {i["item_id"] for i in manifest["items"]} == {"Kenta_Tanaka", "Liam_O_Connor"}
     analyzed = CliRunner().invoke(main, ["analyze", str(out)])
     assert analyzed.exit_code == 0, analyzed.output
@@ -74,6 +76,7 @@ def test_realmem_on_the_farm_gives_the_local_records(embedder, redis_server, wor
     _, farm, out = _run(personas, tmp_path / "farm.json", {"MEMFARM_BROKER": redis_server.url})
     assert _comparable(farm["records"]) == _comparable(local[1]["records"])
     assert farm["metrics"] == local[1]["metrics"]
+    assert farm["dataset_file_checksums"] == local[1]["dataset_file_checksums"]  # through the farm's run context
     # what each persona cost the worker's process, set against the bound at which a worker's child is replaced
     items = json.loads(out.with_name("farm.manifest.json").read_text())["items"]
     assert len(items) == 2
