@@ -80,3 +80,21 @@ def test_a_row_whose_weights_were_tuned_on_its_dataset_is_marked_in_the_table():
     assert "memoria full †" in _table([{**row, "tuned_on_this_data": True}])[1]
     assert "†" not in _table([{**row, "tuned_on_this_data": False}])[1]
     assert "memoria full *" in _table([{**row, "arm": True}])[1]
+
+
+def test_a_row_reads_whether_its_run_was_tuned_on_its_data_from_the_results_file(tmp_path):
+    """The † comes from the run's own results file (its `tuning` block), not from the system's name."""
+    from coordinator.benches.systems import _dataset_rows
+
+    locomo = tmp_path / "locomo.json"
+    locomo.write_text(json.dumps([_conversation()]))
+    out = tmp_path / "recency.json"  # an arm: no model to load, and the row reads its files as any other's
+    result = CliRunner().invoke(main, ["run", "locomo", "--dataset", str(locomo), "--system", "recency",
+                                       "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert not _dataset_rows("locomo", {"recency arm": (out, 1.0, 2**27)}, 100)[0]["tuned_on_this_data"]
+    data = json.loads(out.read_text())
+    data["tuning"] = {"weights_file": "w.json", "tuned_on": {"dataset_checksum": data["dataset_checksum"]},
+                      "tuned_on_this_data": True, "label": "tuned on this data"}
+    out.write_text(json.dumps(data))
+    assert _dataset_rows("locomo", {"recency arm": (out, 1.0, 2**27)}, 100)[0]["tuned_on_this_data"] is True
