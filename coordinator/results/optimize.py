@@ -141,34 +141,46 @@ def tuned_on(results: dict, report: dict) -> dict:
     files = results.get("dataset_file_checksums")
     if isinstance(files, list) and files:  # a folder: each of its files was tuned on too
         record["file_checksums"] = files
+    items = sorted({r["item_id"] for r in results.get("records") or [] if isinstance(r.get("item_id"), str)})
+    if items:  # a conversation or persona tuned on is known by its id in another file too (cut, or among others)
+        record["items"] = items
     earlier = (results.get("tuning") or {}).get("tuned_on")
     if isinstance(earlier, dict):
         record["started_from"] = earlier
     return record
 
 
-def _tuned_checksums(origin: dict | None) -> set:
-    found = set()
+def _tuned_on(origin: dict | None) -> tuple[set, dict]:
+    """The checksums (datasets' and files') and the item ids, by benchmark, of a `tuned_on` chain."""
+    checksums, items = set(), {}
     for _ in range(TUNED_ON_DEPTH):
         if not isinstance(origin, dict):
             break
-        found.add(origin.get("dataset_checksum"))
-        files = origin.get("file_checksums")
-        if isinstance(files, list):
-            found.update(f for f in files if isinstance(f, str))
+        checksums.add(origin.get("dataset_checksum"))
+        for key, found in (("file_checksums", checksums),
+                           ("items", items.setdefault(origin.get("benchmark"), set()))):
+            if isinstance(origin.get(key), list):
+                found.update(f for f in origin[key] if isinstance(f, str))
         origin = origin.get("started_from")
-    return found - {None}
+    return checksums - {None}, items
 
 
-def tuning_record(path: str | Path, dataset_sha256: str, file_checksums=()) -> dict:
+def tuning_record(path: str | Path, dataset_sha256: str, file_checksums=(), item_ids=None,
+                  benchmark: str | None = None) -> dict:
     """A run's `tuning` block: its weights file, the data that file was tuned on (None: not said), and whether
-    that is this run's data: its dataset's checksum, or (a folder, or a file of one, tuned on) any of its files'."""
+    that is this run's data: its dataset's checksum, or (a folder, or a file of one, tuned on) any of its files',
+    or, on the same benchmark, any of its items (`item_ids()`, read only where no checksum says so already: a
+    development persona cut to fewer sessions, a tuned conversation in a larger file)."""
     data = read_json(path, "weights file", ResultsError)
     origin = data.get("tuned_on") if isinstance(data, dict) and isinstance(data.get("tuned_on"), dict) else None
-    tuned = _tuned_checksums(origin)
-    same = dataset_sha256 in tuned or bool(tuned & set(file_checksums))
+    checksums, items = _tuned_on(origin)
+    same = dataset_sha256 in checksums or bool(checksums & set(file_checksums))
+    common = []
+    if not same and items.get(benchmark) and item_ids is not None:
+        common = sorted(items[benchmark] & set(item_ids()))
+        same = bool(common)
     return {"weights_file": str(path), "tuned_on": origin, "tuned_on_this_data": same,
-            "label": TUNED_LABEL if same else None}
+            "label": TUNED_LABEL if same else None, **({"items_tuned_on": common} if common else {})}
 
 
 def load_weights(path: str | Path) -> dict[str, float]:

@@ -327,7 +327,14 @@ class RunSpec:
             return None
         from coordinator.results.optimize import tuning_record
 
-        return tuning_record(path, checksum, file_checksums)
+        return tuning_record(path, checksum, file_checksums, self._item_ids, self.info.name)
+
+    def _item_ids(self) -> list[str]:
+        """The dataset's item ids, or none where it cannot be read (the run itself then says why)."""
+        try:
+            return list(self.open_dataset().scan())
+        except (MemfarmError, OSError):
+            return []
 
     def system_context(self, system, cache_used: bool) -> dict:
         """The context of a run of `system` (memoria, adamem, a user's own)."""

@@ -129,6 +129,27 @@ def test_weights_tuned_on_a_folder_know_each_of_its_files(tmp_path):
     assert "file_checksums" not in tuned_on({"dataset_checksum": "aa" * 32}, report)  # one file: its own checksum
 
 
+def test_weights_know_the_items_they_were_tuned_on_in_another_file(tmp_path):
+    """A conversation tuned on, inside a larger file or cut shorter, has another checksum but the same id; the ids
+    are read only where no checksum decides, and only on the benchmark tuned on."""
+    report = {"questions": 4, "objective": "recall_all@5"}
+    results = {"dataset_checksum": "aa" * 32, "benchmark_key": "locomo",
+               "records": [{"item_id": "conv-26"}, {"item_id": "conv-26"}, {"item_id": "conv-30"}]}
+    record = tuned_on(results, report)
+    assert record["items"] == ["conv-26", "conv-30"]
+    weights = tmp_path / "w.json"
+    weights.write_text(json.dumps({"weights": {"semantic": 1.0}, "tuned_on": record}))
+    larger = tuning_record(weights, "bb" * 32, (), lambda: ["conv-26", "conv-41"], "locomo")
+    assert larger["tuned_on_this_data"] and larger["items_tuned_on"] == ["conv-26"]
+    assert not tuning_record(weights, "bb" * 32, (), lambda: ["conv-41"], "locomo")["tuned_on_this_data"]
+    assert not tuning_record(weights, "bb" * 32, (), lambda: ["conv-26"], "realmem")["tuned_on_this_data"]
+
+    def unread():
+        raise AssertionError("the checksum decided: the dataset need not be read")
+
+    assert tuning_record(weights, "aa" * 32, (), unread, "locomo")["tuned_on_this_data"]
+
+
 def test_optimize_on_a_finished_run_tunes_and_checks_held_out(setup):
     """`memfarm optimize RESULTS` tunes without a model; `--held-out` tunes on some questions and scores the
     others: the clearly wrong recency weight is worth moving on questions the tuning never saw."""

@@ -33,7 +33,7 @@ def test_memoria_full_on_realmem_takes_them_and_says_so(realmem_dir):
     assert tuning["tuned_on_this_data"] and tuning["label"]  # the five development personas: not held out
 
 
-def test_development_personas_alone_or_two_in_a_folder_are_tuned_on_and_a_cut_one_is_not(realmem_dir, tmp_path):
+def test_development_personas_alone_two_in_a_folder_or_cut_are_tuned_on_and_another_is_not(realmem_dir, tmp_path):
     one = RunSpec("realmem", dataset=str(realmem_dir / "Kenta_Tanaka_dialogues_256k.json"), retrieval_mode="full")
     assert one.context(system_config={}, embedding_signature=None)["tuning"]["tuned_on_this_data"]
     folder = tmp_path / "cut"
@@ -47,7 +47,16 @@ def test_development_personas_alone_or_two_in_a_folder_are_tuned_on_and_a_cut_on
         system_config={}, embedding_signature=None)["tuning"]["tuned_on_this_data"]
     cut = RunSpec("realmem", dataset=str(folder), retrieval_mode="full")
     assert cut.weights_path() == str(REALMEM_FILE)
-    assert not cut.context(system_config={}, embedding_signature=None)["tuning"]["tuned_on_this_data"]
+    tuning = cut.context(system_config={}, embedding_signature=None)["tuning"]
+    assert tuning["tuned_on_this_data"] and tuning["items_tuned_on"] == ["Kenta_Tanaka"]  # no checksum, its name
+    other = tmp_path / "other"  # a persona the weights never saw: the same shape, another person
+    other.mkdir()
+    data = json.loads((folder / "Kenta_Tanaka_dialogues_256k.json").read_text())
+    data["_metadata"]["person_name"] = "Someone_Else"
+    (other / "Someone_Else_dialogues_256k.json").write_text(json.dumps(data))
+    tuning = RunSpec("realmem", dataset=str(other), retrieval_mode="full").context(
+        system_config={}, embedding_signature=None)["tuning"]
+    assert not tuning["tuned_on_this_data"] and "items_tuned_on" not in tuning
 
 
 @pytest.mark.parametrize("spec", [
