@@ -21,7 +21,8 @@ from adapters.jsonstream import nesting_depth
 from adapters.redaction import redact
 from memoria.checksums import file_sha256
 
-__all__ = ["content_hash", "dataset_checksums", "dataset_sha256", "file_sha256", "json_files", "read_json", "replacing", "write_json"]
+__all__ = ["content_hash", "dataset_checksums", "dataset_sha256", "file_sha256", "json_files", "read_json", "replacing",
+           "write_json"]
 
 
 def json_files(path: str | Path) -> list[Path]:

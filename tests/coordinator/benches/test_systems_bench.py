@@ -64,7 +64,8 @@ def test_a_system_is_set_against_memoria_full_with_its_cost(tmp_path, realmem_di
     assert all(r["rejected_hits"] == 0 and r["short_rankings"] is not None for r in data["rows"])
     assert data["metrics"][0] == "session:recall_all@5"
     # Memoria full takes RealMem's own weights there, tuned on this persona (cut to 8 sessions, known by its name)
-    assert [(r["dataset"], r["system"]) for r in data["rows"] if r["tuned_on_this_data"]] == [("realmem", "memoria full")]
+    tuned = [(r["dataset"], r["system"]) for r in data["rows"] if r["tuned_on_this_data"]]
+    assert tuned == [("realmem", "memoria full")]
     assert result.output.count("memoria full †") == 1
     bad = CliRunner().invoke(main, ["bench", "systems", "--locomo", str(locomo), "--system", "mnem sparse",
                                     "--workdir", str(tmp_path / "wd2"), "--output", str(tmp_path / "x.json")])
