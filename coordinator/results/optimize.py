@@ -141,7 +141,8 @@ def tuned_on(results: dict, report: dict) -> dict:
     files = results.get("dataset_file_checksums")
     if isinstance(files, list) and files:  # a folder: each of its files was tuned on too
         record["file_checksums"] = files
-    items = sorted({r["item_id"] for r in results.get("records") or [] if isinstance(r.get("item_id"), str)})
+    items = sorted({r["item_id"] for r in results.get("records") or []  # those tuning read, as `held_out` does
+                    if isinstance(r.get("item_id"), str) and r.get("metrics") and r.get("candidates")})
     if items:  # a conversation or persona tuned on is known by its id in another file too (cut, or among others)
         record["items"] = items
     earlier = (results.get("tuning") or {}).get("tuned_on")
@@ -156,9 +157,9 @@ def _tuned_on(origin: dict | None) -> tuple[set, dict]:
     for _ in range(TUNED_ON_DEPTH):
         if not isinstance(origin, dict):
             break
-        checksums.add(origin.get("dataset_checksum"))
-        for key, found in (("file_checksums", checksums),
-                           ("items", items.setdefault(origin.get("benchmark"), set()))):
+        checksums.add(origin.get("dataset_checksum") if isinstance(origin.get("dataset_checksum"), str) else None)
+        benchmark = origin.get("benchmark") if isinstance(origin.get("benchmark"), str) else None
+        for key, found in (("file_checksums", checksums), ("items", items.setdefault(benchmark, set()))):
             if isinstance(origin.get(key), list):
                 found.update(f for f in origin[key] if isinstance(f, str))
         origin = origin.get("started_from")

@@ -330,9 +330,10 @@ class RunSpec:
         return tuning_record(path, checksum, file_checksums, self._item_ids, self.info.name)
 
     def _item_ids(self) -> list[str]:
-        """The dataset's item ids, or none where it cannot be read (the run itself then says why)."""
+        """The ids of the items this run takes (the first --limit), or none where the dataset cannot be read (the
+        run itself then says why)."""
         try:
-            return list(self.open_dataset().scan())
+            return list(self.open_dataset().scan())[:self.limit]
         except (MemfarmError, OSError):
             return []
 

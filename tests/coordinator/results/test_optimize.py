@@ -133,10 +133,12 @@ def test_weights_know_the_items_they_were_tuned_on_in_another_file(tmp_path):
     """A conversation tuned on, inside a larger file or cut shorter, has another checksum but the same id; the ids
     are read only where no checksum decides, and only on the benchmark tuned on."""
     report = {"questions": 4, "objective": "recall_all@5"}
+    scored = {"metrics": {"session": {}}, "candidates": [{"id": "d1"}]}
     results = {"dataset_checksum": "aa" * 32, "benchmark_key": "locomo",
-               "records": [{"item_id": "conv-26"}, {"item_id": "conv-26"}, {"item_id": "conv-30"}]}
+               "records": [{"item_id": "conv-26", **scored}, {"item_id": "conv-26", **scored},
+                           {"item_id": "conv-30", **scored}, {"item_id": "conv-41", "metrics": None, "candidates": []}]}
     record = tuned_on(results, report)
-    assert record["items"] == ["conv-26", "conv-30"]
+    assert record["items"] == ["conv-26", "conv-30"]  # a failed item was never tuned on
     weights = tmp_path / "w.json"
     weights.write_text(json.dumps({"weights": {"semantic": 1.0}, "tuned_on": record}))
     larger = tuning_record(weights, "bb" * 32, (), lambda: ["conv-26", "conv-41"], "locomo")
@@ -148,6 +150,9 @@ def test_weights_know_the_items_they_were_tuned_on_in_another_file(tmp_path):
         raise AssertionError("the checksum decided: the dataset need not be read")
 
     assert tuning_record(weights, "aa" * 32, (), unread, "locomo")["tuned_on_this_data"]
+    weights.write_text(json.dumps({"weights": {"semantic": 1.0}, "tuned_on": {**record, "benchmark": ["locomo"],
+                                                                              "dataset_checksum": {"x": 1}}}))
+    assert not tuning_record(weights, "bb" * 32, (), lambda: ["conv-26"], "locomo")["tuned_on_this_data"]  # no crash
 
 
 def test_optimize_on_a_finished_run_tunes_and_checks_held_out(setup):

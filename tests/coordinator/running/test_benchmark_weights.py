@@ -35,7 +35,8 @@ def test_memoria_full_on_realmem_takes_them_and_says_so(realmem_dir):
 
 def test_development_personas_alone_two_in_a_folder_or_cut_are_tuned_on_and_another_is_not(realmem_dir, tmp_path):
     one = RunSpec("realmem", dataset=str(realmem_dir / "Kenta_Tanaka_dialogues_256k.json"), retrieval_mode="full")
-    assert one.context(system_config={}, embedding_signature=None)["tuning"]["tuned_on_this_data"]
+    context = one.context(system_config={}, embedding_signature=None)
+    assert context["tuning"]["tuned_on_this_data"] and context["dataset_file_checksums"] is None  # one file: none
     folder = tmp_path / "cut"
     folder.mkdir()
     realmem_persona(realmem_dir / "Kenta_Tanaka_dialogues_256k.json", 8, folder / "Kenta_Tanaka_dialogues_256k.json")
@@ -57,6 +58,8 @@ def test_development_personas_alone_two_in_a_folder_or_cut_are_tuned_on_and_anot
     tuning = RunSpec("realmem", dataset=str(other), retrieval_mode="full").context(
         system_config={}, embedding_signature=None)["tuning"]
     assert not tuning["tuned_on_this_data"] and "items_tuned_on" not in tuning
+    # only the items a run takes: --limit 2 takes the folder's first two personas
+    assert RunSpec("realmem", dataset=str(realmem_dir), limit=2)._item_ids() == ["Adeleke_Okonjo", "Ethan_Hunt"]
 
 
 @pytest.mark.parametrize("spec", [
@@ -90,3 +93,16 @@ def test_each_session_signal_can_be_switched_off_under_them(realmem_dir):
     spec = RunSpec("realmem", dataset=str(realmem_dir), retrieval_mode="full", without=("session_recency",))
     spec.check(farm=False)  # the command line takes it too
     assert spec.system_settings()["without"] == ("session_recency",)
+
+
+def test_a_folders_file_checksums_cross_the_farms_run_context_and_a_bad_one_is_refused(realmem_dir):
+    from workers.item.run_context import RunContext
+    from workers.ledger_values import LedgerValueError
+
+    context = RunSpec("realmem", dataset=str(realmem_dir), retrieval_mode="full").context(
+        system_config={}, embedding_signature=None)
+    assert len(context["dataset_file_checksums"]) == 5
+    assert RunContext.from_dict(context).to_dict()["dataset_file_checksums"] == context["dataset_file_checksums"]
+    for bad in ("ab" * 32, ["ab" * 32, 7]):
+        with pytest.raises(LedgerValueError, match="dataset_file_checksums"):
+            RunContext.from_dict({**context, "dataset_file_checksums": bad})
