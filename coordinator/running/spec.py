@@ -300,6 +300,7 @@ class RunSpec:
         """The run context the reducer writes into the results file and manifest."""
         info = self.info
         checksum, file_checksums = self.dataset_checksums()
+        file_checksums = file_checksums[:self.limit]  # a folder holds one item a file, in name order: those run
         return {
             "benchmark": info.name,
             "benchmark_title": info.title,

@@ -102,6 +102,9 @@ def test_a_folders_file_checksums_cross_the_farms_run_context_and_a_bad_one_is_r
     context = RunSpec("realmem", dataset=str(realmem_dir), retrieval_mode="full").context(
         system_config={}, embedding_signature=None)
     assert len(context["dataset_file_checksums"]) == 5
+    limited = RunSpec("realmem", dataset=str(realmem_dir), retrieval_mode="full", limit=2).context(
+        system_config={}, embedding_signature=None)
+    assert limited["dataset_file_checksums"] == context["dataset_file_checksums"][:2]  # only the files run
     assert RunContext.from_dict(context).to_dict()["dataset_file_checksums"] == context["dataset_file_checksums"]
     for bad in ("ab" * 32, ["ab" * 32, 7]):
         with pytest.raises(LedgerValueError, match="dataset_file_checksums"):
