@@ -92,12 +92,18 @@ def optimise(records: list[dict], weights: dict[str, float], step: float = 0.02,
 HELD_OUT_METRICS = ("session:recall_all@5", "session:recall_any@5", "session:ndcg_any@10", "turn:recall_any@10")
 
 
+def scored_items(records: list[dict]) -> list[str]:
+    """The ids, sorted, of the items with a record tuning can read: scored, with its candidates."""
+    return sorted({r["item_id"] for r in records
+                   if isinstance(r.get("item_id"), str) and r.get("metrics") and r.get("candidates")})
+
+
 def held_out(records: list[dict], weights: dict[str, float], folds: int = 5, step: float = 0.02,
              objective_name: str = DEFAULT_OBJECTIVE) -> dict:
     """Whether tuning carries to data it was not tuned on: the items (conversations, questions) are dealt into
     `folds` groups by sorted id; each group is scored with the starting weights and with weights tuned on the
     other groups. A gain that shows only in-sample and not here is the development data's, not the ranking's."""
-    items = sorted({record["item_id"] for record in records if record.get("metrics") and record.get("candidates")})
+    items = scored_items(records)
     if len(items) < 2:
         raise ResultsError("a held-out check needs evaluated questions from two items at least")
     folds = min(folds, len(items))
@@ -141,8 +147,7 @@ def tuned_on(results: dict, report: dict) -> dict:
     files = results.get("dataset_file_checksums")
     if isinstance(files, list) and files:  # a folder: each of its files was tuned on too
         record["file_checksums"] = files
-    items = sorted({r["item_id"] for r in results.get("records") or []  # those tuning read, as `held_out` does
-                    if isinstance(r.get("item_id"), str) and r.get("metrics") and r.get("candidates")})
+    items = scored_items(results.get("records") or [])
     if items:  # a conversation or persona tuned on is known by its id in another file too (cut, or among others)
         record["items"] = items
     earlier = (results.get("tuning") or {}).get("tuned_on")
@@ -157,13 +162,16 @@ def _tuned_on(origin: dict | None) -> tuple[set, dict]:
     for _ in range(TUNED_ON_DEPTH):
         if not isinstance(origin, dict):
             break
-        checksums.add(origin.get("dataset_checksum") if isinstance(origin.get("dataset_checksum"), str) else None)
+        checksums.update(_texts([origin.get("dataset_checksum")]) + _texts(origin.get("file_checksums")))
         benchmark = origin.get("benchmark") if isinstance(origin.get("benchmark"), str) else None
-        for key, found in (("file_checksums", checksums), ("items", items.setdefault(benchmark, set()))):
-            if isinstance(origin.get(key), list):
-                found.update(f for f in origin[key] if isinstance(f, str))
+        items.setdefault(benchmark, set()).update(_texts(origin.get("items")))
         origin = origin.get("started_from")
-    return checksums - {None}, items
+    return checksums, items
+
+
+def _texts(value) -> list[str]:
+    """The strings of a list a hand-edited weights file may hold; anything else is no checksum and no id."""
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def tuning_record(path: str | Path, dataset_sha256: str, file_checksums=(), item_ids=None,
