@@ -178,7 +178,7 @@ def graph_search(view: DerivedView, query: str, limit: int, seeds: int) -> list[
     query_set = set(wanted)
     for seed, seed_score in best_seeds:
         bridges = (view.entities_of[seed] - query_set) | {t for e in wanted for t in view.related.get(e, ())}
-        for entity in bridges:
+        for entity in sorted(bridges):  # summed in a set's order, a score's last bit followed the hash seed
             ids = view.entity_ids.get(entity, ())
             if not ids or len(ids) > view.total / 4:  # an entity everywhere links nothing
                 continue

@@ -174,6 +174,30 @@ def test_session_bm25_is_the_same_bits_whatever_the_string_hash_seed():
     assert len(outputs) == 1 and outputs.pop().startswith("[(0, ")
 
 
+def test_graph_scores_are_the_same_bits_whatever_the_string_hash_seed():
+    """A seed's bridges are a set of entity names: summed in its order, a turn's graph score changed in its last
+    bit from one process to the next."""
+    import subprocess
+    import sys
+
+    code = ("from memoria.retrieval_sources import DerivedView, graph_search\n"
+            "import random\n"
+            "r = random.Random(5)\n"
+            "names = 'anna bea cleo dara eli finn gus hana ivo jade kai lena milo nora otto pia rex sol tom uma'\n"
+            "held = {m: r.sample(names.split(), 4) for m in range(120)}\n"
+            "class Store:\n"
+            "    def rows(self, table):\n"
+            "        entities = [(m, e) for m in held for e in held[m]]\n"
+            "        return entities if table == 'entities' else []\n"
+            "    def all_rows(self):\n"
+            "        return [(m, ' '.join(held[m]), {}) for m in held]\n"
+            "print(repr(graph_search(DerivedView(Store()), 'Did Rex meet Anna or Tom?', 120, 8)))")
+    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={"PYTHONHASHSEED": str(seed), "PATH": ""}, cwd=str(REPO)).stdout
+               for seed in range(6)}
+    assert len(outputs) == 1 and outputs.pop().count("(") > 100  # one answer, and it reached most turns
+
+
 def test_a_turn_without_the_question_words_gains_from_its_session():
     memory = _memory(window_size=0)
     query = "the puppy from the shelter"
