@@ -201,20 +201,20 @@ class MemoryInterface:
         return self.pieces.best(query_vector, sorted(wanted))
 
     def encode_ahead(self, texts: list[str], metadatas: list[dict],
-                     batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
+                     batch_size: int = defaults.DEFAULT_BATCH_SIZE, ranked: bool = True) -> int:
         """Encode now, one batch per kind, the vectors that `texts` (to be inserted later, in order) will need: theirs,
-        their windows' where windows are built, and their sentence pieces' where the ranking reads them
-        (`memoria.ahead`). A piece is still split into memory only when its turn first reaches a ranking's head;
-        encoded here, it is served then instead of being encoded in that query's small batches, most of whose rows
-        would be padding. What was encoded ahead before is forgotten; no texts only forget. Returns the texts
-        encoded."""
+        their windows' where windows are built, and, where `ranked` (the caller will recall in a ranked mode) and
+        the ranking reads them, their sentence pieces' (`memoria.ahead`). A piece is still split into memory only
+        when its turn first reaches a ranking's head; encoded here, it is served then instead of being encoded in
+        that query's small batches, padded with unused rows. What was encoded ahead before is forgotten; no texts
+        only forget. Returns the texts encoded."""
         self.ahead = VectorsAhead()
         kinds = {"turns": list(texts)}
         if self.window_size > 0 and texts:  # a session's windows depend on its own rows only
             rows = [(n, text, metadata) for n, (text, metadata) in enumerate(zip(texts, metadatas))]
             kinds["windows"] = [w["text"] for w in build_windows(rows, self.window_size, self.window_overlap,
                                                                  self.window_turn_chars)]
-        if self.pieces_wanted:
+        if ranked and self.pieces_wanted:
             kinds["pieces"] = [piece for text, metadata in zip(texts, metadatas)
                                for piece in split_pieces(text, str(metadata.get("speaker") or ""), self.max_pieces)]
         return sum(self.ahead.add(batch, lambda rest, kind=kind: self.counted(kind)._encode(

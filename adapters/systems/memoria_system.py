@@ -193,8 +193,10 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdent
                 (time.perf_counter() - started) * 1000
 
     def encode_ahead(self, docs: list[dict]) -> None:
-        """The vectors of `docs` made now, served when they are ingested in steps (`MemoryInterface.encode_ahead`)."""
-        self.memory.encode_ahead([d["text"] for d in docs], [_metadata(d) for d in docs], batch_size=self.batch_size)
+        """The vectors of `docs` made now, served when they are ingested in steps (`MemoryInterface.encode_ahead`);
+        sentence pieces only in a mode that ranks, the one reader of them."""
+        self.memory.encode_ahead([d["text"] for d in docs], [_metadata(d) for d in docs], batch_size=self.batch_size,
+                                 ranked=self.mode in defaults.RANKED_MODES)
 
     def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
         response = self.memory.recall(query, mode=self.mode, limit=top_k)

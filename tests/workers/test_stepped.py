@@ -135,6 +135,37 @@ def test_the_same_holds_with_the_real_model(embedder, realmem_dir, tmp_path):
     _fast_and_slow_agree(next(RealMem(path).iter_items()), "full", embedder, MemoriaStepByStep, REALMEM_WEIGHTS)
 
 
+@pytest.mark.parametrize("mode, given, ahead", [("bm25", {}, False), ("full", {"without": ("sentence",)}, False),
+                                               ("full", {"max_pieces": 1}, False), ("full", {"max_pieces": 2}, True)],
+                         ids=["bm25 mode", "full without sentence", "full without pieces", "full with two pieces"])
+def test_pieces_are_encoded_ahead_only_where_a_ranking_reads_them(short_persona, mode, given, ahead):
+    """A mode that does not rank, or a ranking without the sentence signal or without pieces, reads no piece: none
+    is encoded, ahead or later."""
+    system = MemoriaSystem(mode=mode, embedder=WordEmbedder(), parallel_extract=False, **given)
+    encoded = evaluate_item(short_persona, system, top_k=10)["stats"]["texts_encoded_by_kind"]
+    docs, _ = make_docs(short_persona)
+    pieces = {piece for d in docs for piece in split_pieces(d["text"], d["props"].get("speaker", ""), 2)}
+    assert encoded["turns"] == len({d["text"] for d in docs})
+    assert encoded["pieces"] == (len(pieces) if ahead else 0)
+
+
+class FailingAtStep(MemoriaSystem):
+    """Memoria whose ingest fails at the third step."""
+
+    def ingest(self, docs):
+        self.steps = getattr(self, "steps", 0) + 1
+        if self.steps == 3:
+            raise RuntimeError("the disk is full")
+        super().ingest(docs)
+
+
+def test_what_was_encoded_ahead_is_forgotten_when_an_item_fails(short_persona):
+    system = FailingAtStep(mode="full", embedder=WordEmbedder(), parallel_extract=False)
+    with pytest.raises(RuntimeError, match="disk is full"):
+        evaluate_item(short_persona, system, top_k=10)
+    assert system.memory.ahead.vectors == {}
+
+
 def test_a_persona_scores_under_realmem_and_the_farms_formulas(short_persona):
     outcome = evaluate_item(short_persona, AddingRecordingSystem(), top_k=10, profile="realmem")
     for record, question in zip(outcome["records"], short_persona["questions"]):

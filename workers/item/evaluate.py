@@ -190,25 +190,27 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, 
     meter.phases.update(dict.fromkeys(("encode_ms", "extract_ms", "index_ms"), 0.0))
     system.reset()
     ahead = encoder_ahead_of(system)
-    if ahead:  # every doc's vector in one batch, held apart from memory until its step (contract.EncodesAhead)
-        t0 = time.perf_counter()
-        ahead.encode_ahead(docs)
-        meter.phases["encode_ms"] += (time.perf_counter() - t0) * 1000
-        ingest_ms += (time.perf_counter() - t0) * 1000
-    for step in range(max([item.get("steps", 0), *[s + 1 for s in by_step], *[s + 1 for s in asking]])):
-        for position, question in asking.get(step, ()):
-            records[position] = asker.ask(position, question, empty=not held)
-        new = by_step.get(step, [])
-        if new:
+    try:
+        if ahead:  # every doc's vector in one batch, held apart from memory until its step (contract.EncodesAhead)
             t0 = time.perf_counter()
-            if not adds:
-                system.reset()
-            system.ingest(new if adds else held + new)
-            held += new
+            ahead.encode_ahead(docs)
+            meter.phases["encode_ms"] += (time.perf_counter() - t0) * 1000
             ingest_ms += (time.perf_counter() - t0) * 1000
-            meter.add_ingest_timings()
-    if ahead:
-        ahead.encode_ahead([])
+        for step in range(max([item.get("steps", 0), *[s + 1 for s in by_step], *[s + 1 for s in asking]])):
+            for position, question in asking.get(step, ()):
+                records[position] = asker.ask(position, question, empty=not held)
+            new = by_step.get(step, [])
+            if new:
+                t0 = time.perf_counter()
+                if not adds:
+                    system.reset()
+                system.ingest(new if adds else held + new)
+                held += new
+                ingest_ms += (time.perf_counter() - t0) * 1000
+                meter.add_ingest_timings()
+    finally:  # what was encoded ahead is this item's only, whether or not it ended
+        if ahead:
+            ahead.encode_ahead([])
     return meter.outcome(item, [records[p] for p in sorted(records)], asker,
                          cache={"hit": False, "reason": "memory grows in steps: no one state to cache",
                                 "consulted": False},
