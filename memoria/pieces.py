@@ -67,8 +67,9 @@ class SentenceVectors:
     Only the turns that reach the ranking stage are ever read, so a turn is split and its pieces encoded
     when it first does (`ensure`), never a whole memory at ingest: the candidates of all of a haystack's
     questions are a fraction of its turns. (Memory that grows in steps has its pieces' vectors made ahead, by
-    text, `MemoryInterface.encode_ahead`; they are served here when their turn first comes.) A turn's pieces are appended together, so its rows stay one run;
-    a piece whose text is already held (another turn said the same) reuses that vector.
+    text, `MemoryInterface.encode_ahead`; they are served here when their turn first comes.) A turn's pieces
+    are appended together, so its rows stay one run; a piece whose text is already held (another turn said the
+    same) reuses that vector.
     """
 
     def __init__(self, dimension: int):

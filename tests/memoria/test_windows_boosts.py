@@ -159,27 +159,28 @@ def test_session_bm25_by_hand_on_three_sessions():
     assert docs.scores(["unheard"]) == {}
 
 
-def test_session_bm25_is_the_same_bits_whatever_the_string_hash_seed():
-    """Summed in a set's order, a score's last bit followed PYTHONHASHSEED, so two processes disagreed."""
+def _printed_under_six_hash_seeds(code: str) -> set[str]:
+    """What `code` prints in six processes, each under another string hash seed: one output when nothing follows it."""
     import subprocess
     import sys
 
+    return {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={"PYTHONHASHSEED": str(seed), "PATH": ""}, cwd=str(REPO)).stdout for seed in range(6)}
+
+
+def test_session_bm25_is_the_same_bits_whatever_the_string_hash_seed():
+    """Summed in a set's order, a score's last bit followed PYTHONHASHSEED, so two processes disagreed."""
     code = ("from memoria.retrieval_sources import SessionDocuments as D; import random; r = random.Random(3); "
             "w = [f'w{n}' for n in range(40)]; "
             "d = D([(k % 7, [r.choice(w) for _ in range(30)]) for k in range(60)]); "
             "print(repr(sorted(d.scores(w[:25]).items())))")
-    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                              env={"PYTHONHASHSEED": str(seed), "PATH": ""}, cwd=str(REPO)).stdout
-               for seed in range(6)}
+    outputs = _printed_under_six_hash_seeds(code)
     assert len(outputs) == 1 and outputs.pop().startswith("[(0, ")
 
 
 def test_graph_scores_are_the_same_bits_whatever_the_string_hash_seed():
     """A seed's bridges are a set of entity names: summed in its order, a turn's graph score changed in its last
     bit from one process to the next."""
-    import subprocess
-    import sys
-
     code = ("from memoria.retrieval_sources import DerivedView, graph_search\n"
             "import random\n"
             "r = random.Random(5)\n"
@@ -192,9 +193,7 @@ def test_graph_scores_are_the_same_bits_whatever_the_string_hash_seed():
             "    def all_rows(self):\n"
             "        return [(m, ' '.join(held[m]), {}) for m in held]\n"
             "print(repr(graph_search(DerivedView(Store()), 'Did Rex meet Anna or Tom?', 120, 8)))")
-    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                              env={"PYTHONHASHSEED": str(seed), "PATH": ""}, cwd=str(REPO)).stdout
-               for seed in range(6)}
+    outputs = _printed_under_six_hash_seeds(code)
     assert len(outputs) == 1 and outputs.pop().count("(") > 100  # one answer, and it reached most turns
 
 

@@ -113,7 +113,8 @@ def _fast_and_slow_agree(item, mode, embedder, slow_class, weights=None):
     assert slow_turns >= fast_outcome["stats"]["texts_encoded_by_kind"]["turns"]
     # ... and so is each sentence piece, where the ranking reads them: none is encoded again when its turn is ranked
     docs, _ = make_docs(item)
-    pieces = {piece for d in docs for piece in split_pieces(d["text"], d["props"].get("speaker", ""), fast.memory.max_pieces)}
+    pieces = {piece for d in docs
+              for piece in split_pieces(d["text"], d["props"].get("speaker", ""), fast.memory.max_pieces)}
     assert fast_outcome["stats"]["texts_encoded_by_kind"]["pieces"] == (len(pieces) if fast.memory.pieces_wanted else 0)
     assert [r for r in fast_outcome["records"] if r["metrics"]], "some question is scored"
     assert _rankings(fast_outcome) == _rankings(slow_outcome)
