@@ -19,7 +19,7 @@ from memoria.ahead import VectorsAhead
 from memoria.bm25 import BM25Index
 from memoria.boosts import without_names
 from memoria.errors import UnknownModeError
-from memoria.pieces import SentenceVectors, split_pieces
+from memoria.pieces import SentenceVectors, row_pieces
 from memoria.ranking import RankingContext, rank
 from memoria.rrf import reciprocal_rank_fusion
 from memoria.scheduler import SourceScheduler
@@ -216,7 +216,7 @@ class MemoryInterface:
                                                                  self.window_turn_chars)]
         if ranked and self.pieces_wanted:
             kinds["pieces"] = [piece for text, metadata in zip(texts, metadatas)
-                               for piece in split_pieces(text, str(metadata.get("speaker") or ""), self.max_pieces)]
+                               for piece in row_pieces(text, metadata, self.max_pieces)]
         return sum(self.ahead.add(batch, lambda rest, kind=kind: self.counted(kind)._encode(
             rest, batch_size=batch_size)) for kind, batch in kinds.items())
 

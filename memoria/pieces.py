@@ -52,6 +52,12 @@ def split_pieces(text: str, speaker: str = "", max_pieces: int = 8) -> list[str]
     return pieces
 
 
+def row_pieces(text: str, metadata: dict, max_pieces: int) -> list[str]:
+    """The pieces of a stored row: its text split without the opening of the speaker its metadata names. The one
+    definition that splitting at ranking, checking a snapshot and encoding ahead all read."""
+    return split_pieces(text, str(metadata.get("speaker") or ""), max_pieces)
+
+
 #: The files of the sentence vectors in a snapshot, present only when they were built.
 FILES = {"piece_vectors": "pieces.faiss", "pieces": "pieces.json"}
 
@@ -94,7 +100,7 @@ class SentenceVectors:
             self.max_pieces = max_pieces
         fresh = sorted(set(rows) - self.checked)
         new = [(memory_id, piece) for memory_id in fresh
-               for piece in split_pieces(rows[memory_id][0], str(rows[memory_id][1].get("speaker") or ""), max_pieces)]
+               for piece in row_pieces(*rows[memory_id], max_pieces)]
         self.checked.update(fresh)
         if not new:
             return 0
@@ -181,7 +187,7 @@ def _check_runs(path: Path, owners: list, texts: list, rows, max_pieces: int) ->
                                 f"{owner!r} is not a stored row, or its pieces are not one run)")
         seen.add(owner)
         text, metadata = by_id[owner]
-        expected = split_pieces(text, str(metadata.get("speaker") or ""), max_pieces)
+        expected = row_pieces(text, metadata, max_pieces)
         end = position + len(expected)
         if not expected or owners[position:end] != [owner] * len(expected) or texts[position:end] != expected \
                 or (end < len(owners) and owners[end] == owner):

@@ -9,8 +9,8 @@ import pytest
 from adapters.realmem import RealMem
 from adapters.registry import BENCHMARKS
 from adapters.systems.contract import close_system
-from adapters.systems.memoria_system import MemoriaSystem
-from memoria.pieces import split_pieces
+from adapters.systems.memoria_system import MemoriaSystem, _metadata
+from memoria.pieces import row_pieces
 from tests.helpers import WordEmbedder, realmem_persona
 from workers.item.evaluate import evaluate_item, make_docs
 
@@ -101,6 +101,11 @@ def test_adding_each_step_and_giving_everything_again_rank_alike(short_persona):
     assert [r["metrics_by_profile"] for r in adding["records"]] == [r["metrics_by_profile"] for r in again["records"]]
 
 
+def _pieces_of(item, max_pieces: int) -> set[str]:
+    """The distinct sentence pieces of an item's docs, as Memoria splits a stored row."""
+    return {piece for d in make_docs(item)[0] for piece in row_pieces(d["text"], _metadata(d), max_pieces)}
+
+
 def _fast_and_slow_agree(item, mode, embedder, slow_class, weights=None):
     given = {"weights": weights} if weights else {}
     fast = MemoriaSystem(mode=mode, embedder=embedder, parallel_extract=False, **given)
@@ -111,11 +116,9 @@ def _fast_and_slow_agree(item, mode, embedder, slow_class, weights=None):
     assert fast_outcome["stats"]["texts_encoded_by_kind"]["turns"] == len({t["text"] for t in item["turns"]})
     slow_turns = slow_outcome["stats"]["texts_encoded_by_kind"]["turns"]
     assert slow_turns >= fast_outcome["stats"]["texts_encoded_by_kind"]["turns"]
-    # ... and so is each sentence piece, where the ranking reads them: none is encoded again when its turn is ranked
-    docs, _ = make_docs(item)
-    pieces = {piece for d in docs
-              for piece in split_pieces(d["text"], d["props"].get("speaker", ""), fast.memory.max_pieces)}
-    assert fast_outcome["stats"]["texts_encoded_by_kind"]["pieces"] == (len(pieces) if fast.memory.pieces_wanted else 0)
+    # ... and so is each sentence piece (the ranking reads them): none is encoded again when its turn is ranked
+    assert fast.memory.pieces_wanted
+    assert fast_outcome["stats"]["texts_encoded_by_kind"]["pieces"] == len(_pieces_of(item, fast.memory.max_pieces))
     assert [r for r in fast_outcome["records"] if r["metrics"]], "some question is scored"
     assert _rankings(fast_outcome) == _rankings(slow_outcome)
 
@@ -144,10 +147,8 @@ def test_pieces_are_encoded_ahead_only_where_a_ranking_reads_them(short_persona,
     is encoded, ahead or later."""
     system = MemoriaSystem(mode=mode, embedder=WordEmbedder(), parallel_extract=False, **given)
     encoded = evaluate_item(short_persona, system, top_k=10)["stats"]["texts_encoded_by_kind"]
-    docs, _ = make_docs(short_persona)
-    pieces = {piece for d in docs for piece in split_pieces(d["text"], d["props"].get("speaker", ""), 2)}
-    assert encoded["turns"] == len({d["text"] for d in docs})
-    assert encoded["pieces"] == (len(pieces) if ahead else 0)
+    assert encoded["turns"] == len({d["text"] for d in make_docs(short_persona)[0]})
+    assert encoded["pieces"] == (len(_pieces_of(short_persona, 2)) if ahead else 0)
 
 
 class FailingAtStep(MemoriaSystem):
