@@ -19,14 +19,14 @@ METRIC_NAMES = ("recall_any", "recall_all", "ndcg_any")
 EXPECTED_TEXT_PROFILE = "expected-text"
 
 #: Scoring profiles: `expected-text` (above) and `longmemeval-official` (LongMemEval's own retrieval
-#: evaluation, reproduced exactly: `adapters.official`). The chosen profile also decides the corpus a run
+#: evaluation, reproduced exactly: `adapters.benchmarks.longmemeval.official`). The chosen profile also decides the corpus a run
 #: gives its system; every profile a benchmark supports is computed for every question.
 OFFICIAL_PROFILE = "longmemeval-official"
-#: RealMem's own retrieval evaluation (`adapters.realmem_metrics`): its DCG, its corpus of sessions.
+#: RealMem's own retrieval evaluation (`adapters.benchmarks.realmem.profile`): its DCG, its corpus of sessions.
 REALMEM_PROFILE = "realmem"
 SCORING_PROFILES = (EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE, REALMEM_PROFILE)
 #: The profile of a benchmark that has only one (LoCoMo). LongMemEval-S runs default to its official
-#: profile (`adapters.registry`): the numbers a paper can cite, the expected-text ones one flag away.
+#: profile (`adapters.benchmarks`): the numbers a paper can cite, the expected-text ones one flag away.
 DEFAULT_SCORING_PROFILE = EXPECTED_TEXT_PROFILE
 
 #: Other names a scoring profile is read under: results files and manifests written under the name

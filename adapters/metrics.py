@@ -3,7 +3,7 @@
 All functions take a best-first ranking of ids and a set of gold ids.
 NDCG uses binary relevance and the standard DCG (sum rel_i / log2(i + 1));
 this is the `expected-text` profile. The `longmemeval-official` profile (its own
-corpus, gold, DCG variant and widened session k) is `adapters.official`;
+corpus, gold, DCG variant and widened session k) is `adapters.benchmarks.longmemeval.official`;
 `profile_metrics` computes every profile a question carries gold for.
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from adapters import official, realmem_metrics
+from adapters.benchmarks.longmemeval import official
+from adapters.benchmarks.realmem import profile as realmem_metrics
 from adapters.defaults import EXPECTED_TEXT_PROFILE, K_VALUES, METRIC_NAMES, REALMEM_PROFILE
 
 __all__ = ["METRIC_NAMES", "average", "level_metrics", "profile_metrics", "question_metrics", "sessions_of"]
@@ -64,7 +65,7 @@ def level_metrics(ranking: Sequence[str], gold: Iterable[str], k_values=K_VALUES
 
 def realmem_profile(ranked: Sequence[dict], gold: dict, level: str, k_values) -> dict | None:
     """The `realmem` profile of one question from its ranking as native ids: the farm's recall, RealMem's nDCG
-    (`adapters.realmem_metrics`); turn metrics where the question has turn gold."""
+    (`adapters.benchmarks.realmem.profile`); turn metrics where the question has turn gold."""
     if not gold["scored"]:
         return None
 

@@ -95,7 +95,7 @@ def ranking_lab(locomo_files, longmemeval_files, embedder, weights_file, by_type
     from pathlib import Path
 
     from adapters.files import write_json
-    from adapters.locomo_longmemeval import write
+    from adapters.generators.locomo_to_longmemeval import write
     from coordinator.benches.common import provenance
     from coordinator.results.optimize import load_weights
     from devtools.ranking_lab import lab_report, render

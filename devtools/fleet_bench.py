@@ -51,8 +51,8 @@ def run_fleet_bench(questions: int, scale: float, workdir: str | Path, output, w
     """A fault-free and a faulty run of one generated file on a fleet of simulated machines, side by side."""
     import os
 
-    from adapters.longmemeval import extract_questions
-    from adapters.longmemeval_synth import write
+    from adapters.benchmarks.longmemeval.reader import extract_questions
+    from adapters.generators.longmemeval_s import write
     from coordinator.running import farm_run as farm
     from devtools.fleet import Campaign, Fleet, recovery, run_in_background, unavailable_reason
     from coordinator.running.run_ledger import RunLedger, connect

@@ -34,29 +34,29 @@ REPO = Path(__file__).resolve().parent.parent
 #: Area -> mutmut mutant-name patterns (module.x_function or module.xǁClassǁmethod).
 PYTHON_SCOPE = {
     "metrics": ("adapters.metrics.*",),
-    "official profile": ("adapters.official.*",),
+    "official profile": ("adapters.benchmarks.longmemeval.official.*",),
     "RRF": ("memoria.rrf.*",),
-    "gold": ("adapters.longmemeval.xǁLongMemEvalǁ_question__mutmut_*", "adapters.longmemeval.x_first_answer_turn__*",
-             "adapters.locomo.xǁLoCoMoǁ_question__mutmut_*", "adapters.locomo.x_normalise_evidence__*",
-             "adapters.locomo.x_session_of__*"),
-    "abstention": ("adapters.longmemeval.x_abstention_reason__*",),
+    "gold": ("adapters.benchmarks.longmemeval.reader.xǁLongMemEvalǁ_question__mutmut_*", "adapters.benchmarks.longmemeval.reader.x_first_answer_turn__*",
+             "adapters.benchmarks.locomo.reader.xǁLoCoMoǁ_question__mutmut_*", "adapters.benchmarks.locomo.reader.x_normalise_evidence__*",
+             "adapters.benchmarks.locomo.reader.x_session_of__*"),
+    "abstention": ("adapters.benchmarks.longmemeval.reader.x_abstention_reason__*",),
     "ledger (Python)": ("workers.farm.ledger.xǁLedgerǁbegin__*", "workers.farm.ledger.xǁLedgerǁheartbeat__*",
                         "workers.farm.ledger.xǁLedgerǁfinish__*", "workers.farm.ledger.xǁLedgerǁfail__*",
                         "workers.farm.ledger.x_stale_after__*"),
 }
-PYTHON_FILES = ("adapters/metrics.py", "adapters/official.py", "memoria/rrf.py", "adapters/longmemeval.py",
-                "adapters/locomo.py", "workers/farm/ledger.py")
+PYTHON_FILES = ("adapters/metrics.py", "adapters/benchmarks/longmemeval/official.py", "memoria/rrf.py", "adapters/benchmarks/longmemeval/reader.py",
+                "adapters/benchmarks/locomo/reader.py", "workers/farm/ledger.py")
 #: The tests mutmut may pick from (it runs, per mutant, those that cover the mutated function).
-TESTS = ("tests/adapters/test_official.py", "tests/adapters/test_metrics.py", "tests/adapters/test_records.py",
-         "tests/adapters/test_longmemeval.py", "tests/adapters/test_locomo.py", "tests/memoria/test_rrf.py",
-         "tests/workers/test_ledger.py")
+TESTS = ("tests/adapters/benchmarks/longmemeval/test_official.py", "tests/adapters/test_metrics.py", "tests/adapters/test_records.py",
+         "tests/adapters/benchmarks/longmemeval/test_reader.py", "tests/adapters/benchmarks/locomo/test_reader.py", "tests/memoria/test_rrf.py",
+         "tests/workers/farm/test_ledger.py")
 
 LUA_SCRIPTS = ("BEGIN", "HEARTBEAT", "FINISH", "FAIL")
 #: (pattern, replacement) applied at one match at a time.
 LUA_OPERATORS = ((r" > ", " >= "), (r" < ", " <= "), (r" == ", " ~= "), (r" ~= ", " == "), (r"'1'", "'0'"),
                  (r"(?<!\[)(?<!return )\b1\b(?!\])", "2"), (r"'done'", "'failed'"), (r"'failed_final'", "'failed'"),
                  (r"'started'", "'queued'"), (r"\bnot state\b", "state"))
-LUA_TESTS = ("tests/workers/test_ledger.py",)
+LUA_TESTS = ("tests/workers/farm/test_ledger.py",)
 
 
 def scratch_copy(target: Path) -> Path:

@@ -23,8 +23,8 @@ from pathlib import Path
 from adapters.defaults import DEFAULT_TOP_K, K_VALUES
 from adapters.files import content_hash
 from adapters.metrics import average, profile_metrics
-from adapters.official import PROFILE as OFFICIAL
-from adapters.registry import benchmark, default_profile
+from adapters.benchmarks.longmemeval.official import PROFILE as OFFICIAL
+from adapters.benchmarks import benchmark, default_profile
 from adapters.systems.memoria_system import MemoriaSystem
 from workers.item.evaluate import make_docs
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from adapters import metrics, realmem_metrics
+from adapters import metrics
+from adapters.benchmarks.realmem import profile as realmem_metrics
 from coordinator.benches.common import write_bench
 
 SCRIPT = "eval/compute_auto_metrics_for_realmem.py"

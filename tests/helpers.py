@@ -11,7 +11,7 @@ import numpy as np
 
 import pytest
 
-from adapters.longmemeval_synth import generate
+from adapters.generators.longmemeval_s import generate
 
 
 def skip_outside_ci(message: str):

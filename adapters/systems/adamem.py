@@ -267,7 +267,7 @@ class AdaMemSystem(AddsOnIngest, Describes, Embeds, PacksContext, CountsWrites):
 
     def write_stats(self) -> dict:
         """Entries, folded duplicates, edges and bytes stored for the events observed since `reset()`."""
-        from adapters.adamem_measures import write_amplification
+        from adapters.benchmarks.adamem.measures import write_amplification
 
         return write_amplification(self.memory)
 

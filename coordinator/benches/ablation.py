@@ -36,8 +36,8 @@ def ablation_configs() -> list[tuple[str, str, dict]]:
 
 def run_ablation_bench(locomo: str | Path, longmemeval_questions: int, scale: float, workdir: str | Path, output) -> str:
     """fusion, full, full without each source and each ranking part, on LoCoMo and a generated LongMemEval-S file."""
-    from adapters.longmemeval import extract_questions
-    from adapters.longmemeval_synth import write
+    from adapters.benchmarks.longmemeval.reader import extract_questions
+    from adapters.generators.longmemeval_s import write
     from coordinator.running.spec import RunSpec
 
     workdir = Path(workdir)

@@ -28,8 +28,8 @@ def _specs(suite: str, workdir: Path, locomo, longmemeval, questions: int, scale
         return RunSpec("adamem-synthetic", ablation="all")
     if suite == "locomo":
         return RunSpec("locomo", dataset=str(locomo), system="adamem", ablation="all", limit=conversations)
-    from adapters.longmemeval import extract_questions
-    from adapters.longmemeval_synth import write
+    from adapters.benchmarks.longmemeval.reader import extract_questions
+    from adapters.generators.longmemeval_s import write
 
     data, companion = Path(longmemeval) if longmemeval else workdir / "adamem_lme.json", workdir / "adamem_lme_q.json"
     if not longmemeval:

@@ -36,7 +36,7 @@ def backend_quality(locomo: str | Path, workdir: Path) -> dict:
 
 def _question_slices(data: Path, workdir: Path, rounds: int) -> list[tuple[Path, Path]]:
     """`data` cut into `rounds` files of consecutive questions, each with its companion questions file."""
-    from adapters.longmemeval import extract_questions
+    from adapters.benchmarks.longmemeval.reader import extract_questions
 
     questions = json.loads(data.read_text(encoding="utf-8"))
     size = -(-len(questions) // rounds)
@@ -130,7 +130,7 @@ def _ratio(rounds: dict, variant: dict, baseline_mode: str) -> dict | None:
 def _m_question(workdir: Path, sessions: int, embedder: str, backend: str) -> dict:
     """One full-size LongMemEval-M question in one process, cold, in `full` mode: seconds, peak RSS against the
     bound, texts by kind."""
-    from adapters.longmemeval import extract_questions
+    from adapters.benchmarks.longmemeval.reader import extract_questions
 
     data, companion = workdir / "m_one.json", workdir / "m_one_q.json"
     measure_memfarm(["synth", "longmemeval", "--shape", "m", "--questions", "1", "--sessions", str(sessions),
@@ -155,8 +155,8 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output,
     rounds, as one long run would. With `m_sessions`, one LongMemEval-M question of that many sessions, cold,
     in full mode; with `locomo`, each backend's quality on that file too."""
     workdir = fresh_workdir(workdir)  # cold means cold: no item cache, no store from an earlier bench
-    from adapters.longmemeval import extract_questions
-    from adapters.longmemeval_synth import DISTINCT_SESSION_SHARE, write
+    from adapters.benchmarks.longmemeval.reader import extract_questions
+    from adapters.generators.longmemeval_s import DISTINCT_SESSION_SHARE, write
 
     variants = _variants(modes, embedders, backends)
     data, companion = workdir / "bench.json", workdir / "bench_q.json"

@@ -81,7 +81,7 @@ def fresh_workdir(workdir: str | Path) -> Path:
 
 def generated_longmemeval(workdir: Path, questions: int, scale: float, seed: int) -> Path:
     """A generated LongMemEval-S file whose sessions repeat about as often as the real file's."""
-    from adapters.longmemeval_synth import DISTINCT_SESSION_SHARE, write
+    from adapters.generators.longmemeval_s import DISTINCT_SESSION_SHARE, write
 
     path = workdir / "data.json"
     write(path, questions, seed=seed, scale=scale, distinct_share=DISTINCT_SESSION_SHARE)

@@ -135,8 +135,8 @@ def _encoding_speed(texts: list[str], rounds: int) -> dict:
 
 def run_determinism_bench(questions: int, scale: float, locomo: str | Path | None, locomo_items: int, mode: str,
                           speed_rounds: int, workdir: str | Path, output) -> str:
-    from adapters.longmemeval import extract_questions
-    from adapters.longmemeval_synth import write
+    from adapters.benchmarks.longmemeval.reader import extract_questions
+    from adapters.generators.longmemeval_s import write
     from coordinator.operations.processes import free_port, start_redis
 
     workdir = fresh_workdir(workdir)

@@ -101,7 +101,7 @@ def cold_longmemeval(embedder: str, backend: str, questions: int, scale: float, 
 def run_embedders_bench(*, embedders, backends, locomo: str | Path | None, conversations: int | None, modes,
                         lengths, per_length: int, rounds: int, threads: int, longmemeval_questions: int,
                         scale: float, workdir: str | Path, output: str | Path) -> str:
-    from adapters.longmemeval_synth import iter_questions
+    from adapters.generators.longmemeval_s import iter_questions
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ def run_encoders_bench(output: str | Path, rounds: int = 3, threads: int = 2, wo
     that a change in the machine's load falls on all alike; the median round is reported."""
     import torch
 
-    from adapters.longmemeval_synth import iter_questions
+    from adapters.generators.longmemeval_s import iter_questions
     from memoria.embedder import Embedder
     from memoria.onnx_backend import OnnxEmbedder
 

@@ -13,7 +13,7 @@ from coordinator.benches.common import write_bench
 
 def sample_turns(count: int, seed: int = 11) -> list[str]:
     """LongMemEval-like turns: short user turns mixed with long assistant turns."""
-    from adapters.longmemeval_synth import iter_questions
+    from adapters.generators.longmemeval_s import iter_questions
 
     texts = []
     for question in iter_questions(max(2, count // 400 + 2), seed=seed, scale=1.0):

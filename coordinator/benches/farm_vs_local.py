@@ -12,8 +12,8 @@ from coordinator.benches.common import measure_memfarm, start_workers, stop_work
 
 def run_farm_bench(questions: int, scale: float, workdir: str | Path, output) -> str:
     """Farm vs local executor as ratios, 2 workers vs 1, and the broker's per-task overhead."""
-    from adapters.longmemeval import extract_questions
-    from adapters.longmemeval_synth import write
+    from adapters.benchmarks.longmemeval.reader import extract_questions
+    from adapters.generators.longmemeval_s import write
     from coordinator.operations.processes import free_port, start_redis
 
     workdir = Path(workdir)

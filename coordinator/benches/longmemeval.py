@@ -13,8 +13,8 @@ def run_longmemeval_bench(questions: int, scale: float, rss_questions: int, work
     """Cold vs warm seconds per question on a generated file, and peak RSS against file size."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    from adapters.longmemeval import extract_questions
-    from adapters.longmemeval_synth import write
+    from adapters.benchmarks.longmemeval.reader import extract_questions
+    from adapters.generators.longmemeval_s import write
 
     data, companion, cache = workdir / "bench.json", workdir / "bench_q.json", workdir / "cache"
     write(data, questions, seed=17, scale=scale)

@@ -115,7 +115,7 @@ def _fleet(workdir: Path, data: Path, workers: int, label: str, variants) -> dic
     """The same small M file cold on 1 worker, then on `workers` under each variant."""
     import secrets
 
-    from adapters.longmemeval import extract_questions
+    from adapters.benchmarks.longmemeval.reader import extract_questions
     from coordinator.operations.processes import free_port, start_redis
 
     companion = data.with_suffix(".questions.json")
@@ -161,9 +161,9 @@ def _projection(one: dict, questions: int, ratio: float, full: dict, small_sessi
 def run_longmemeval_m_bench(questions: int, cold_questions: int, workers: int, shares: list[float], workdir,
                             output, no_claims_variant: bool = True, sessions: int | None = None,
                             cold_sessions: int | None = None) -> str:
-    from adapters.longmemeval import extract_questions
-    from adapters.longmemeval_synth import DISTINCT_SESSION_SHARE
-    from adapters.longmemeval_synth_m import SESSIONS_PER_QUESTION
+    from adapters.benchmarks.longmemeval.reader import extract_questions
+    from adapters.generators.longmemeval_s import DISTINCT_SESSION_SHARE
+    from adapters.generators.longmemeval_m import SESSIONS_PER_QUESTION
 
     full_size = sessions or SESSIONS_PER_QUESTION
     fleet_size = cold_sessions or full_size

@@ -15,7 +15,7 @@ from coordinator.benches.common import (fresh_workdir, generated_longmemeval, me
 def run_shared_embeddings_bench(questions: int, scale: float, workers: int, workdir: str | Path, output) -> str:
     """The same cold farm run on `workers` one-thread workers with their own stores, with and without
     sharing vectors through Redis: wall seconds, texts encoded, Redis memory, the same numbers."""
-    from adapters.longmemeval import extract_questions
+    from adapters.benchmarks.longmemeval.reader import extract_questions
     from coordinator.operations.processes import free_port, start_redis
 
     workdir = fresh_workdir(workdir)

@@ -13,7 +13,7 @@ from coordinator.benches.common import (fresh_workdir, generated_longmemeval, me
 def run_staging_bench(questions: int, scale: float, workdir: str | Path, output, dataset: str | None = None) -> str:
     """`memfarm submit` of a large file: its peak RSS, seconds, and what Redis holds after staging."""
     from adapters.jsonstream import iter_array
-    from adapters.longmemeval import LongMemEval
+    from adapters.benchmarks.longmemeval.reader import LongMemEval
     from coordinator.operations.processes import free_port, start_redis
     from coordinator.running.run_ledger import RunLedger, connect
     from workers.farm.staging_codec import pack

@@ -32,14 +32,14 @@ def synth_longmemeval(questions, seed, shape, scale, sessions, distinct_share, o
     """A LongMemEval-shaped file: schema, type mix, abstentions and quirks of the real one."""
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     if shape == "m":
-        from adapters import longmemeval_synth_m as M
+        from adapters.generators import longmemeval_m as M
 
         if scale != 1.0:
             raise click.UsageError("--scale is for --shape s; give --sessions for a smaller M file")
         count = M.write(output, questions, seed=seed, sessions=sessions or M.SESSIONS_PER_QUESTION,
                         distinct_share=distinct_share or M.S.DISTINCT_SESSION_SHARE)
     else:
-        from adapters.longmemeval_synth import write
+        from adapters.generators.longmemeval_s import write
 
         if sessions is not None:
             raise click.UsageError("--sessions is for --shape m; give --scale for a smaller S file")
@@ -52,7 +52,7 @@ def synth_longmemeval(questions, seed, shape, scale, sessions, distinct_share, o
 @click.option("--output", type=click.Path(dir_okay=False), required=True)
 def extract_questions(input_path, output):
     """Write the companion questions file (expected = first turn of the first answer session)."""
-    from adapters.longmemeval import extract_questions as extract
+    from adapters.benchmarks.longmemeval.reader import extract_questions as extract
 
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     click.echo(f"wrote {extract(input_path, output)} questions to {output}")
@@ -70,7 +70,8 @@ def convert():
 @click.option("--top-k", type=click.IntRange(1), default=10, show_default=True)
 def convert_locomo_command(source, target, expected, top_k):
     """LoCoMo (locomo10.json) to AdaMem JSONL episodes."""
-    from adapters.adamem_jsonl import convert_locomo, write_episodes
+    from adapters.benchmarks.adamem.episodes import write_episodes
+    from adapters.generators.locomo_to_adamem import convert_locomo
     from adapters.errors import DatasetError
 
     episodes = convert_locomo(source, expected=expected, top_k=top_k)
@@ -87,7 +88,7 @@ def convert_locomo_command(source, target, expected, top_k):
 def convert_locomo_longmemeval_command(source, target):
     """LoCoMo conversations as a LongMemEval-format file: one question per LoCoMo question, its conversation as
     the haystack, speakers as user / assistant roles, evidence sessions as answer sessions."""
-    from adapters.locomo_longmemeval import write
+    from adapters.generators.locomo_to_longmemeval import write
 
     click.echo(f"wrote {write(source, target)} questions to {target}")
 

@@ -11,7 +11,8 @@ import click
 
 from adapters.defaults import K_VALUES
 from adapters.errors import MemfarmError
-from adapters.registry import BENCHMARKS, RANKED_BENCHMARKS, default_profile
+from adapters.benchmarks import BENCHMARKS, default_profile
+from coordinator.cli.benchmark_choice import BenchmarkChoice
 from adapters.terminal import printable, printable_text
 from coordinator.cli.root import ProfileChoice, main
 from coordinator.results.compare import DEFAULT_METRICS, DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -57,7 +58,7 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
     elif explain:
         companion = None
         if questions:
-            from adapters.longmemeval import load_companion
+            from adapters.benchmarks.longmemeval.reader import load_companion
 
             companion = load_companion(questions)
         for results in loaded:
@@ -129,7 +130,7 @@ def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss,
 
 
 @main.command()
-@click.option("--benchmark", type=click.Choice(RANKED_BENCHMARKS), default="longmemeval", show_default=True)
+@click.option("--benchmark", type=BenchmarkChoice(ranked=True), default="longmemeval", show_default=True)
 @click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True)
 @click.option("--rankings", type=click.Path(exists=True, dir_okay=False), required=True,
               help='JSON lines: {"question_id": ..., "ranked": [ids, best first]}.')

@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from adapters.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_OBJECTIVE, DEFAULT_TOP_K
-from adapters.registry import BENCHMARKS
+from adapters.benchmarks import BENCHMARKS
+from coordinator.cli.benchmark_choice import BenchmarkChoice
 from adapters.systems.settings import BY_NAME, SETTINGS, Kind, Setting
 from adapters.terminal import printable
 from coordinator.cli.root import ProfileChoice, broker_option, main
@@ -81,7 +82,7 @@ def run_options(command):
         return [system_option(BY_NAME[name]) for name in names]
 
     options = [
-        click.argument("benchmark", type=click.Choice(list(BENCHMARKS))),
+        click.argument("benchmark", type=BenchmarkChoice()),
         click.option("--dataset", type=click.Path(), default=None,
                      help="The dataset file (not for adamem-synthetic); for realmem, a persona file or a folder of "
                           "them."),
@@ -131,7 +132,7 @@ def spec_from(ctx: click.Context, command: str, params: dict, farm: bool):
                 if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)}
     dataset = params.get("dataset")
     benchmark = BENCHMARKS[params["benchmark"]]
-    if dataset is not None and Path(dataset).is_dir() and not benchmark.stepped:
+    if dataset is not None and Path(dataset).is_dir() and not benchmark.reads_folders:
         raise click.BadParameter(f"{dataset!r} is a folder; {benchmark.title} takes one file", ctx=ctx,
                                  param_hint="'--dataset'")
     if dataset is not None and not Path(dataset).exists():  # named with where the benchmark's file comes from

@@ -36,7 +36,7 @@ import math
 import re
 
 from adapters import metrics as m
-from adapters import official
+from adapters.benchmarks.longmemeval import official
 from adapters.defaults import (EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE, REALMEM_PROFILE, SCORING_PROFILES,
                                profile_name)
 from adapters.errors import ResultsError

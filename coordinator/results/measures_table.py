@@ -38,7 +38,7 @@ def cell(value, width: int, digits: int = 3) -> str:
 
 def render_rows(rows: dict[str, dict]) -> list[str]:
     """The measures table: one line per ablation (or per file), the columns in the order
-    `adapters.adamem_measures` lists the six measures."""
+    `adapters.benchmarks.adamem.measures` lists the six measures."""
     head = (f"  {'ablation':<36}{'n':>4}{'passed':>7}{'EM':>7}{'F1':>7}{'in ctx':>7}{'turn R@5':>9}{'sess R@5':>9}"
             f"{'stale':>7}{'p50 ms':>8}{'p95 ms':>8}{'ctx p95':>8}{'tokens':>8}{'ent/ev':>7}{'B/ev':>8}")
     lines = [head]

@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from adapters.errors import ResultsError
-from adapters.locomo import CATEGORIES, conversation_id
+from adapters.benchmarks.locomo.reader import CATEGORIES, conversation_id
 
 _SESSION = re.compile(r"^session_(\d+)$")
 _QID = re.compile(r"^(?P<sample>.+)#(?P<n>\d+)$")

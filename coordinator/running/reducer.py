@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from adapters import defaults as harness
-from adapters.adamem_measures import run_measures
+from adapters.benchmarks.adamem.measures import run_measures
 from adapters.defaults import profile_name
 from adapters.errors import ResultsError
 from adapters.files import write_json
 from adapters.metrics import METRIC_NAMES, average
-from adapters.registry import BENCHMARKS
+from adapters.benchmarks import BENCHMARKS
 from coordinator.running.run_files import RESULTS_FORMAT, Manifest, Results
 from memoria import defaults as engine
 from workers.item.run_context import RunContext

@@ -16,7 +16,8 @@ from adapters.defaults import (DEFAULT_MAX_ATTEMPTS, DEFAULT_TOP_K, EMBEDDING_ST
                                EXPECTED_TEXT_PROFILE, K_VALUES)
 from adapters.errors import MemfarmError
 from adapters.files import content_hash, dataset_checksums
-from adapters.registry import Benchmark, benchmark, default_profile
+from adapters.benchmarks import Benchmark, benchmark, default_profile
+from adapters.benchmarks.contract import warns
 from adapters.systems import SYSTEMS, describe, make_system
 from adapters.systems.contract import signature_of
 from adapters.systems.settings import BY_NAME, SETTINGS, Kind, Setting, default
@@ -101,10 +102,10 @@ class RunSpec:
             refuse("dataset", f"is not used: {self.benchmark} is built in")
         if self.benchmark != "longmemeval":
             refuse("questions", "is the LongMemEval companion file; it means nothing for " + self.benchmark)
-        if info.scoring == "ids" and self.scoring_profile not in info.profiles:
+        if info.ranked and self.scoring_profile not in info.profiles:
             raise MemfarmError(f"--scoring-profile {self.scoring_profile} does not apply to {self.benchmark}; "
                                f"its profiles: {', '.join(info.profiles)}")
-        if info.scoring == "substrings":
+        if not info.ranked:
             if self.system_name != info.system:
                 raise MemfarmError(f"{self.benchmark} episodes are observed by {SYSTEMS[info.system].title}; "
                                    f"--system must be {info.system}")
@@ -167,7 +168,7 @@ class RunSpec:
                             "so no item has one state to cache")
         if self.benchmark == "longmemeval" and self.questions is None and self.scoring_profile == EXPECTED_TEXT_PROFILE:
             warnings.append("no --questions file; turn gold is the first turn of each answer session")
-        if info.stepped and self.dataset:  # a file the adapter does not know (RealMem: by checksum) runs, named
+        if self.dataset and warns(info.reader):  # a file the reader does not know (RealMem's, by checksum) runs, named
             warnings += self.open_dataset().warnings()
         return warnings
 
@@ -220,7 +221,7 @@ class RunSpec:
     def ablations(self) -> list["RunSpec"]:
         """One spec per AdaMem ablation when `--ablation all` (the default for AdaMem episodes), else itself."""
         system = SYSTEMS.get(self.system_name)
-        wants_all = self.ablation == "all" or (self.ablation is None and self.info.scoring == "substrings")
+        wants_all = self.ablation == "all" or (self.ablation is None and not self.info.ranked)
         if system is None or not system.ablations or not wants_all:
             return [self]
 
@@ -311,8 +312,8 @@ class RunSpec:
             "dataset_file_checksums": file_checksums or None,
             "system_config": system_config,
             "embedding_signature": embedding_signature,
-            "scoring_profile": self.scoring_profile if info.scoring == "ids" else None,
-            "top_k": self.top_k if info.scoring == "ids" else None,
+            "scoring_profile": self.scoring_profile if info.ranked else None,
+            "top_k": self.top_k if info.ranked else None,
             "k_values": K_VALUES,
             "rendering": info.rendering,
             "cache_dir": str(Path(cache_dir).resolve()) if cache_dir else None,

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from adapters.defaults import MAX_JSON_DEPTH, MAX_SESSIONS_PER_ITEM
 from adapters.errors import DatasetError
-from adapters.longmemeval import LongMemEval
-from adapters.longmemeval_synth import generate
+from adapters.benchmarks.longmemeval.reader import LongMemEval
+from adapters.generators.longmemeval_s import generate
 from coordinator.running.local_executor import run_items
 from coordinator.running.reducer import reduce_run, write_results
 from workers.item.run_context import RunContext
@@ -182,7 +182,7 @@ def locomo_damage(draw):
                     reason="the real LoCoMo file is not here (set MEMFARM_SHARED_DATA)")
 @given(locomo_damage())
 def test_damaged_locomo_files_name_the_harm_and_score_nothing_damaged(tmp_path_factory, case):
-    from adapters.locomo import LoCoMo
+    from adapters.benchmarks.locomo.reader import LoCoMo
 
     data, index, kind = case
     note(f"damage {kind} on conversation {index}")

@@ -3,7 +3,6 @@
 import pytest
 
 from adapters.records import candidate, expected_rank, failed_records, judged_record, question_record
-from adapters.registry import BENCHMARKS, Benchmark
 from coordinator.running.reducer import default_output, summarize
 
 K = (1, 3)
@@ -69,28 +68,3 @@ def test_default_output_names_benchmark_system_and_mode_safely():
     assert path.name.startswith("locomo_my-sys_adamem-full_") and path.suffix == ".json"
 
 
-def test_the_registry_hands_the_profile_and_companion_to_the_adapter():
-    seen = {}
-
-    class Recorder:
-        def __init__(self, dataset, **options):
-            seen.update(dataset=dataset, **options)
-
-    import sys
-    import types
-
-    module = types.ModuleType("recording_adapter")
-    module.Recorder = Recorder
-    sys.modules["recording_adapter"] = module
-    try:
-        Benchmark("longmemeval", "t", "s", "question", "ids", "recording_adapter:Recorder").open("d", "q", "longmemeval-official")
-        assert seen == {"dataset": "d", "companion": "q", "profile": "longmemeval-official"}
-        seen.clear()
-        Benchmark("locomo", "t", "s", "conversation", "ids", "recording_adapter:Recorder").open("d", None,
-                                                                                                  "expected-text")
-        assert seen == {"dataset": "d", "profile": "expected-text"}
-    finally:
-        del sys.modules["recording_adapter"]
-    assert BENCHMARKS["longmemeval"].open("x.json", None, "longmemeval-official").profile == "longmemeval-official"
-    assert BENCHMARKS["longmemeval"].profiles == ("expected-text", "longmemeval-official")
-    assert BENCHMARKS["locomo"].profiles == ("expected-text",)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from adapters.errors import DatasetError, MemfarmError
 from adapters.files import replacing, write_json
-from adapters.longmemeval_synth import write_array
+from adapters.generators.longmemeval_s import write_array
 from coordinator.cli import main
 
 
@@ -135,13 +135,13 @@ def test_a_file_with_nothing_to_convert_is_an_error_and_writes_nothing(tmp_path,
         assert "nothing" in result.output or "no query" in result.output or "no question" in result.output
         assert not target.exists()
     with pytest.raises(DatasetError):
-        from adapters.locomo_longmemeval import write
+        from adapters.generators.locomo_to_longmemeval import write
         write(source, tmp_path / "c.json")
 
 
 @pytest.mark.parametrize("share", [0.01, 0.015, 0.02, 0.3, 0.804, 0.99])
 def test_the_distinct_share_asked_for_is_the_one_solved_for_even_below_0_02(share):
-    from adapters.longmemeval_synth import _draws_per_session
+    from adapters.generators.longmemeval_s import _draws_per_session
 
     x = _draws_per_session(share)
     assert (1 - math.exp(-x)) / x == pytest.approx(share, rel=1e-6)

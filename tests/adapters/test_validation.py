@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from adapters.defaults import MAX_SESSIONS_PER_ITEM, MAX_TEXT_CHARS, MAX_TURNS_PER_ITEM
-from adapters.longmemeval import LongMemEval
+from adapters.benchmarks.longmemeval.reader import LongMemEval
 from coordinator.cli import main
 from coordinator.results.score import score_rankings
 from tests.helpers import write_dataset
@@ -177,7 +177,7 @@ def _locomo_conversation(sid, sessions, turns_per_session=1):
     (2, MAX_TURNS_PER_ITEM // 2 + 1, f"holds {MAX_TURNS_PER_ITEM + 2} turns, more than the {MAX_TURNS_PER_ITEM}"),
 ])
 def test_locomo_a_conversation_past_the_limits_fails_alone_naming_the_count(tmp_path, sessions, per_session, words):
-    from adapters.locomo import LoCoMo
+    from adapters.benchmarks.locomo.reader import LoCoMo
 
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps([_locomo_conversation("big", sessions, per_session), _locomo_conversation("ok", 2)]))
@@ -188,7 +188,7 @@ def test_locomo_a_conversation_past_the_limits_fails_alone_naming_the_count(tmp_
 
 
 def test_locomo_a_malformed_question_is_excluded_and_a_bad_turn_text_is_named(tmp_path, locomo_path):
-    from adapters.locomo import LoCoMo
+    from adapters.benchmarks.locomo.reader import LoCoMo
 
     data = json.loads(locomo_path.read_text())[:2]
     data[0]["qa"][0]["question"] = 42
@@ -208,7 +208,8 @@ def test_locomo_a_malformed_question_is_excluded_and_a_bad_turn_text_is_named(tm
 
 
 def test_adamem_episodes_a_malformed_episode_fails_alone_naming_its_field(tmp_path):
-    from adapters.adamem_jsonl import EpisodeFile, synthetic_suite, write_episodes
+    from adapters.benchmarks.adamem.episodes import EpisodeFile, write_episodes
+    from adapters.benchmarks.adamem.synthetic import synthetic_suite
 
     episodes = synthetic_suite()
     episodes[0]["observations"][1]["content"] = 42

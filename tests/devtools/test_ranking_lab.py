@@ -6,8 +6,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from adapters.locomo_longmemeval import write
-from adapters.official import PROFILE as OFFICIAL
+from adapters.generators.locomo_to_longmemeval import write
+from adapters.benchmarks.longmemeval.official import PROFILE as OFFICIAL
 from coordinator.running.local_executor import run_local
 from coordinator.running.spec import RunSpec
 from devtools.__main__ import devtools

@@ -139,7 +139,7 @@ def test_a_full_system_encodes_sentence_vectors_for_its_candidates_only_and_not_
 def _locomo_turns(path, sessions: int):
     """The first `sessions` sessions of the first real LoCoMo conversation: (text, metadata) as the adapter
     renders them, and that conversation's questions."""
-    from adapters.locomo import render
+    from adapters.benchmarks.locomo.reader import render
 
     conversation = json.loads(path.read_text(encoding="utf-8"))[0]
     turns = [(render(turn), {"speaker": turn["speaker"], "session_index": number})

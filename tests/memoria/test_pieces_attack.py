@@ -438,7 +438,7 @@ def test_a_full_item_s_cache_entry_is_stored_again_with_its_candidates_pieces_an
         tmp_path, monkeypatch):
     """Cold: the state is cached after ingest (no pieces yet), the questions encode their candidates' pieces, and
     the entry is stored again holding them. Warm: restored, the same rankings, no piece encoded, nothing stored."""
-    from adapters.longmemeval import LongMemEval
+    from adapters.benchmarks.longmemeval.reader import LongMemEval
     from tests.helpers import write_dataset
     from workers.item.cache_key import CACHE_KEY_ENV
     from workers.item.evaluate import evaluate_item

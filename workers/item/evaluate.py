@@ -14,13 +14,13 @@ import socket
 import time
 from contextlib import contextmanager
 
-from adapters.adamem_jsonl import evaluate_episode
-from adapters.adamem_measures import query_measures, timed_context
+from adapters.benchmarks.adamem.judge import evaluate_episode
+from adapters.benchmarks.adamem.measures import query_measures, timed_context
 from adapters.contracts import DOC_PROPS, TASK_FIELDS
 from adapters.defaults import CONTEXT_ENTRIES, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K, K_VALUES
 from adapters.files import content_hash
 from adapters.hits import clean_hits
-from adapters.official import PROFILE as OFFICIAL
+from adapters.benchmarks.longmemeval.official import PROFILE as OFFICIAL
 from adapters.records import candidate, failure_outcome, outcome, question_record
 from adapters.systems.contract import (adds_on_ingest, build_identity_of, close_system, context_packer_of,
                                        counters_of, diagnostics_of, encoder_ahead_of, grows_while_asked,

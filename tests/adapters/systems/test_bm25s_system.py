@@ -50,7 +50,7 @@ def test_scores_are_bm25s_own_on_real_locomo_questions(locomo_path, system_of):
     import bm25s
     import Stemmer
 
-    from adapters.locomo import LoCoMo
+    from adapters.benchmarks.locomo.reader import LoCoMo
     from workers.item.evaluate import make_docs
 
     item = next(iter(LoCoMo(locomo_path).iter_items()))

@@ -291,7 +291,7 @@ def test_a_server_is_given_exactly_what_an_in_process_system_is_given(server, tm
 def test_a_worker_refuses_a_server_that_changed_since_the_run_was_staged(server):
     from types import SimpleNamespace
 
-    from tests.workers.test_refusals import staged_run
+    from tests.workers.farm.test_refusals import staged_run
     from workers.farm.tasks import incompatibility
 
     good = server("good")

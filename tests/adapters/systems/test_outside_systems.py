@@ -109,7 +109,7 @@ def test_mnem_labels_keep_items_apart_and_its_switch_is_put_back(embedder, monke
 def test_a_vendor_error_fails_its_item_and_unknown_or_repeated_hits_are_dropped(embedder, tmp_path):
     need("pymnem", "mnem")
     from adapters.defaults import DEFAULT_SCORING_PROFILE, K_VALUES
-    from adapters.longmemeval import LongMemEval
+    from adapters.benchmarks.longmemeval.reader import LongMemEval
     from adapters.systems.mnem_system import MnemSystem
     from coordinator.running.local_executor import run_items
     from workers.item.evaluate import evaluate_item

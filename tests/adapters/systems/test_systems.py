@@ -5,10 +5,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from adapters.adamem_jsonl import evaluate_episode, read_episodes, synthetic_suite, write_episodes
+from adapters.benchmarks.adamem.episodes import read_episodes, write_episodes
+from adapters.benchmarks.adamem.judge import evaluate_episode
+from adapters.benchmarks.adamem.synthetic import synthetic_suite
 from adapters.systems import make_system
 from adapters.systems.adamem import ABLATIONS, AdaMem
-from adapters.adamem_jsonl import SyntheticSuite
+from adapters.benchmarks.adamem.episodes import SyntheticSuite
 from coordinator.cli import main
 from adapters.errors import MemfarmError
 from tests.helpers import skip_outside_ci, write_dataset

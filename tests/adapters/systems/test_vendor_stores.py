@@ -58,7 +58,7 @@ def scratch(tmp_path, monkeypatch):
 
 def test_mempalace_keeps_open_files_flat_across_items_and_close_leaves_nothing(scratch, tmp_path):
     need("mempalace", "mempalace")
-    from adapters.longmemeval import LongMemEval
+    from adapters.benchmarks.longmemeval.reader import LongMemEval
     from adapters.systems.mempalace_system import MemPalaceSystem
     from workers.item.evaluate import evaluate_item
 

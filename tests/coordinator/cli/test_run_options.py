@@ -7,7 +7,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from adapters.longmemeval import extract_questions
+from adapters.benchmarks.longmemeval.reader import extract_questions
 from coordinator.cli import main
 from coordinator.cli.run import settings_options, spec_from
 from memoria import defaults

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from adapters.defaults import K_VALUES
 from adapters.errors import ResultsError
-from adapters.longmemeval import LongMemEval
-from adapters.longmemeval_synth import write as synth_write
+from adapters.benchmarks.longmemeval.reader import LongMemEval
+from adapters.generators.longmemeval_s import write as synth_write
 from adapters.records import candidate, question_record
 from coordinator.cli import main
 from coordinator.results.analyze import load_results

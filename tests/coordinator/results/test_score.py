@@ -3,7 +3,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from adapters.longmemeval import extract_questions
+from adapters.benchmarks.longmemeval.reader import extract_questions
 from coordinator.cli import main
 from coordinator.results.score import export_rankings
 from tests.helpers import write_dataset

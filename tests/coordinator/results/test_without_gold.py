@@ -3,12 +3,12 @@ closing table says how many such questions its means hold."""
 
 import json
 
-from adapters.longmemeval import LongMemEval
+from adapters.benchmarks.longmemeval.reader import LongMemEval
 from coordinator.results.report import metrics_table
 from coordinator.results.score import score_rankings
 from coordinator.running.reducer import reduce_run
 from workers.item.run_context import RunContext
-from tests.adapters.test_longmemeval import _raw
+from tests.adapters.benchmarks.longmemeval.test_reader import _raw
 
 
 def _results(tmp_path, profile):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from adapters.registry import BENCHMARKS
+from adapters.benchmarks import BENCHMARKS
 from coordinator.results.optimize import load_weights
 from coordinator.running.spec import RunSpec
 from memoria import defaults

@@ -12,7 +12,7 @@ import zlib
 import pytest
 from click.testing import CliRunner
 
-from adapters.longmemeval import extract_questions
+from adapters.benchmarks.longmemeval.reader import extract_questions
 from coordinator.cli import main
 from coordinator.running.farm_run import reduce_farm_run, watch
 from coordinator.running.run_ledger import RunLedger, connect

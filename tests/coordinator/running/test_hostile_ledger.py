@@ -14,7 +14,7 @@ import redis
 from click.testing import CliRunner
 
 from adapters.errors import MemfarmError
-from adapters.longmemeval import LongMemEval
+from adapters.benchmarks.longmemeval.reader import LongMemEval
 from coordinator.cli import main
 from coordinator.running.farm_run import (heal_orphans, progress, recover_lost, reduce_farm_run, resume,
                                           retry_failed, run_summaries, stage_run)

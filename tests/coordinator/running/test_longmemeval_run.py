@@ -4,7 +4,7 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from adapters.longmemeval import LongMemEval, extract_questions
+from adapters.benchmarks.longmemeval.reader import LongMemEval, extract_questions
 from adapters.systems.memoria_system import MemoriaSystem
 from coordinator.cli import main
 from workers.item.cache import ItemCache
@@ -24,7 +24,7 @@ MANIFEST_KEYS = {"dataset", "arguments", "commit", "vector_store", "retrieval", 
 
 def _run(*args):
     """A run under the expected-text profile (every turn indexed), the profile these tests recompute;
-    the official profile, the default, has its own end-to-end tests (tests/adapters/test_official.py)."""
+    the official profile, the default, has its own end-to-end tests (tests/adapters/benchmarks/longmemeval/test_official.py)."""
     result = CliRunner().invoke(main, ["run", "longmemeval", "--profile", "expected-text", *map(str, args)])
     return result
 
@@ -294,7 +294,7 @@ def test_a_cache_that_cannot_be_written_is_a_miss_never_a_failed_item(tmp_path, 
 _WORKER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from adapters.longmemeval import LongMemEval
+from adapters.benchmarks.longmemeval.reader import LongMemEval
 from adapters.systems.memoria_system import MemoriaSystem
 from workers.item.cache import ItemCache
 from workers.item.evaluate import evaluate_item

@@ -70,7 +70,7 @@ def test_a_vendor_panic_fails_its_item_and_the_local_run_completes(tmp_path):
 
 
 def test_a_request_to_stop_is_not_an_item_failure(tmp_path):
-    from adapters.longmemeval import LongMemEval
+    from adapters.benchmarks.longmemeval.reader import LongMemEval
     from workers.item.evaluate import evaluate_item
 
     data = write_dataset(tmp_path / "lme.json", questions=1, seed=5, scale=0.02)

@@ -1,0 +1,96 @@
+"""Every benchmark the farm runs, registered by declaration: one folder each under `adapters/benchmarks/`.
+
+A benchmark's folder holds its reader, its gold rules, its scoring profile where it has one of its own, and its
+declaration: its `__init__` calls `register(Benchmark(...))` (`contract.Benchmark`) beside the class it names.
+The folders are imported the first time the registry is read, so a reader may import `adapters.benchmarks.*`
+freely. Adding a benchmark touches its folder and nothing else (docs/contributing.md, "Add a benchmark").
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterator, Mapping
+
+from adapters.benchmarks.contract import Benchmark, Kind
+from adapters.defaults import DEFAULT_SCORING_PROFILE
+from adapters.errors import MemfarmError
+
+__all__ = ["BENCHMARKS", "Benchmark", "Kind", "benchmark", "declaration_of", "default_profile", "ranked_benchmarks", "register"]
+
+_REGISTERED: dict[str, Benchmark] = {}
+_loaded = False
+
+
+def register(declared: Benchmark) -> Benchmark:
+    """Add `declared` to the registry; a second benchmark of one name is refused."""
+    known = _REGISTERED.get(declared.name)
+    if known is not None and known != declared:
+        raise MemfarmError(f"benchmark {declared.name!r} is declared twice ({known.reader.__module__} and "
+                           f"{declared.reader.__module__})")
+    _REGISTERED[declared.name] = declared
+    return declared
+
+
+def unregister(name: str) -> None:
+    """Take a benchmark out of the registry (a test's own benchmark, once the test is done)."""
+    _REGISTERED.pop(name, None)
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if module.ispkg:
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+class _Registry(Mapping):
+    """The registered benchmarks by name, read live: a benchmark registered later is seen at once."""
+
+    def __getitem__(self, name: str) -> Benchmark:
+        _load()
+        return _REGISTERED[name]
+
+    def __iter__(self) -> Iterator[str]:  # by name: the order folders happen to be imported in is no order
+        _load()
+        return iter(sorted(_REGISTERED))
+
+    def __len__(self) -> int:
+        _load()
+        return len(_REGISTERED)
+
+    def __repr__(self) -> str:
+        return f"BENCHMARKS({', '.join(self)})"
+
+
+#: Every registered benchmark by name.
+BENCHMARKS: Mapping[str, Benchmark] = _Registry()
+
+
+def ranked_benchmarks() -> tuple[str, ...]:
+    """The benchmarks scored from ranked ids (the ones the per-item cache and `memfarm score` serve)."""
+    return tuple(name for name, b in BENCHMARKS.items() if b.ranked)
+
+
+def declaration_of(reader: type) -> Benchmark:
+    """The benchmark that declares `reader` as its reader (a reader built by hand, outside `Benchmark.open`)."""
+    found = [b for b in BENCHMARKS.values() if b.reader is reader]
+    if len(found) != 1:
+        raise TypeError(f"{reader.__qualname__}: declared by {len(found)} benchmarks; open it through one "
+                        "(BENCHMARKS[name].open) instead")
+    return found[0]
+
+
+def default_profile(name: str) -> str:
+    """The scoring profile of a run of benchmark `name` that names none."""
+    return BENCHMARKS[name].default_profile if name in BENCHMARKS else DEFAULT_SCORING_PROFILE
+
+
+def benchmark(name: str) -> Benchmark:
+    try:
+        return BENCHMARKS[name]
+    except KeyError:
+        raise MemfarmError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}") from None

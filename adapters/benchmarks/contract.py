@@ -1,0 +1,141 @@
+"""The contract of a benchmark, declared once: what every benchmark provides, and what it may.
+
+A benchmark is a folder of `adapters/benchmarks/` whose `__init__` declares it: a `Benchmark` (its name,
+source, item unit, kind, scoring profiles, how its turns are rendered) naming its reader class, handed to
+`adapters.benchmarks.register`. The reader is built as `reader(path, benchmark=..., profile=...)` (a reader built by hand finds its
+declaration with `adapters.benchmarks.declaration_of`) and
+provides `Dataset`: every item id once (`scan`), then the items as a stream (`iter_items`), each with its
+docs' turns, its questions and their gold (`adapters.contracts.Item`). Its kind is one declared value
+(`Kind`); anything more a reader can do is an optional capability, each its own protocol below, asked
+through its helper, never by a benchmark's name or by probing attributes elsewhere.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from adapters.contracts import Item
+from adapters.defaults import DEFAULT_SCORING_PROFILE
+
+
+class Kind(str, enum.Enum):
+    """How a benchmark's items are asked: the one value the runner, the worker and the reducer branch on."""
+
+    #: Every question of an item is asked of one memory built from the whole item (LongMemEval, LoCoMo); such an
+    #: item has one state a cache can hold.
+    WHOLE_HISTORY = "whole-history"
+    #: Memory grows in steps and questions are asked between them (RealMem); no item has one state to cache.
+    STEPPED = "stepped"
+    #: Observations and queries judged by expected and forbidden substrings of what is retrieved (AdaMem).
+    EPISODES = "episodes"
+
+
+@runtime_checkable
+class Dataset(Protocol):
+    """What every benchmark's reader provides."""
+
+    path: Path | None
+
+    def scan(self) -> list[str]:
+        """Every item id once, in order; a duplicate is refused naming both places."""
+
+    def iter_items(self, limit: int | None = None) -> Iterator[Item]:
+        """The items as a stream; a malformed one is an item with `error` and `field`, never an exception."""
+
+
+@runtime_checkable
+class TakesCompanion(Protocol):
+    """The reader reads a companion file beside its dataset (LongMemEval's extracted questions, `--questions`)."""
+
+    def use_companion(self, path: str | Path | None) -> None: ...
+
+
+@runtime_checkable
+class Warns(Protocol):
+    """The reader has something to say about a file before a run (a file it does not know by its checksum)."""
+
+    def warnings(self) -> list[str]: ...
+
+
+def _declares(obj, protocol) -> bool:
+    """Whether `obj` has every member of `protocol`, looked up without running any."""
+    members = [name for name in protocol.__dict__ if not name.startswith("_")]
+    return all(_has(obj, name) for name in members)
+
+
+def _has(obj, name: str) -> bool:
+    try:
+        inspect.getattr_static(obj, name)
+    except AttributeError:
+        return False
+    return True
+
+
+def companion_of(dataset):
+    """`dataset` where it takes a companion file, else None."""
+    return dataset if _declares(dataset, TakesCompanion) else None
+
+
+def warns(reader) -> bool:
+    """Whether a reader (or its class) has something to say about its files before a run (`Warns`)."""
+    return _declares(reader, Warns)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark as data: its key, title, source, item unit, kind, reader, and how it is scored and rendered."""
+
+    name: str
+    title: str
+    source: str
+    item_unit: str
+    kind: Kind
+    #: The reader class (`Dataset`): built as `reader(path, benchmark=self, profile=...)`.
+    reader: type
+    needs_dataset: bool = True
+    #: `--dataset` may be a folder of files, one item a file (RealMem's personas).
+    reads_folders: bool = False
+    #: The record fields results are grouped by, comma-separated (RealMem: by category and by persona).
+    group_key: str | None = "question_type"
+    rendering: str = "turn content as-is"
+    #: Scoring profiles computed for every question of the benchmark (`adapters.profiles`; the first is the default).
+    profiles: tuple[str, ...] = (DEFAULT_SCORING_PROFILE,)
+    #: The profile of a run that names none.
+    default_profile: str = DEFAULT_SCORING_PROFILE
+    #: The system of a run that names none (AdaMem episodes are observed by AdaMem).
+    system: str = "memoria"
+    #: Every profile scores the one corpus a run gives its system, on the same gold (RealMem: only the DCG differs),
+    #: so each profile's numbers are its own; elsewhere a profile other than the chosen one is on a foreign corpus.
+    shared_corpus: bool = False
+    #: Memoria `full`'s weights tuned for this benchmark (a file of `adapters/weights/`), taken by a run of full with
+    #: MiniLM that names no --weights; None: the engine's own.
+    memoria_weights: str | None = None
+    #: A title for its results where the file is not the published benchmark (a generated stand-in); None: `title`.
+    description: str = ""
+
+    @property
+    def stepped(self) -> bool:
+        """Memory grows in steps and questions are asked between them."""
+        return self.kind is Kind.STEPPED
+
+    @property
+    def ranked(self) -> bool:
+        """Scored from ranked ids (the benchmarks the per-item cache and `memfarm score` serve)."""
+        return self.kind is not Kind.EPISODES
+
+    def memoria_weights_file(self) -> Path | None:
+        return Path(__file__).parent.parent / "weights" / self.memoria_weights if self.memoria_weights else None
+
+    def open(self, dataset: str | Path | None, questions: str | Path | None = None,
+             profile: str = DEFAULT_SCORING_PROFILE) -> Dataset:
+        """The reader of `dataset`: it streams items and knows its gold rules."""
+        reader = self.reader(dataset, benchmark=self, profile=profile)
+        taker = companion_of(reader)
+        if taker is not None:
+            taker.use_companion(questions)
+        return reader
