@@ -50,6 +50,13 @@ KNOWN_FILES = {
 }
 
 
+def question_id(pid: str, query: str | int) -> str:
+    """A query's id in results, `<persona>:<query>`, one to one: a `\\` or `:` in the persona's name is escaped with
+    `\\`, so the first bare `:` always ends the name (`Ann:Q` + `1` and `Ann` + `Q:1` stay two questions)."""
+    escaped = pid.replace("\\", "\\\\").replace(":", "\\:")
+    return f"{escaped}:{query}"
+
+
 def persona_id(data, file: Path) -> str:
     """A persona's item id: its `_metadata.person_name`, else the file's name up to `_dialogues`."""
     meta = data.get("_metadata") if isinstance(data, dict) else None
@@ -109,6 +116,7 @@ def persona_item(data, pid: str) -> Item:
     turn_lists = [s.get("dialogue_turns") for s in sessions]
     check_size(where, len(sessions), sum(len(t) for t in turn_lists if isinstance(t, list)), "dialogues")
     ids, position = _session_ids(sessions, where)
+    query_ids: dict[str, str] = {}
     turns: list[Turn] = []
     questions: list[Question] = []
     stats = {"sessions": len(sessions), "empty_turns_skipped": 0}
@@ -123,6 +131,10 @@ def persona_item(data, pid: str) -> Item:
             speaker = check_text(turn.get("speaker"), twhere, "speaker")
             if turn.get("is_query") is True:
                 question = _question(pid, session_turns, n, sid, step, position, ids, swhere, date, sessions)
+                if question["question_id"] in query_ids:
+                    raise BadField(f"{twhere}: query_id {turn.get('query_id')!r} is also the query of "
+                                   f"{query_ids[question['question_id']]}", "query_id")
+                query_ids[question["question_id"]] = twhere
                 question["gold_by_profile"] = {REALMEM_PROFILE: {
                     "sessions": question["gold_sessions"], "turns": question["gold_turns"],
                     "scored": not question.get("excluded")}}
@@ -166,7 +178,7 @@ def _question(pid: str, turns: list[dict], n: int, sid: str, step: int, position
     query = turns[n]
     qid = query.get("query_id")
     question: Question = {
-        "question_id": f"{pid}:{qid}" if isinstance(qid, (str, int)) and str(qid).strip() else f"{pid}:{sid}#{n}",
+        "question_id": question_id(pid, qid if isinstance(qid, (str, int)) and str(qid).strip() else f"{sid}#{n}"),
         "question": query["content"],
         "question_date": date,
         "question_type": str(query.get("category_name") or "uncategorised"),
@@ -201,21 +213,27 @@ def _question(pid: str, turns: list[dict], n: int, sid: str, step: int, position
     gold_sessions = list(dict.fromkeys(ids[position[u]][0] for u in uuids))
     question["gold_sessions"] = gold_sessions
     question["expected_ids"] = gold_sessions
-    turns_gold, problem = _turn_gold(answer.get("memory_used"), position, ids, sessions)
+    turns_gold, problem = _turn_gold(answer.get("memory_used"), position, ids, sessions, set(uuids))
     question["gold_turns"] = turns_gold
     question["details"]["turn_gold"] = problem or "every memory point names its source turn"
     return question
 
 
 def _turn_gold(points, position: dict[str, int], ids: list[tuple[str, str]],
-               sessions: list[dict]) -> tuple[list[str], str | None]:
-    """The turns the answer's memory points came from, or ([], why not)."""
+               sessions: list[dict], gold_uuids: set[str]) -> tuple[list[str], str | None]:
+    """The turns the answer's memory points came from, or ([], why not).
+
+    A point may only name a session of the answer's own `memory_session_uuids`, which are already known to be in
+    the past: a point naming any other session (the query's own, a later one) would be turn gold memory never
+    holds when the query is asked, so the query keeps its session gold and has no turn gold."""
     if not isinstance(points, list) or not points:
         return [], "the answer lists no memory points"
     gold = []
     for point in points:
         if not isinstance(point, dict) or point.get("session_uuid") not in position:
             return [], "a memory point names no known session"
+        if point["session_uuid"] not in gold_uuids:
+            return [], "a memory point names a session that is not among the answer's memory_session_uuids"
         step = position[point["session_uuid"]]
         source = _source_turn(sessions[step], point.get("content"))
         if source is None:

@@ -181,3 +181,43 @@ def test_a_folder_without_persona_files_and_a_file_that_is_not_json_are_named(tm
     (tmp_path / "p.json").write_text("{not json")
     with pytest.raises(DatasetError, match="p.json: cannot read the RealMem persona file"):
         RealMem(tmp_path).scan()
+
+
+def test_a_repeated_query_id_fails_only_its_persona_naming_the_query(tmp_path):
+    repeated = two_sessions(assistant("In Lisbon.", ["u1"]))
+    repeated["dialogues"][1]["dialogue_turns"] += [user("And where do I work?", "Q-1"), assistant("In Porto.", ["u1"])]
+    (tmp_path / "a.json").write_text(json.dumps(repeated))
+    (tmp_path / "b.json").write_text(json.dumps({**two_sessions(assistant("In Lisbon.", ["u1"])),
+                                                 "_metadata": {"person_name": "Other"}}))
+    failed, kept = RealMem(tmp_path).iter_items()
+    assert failed["item_id"] == "Tester" and failed["field"] == "query_id"
+    assert "session Topic:S2: turn 2: query_id 'Q-1' is also the query of" in failed["error"]
+    assert str(tmp_path / "a.json") in failed["error"]
+    assert "error" not in kept and [q["question_id"] for q in kept["questions"]] == ["Other:Q-1"]
+
+
+def test_question_ids_of_two_personas_never_collide_through_a_colon(tmp_path):
+    ann = two_sessions(assistant("In Lisbon.", ["u1"]))
+    ann["dialogues"][1]["dialogue_turns"][0]["query_id"] = "Q:1"
+    ann_q = two_sessions(assistant("In Lisbon.", ["u1"]))
+    ann_q["dialogues"][1]["dialogue_turns"][0]["query_id"] = "1"
+    (tmp_path / "a.json").write_text(json.dumps({**ann, "_metadata": {"person_name": "Ann"}}))
+    (tmp_path / "b.json").write_text(json.dumps({**ann_q, "_metadata": {"person_name": "Ann:Q"}}))
+    ids = [q["question_id"] for item in RealMem(tmp_path).iter_items() for q in item["questions"]]
+    assert ids == ["Ann:Q:1", "Ann\\:Q:1"] and len(set(ids)) == 2
+
+
+@pytest.mark.parametrize("used_uuid", ["u2", "u3"])
+def test_turn_gold_from_the_querys_own_or_a_later_session_is_never_scored(tmp_path, used_uuid):
+    """The session gold is in the past, but a memory point names the query's own session (u2) or a later one (u3):
+    such turn gold is not held by memory when the query is asked, so the query has no turn gold."""
+    data = two_sessions(assistant("In Lisbon.", ["u1"], [point(used_uuid, "asks", "Where do I live?")]))
+    data["dialogues"][1]["extracted_memory"] = [point("u2", "asks", "Where do I live?")]
+    data["dialogues"].append(session("Topic:S3", "u3", [user("Where do I live?"), assistant("Lisbon.")],
+                                     [point("u3", "asks", "Where do I live?")]))
+    [item] = items_of(tmp_path, data)
+    [question] = item["questions"]
+    assert question["gold_sessions"] == ["Topic:S1"] and question["gold_turns"] == []
+    assert question["gold_by_profile"]["realmem"]["turns"] == []
+    assert question["details"]["turn_gold"] == ("a memory point names a session that is not among the answer's "
+                                                "memory_session_uuids")
