@@ -1,6 +1,5 @@
 """Attacks on a `cluster up` farm that still break it, each as its holder of one Redis password would make it."""
 
-import base64
 import json
 import os
 import subprocess
@@ -14,6 +13,7 @@ from coordinator.cli import main
 from coordinator.operations.processes import process_alive as alive
 from coordinator.running.run_ledger import connect
 from tests.farm_support import REPO, wait_for
+from tests.poisoned_messages import POISONS
 from workers.farm.app import make_monitor_app
 
 from tests.farm_support import cluster_up
@@ -67,32 +67,6 @@ def test_a_malformed_task_message_from_a_worker_password_stops_no_worker(tmp_pat
         CliRunner().invoke(main, ["cluster", "down", "--state-dir", str(tmp_path / "state")])
 
 
-def _nested(depth: int):
-    value = 1
-    for _ in range(depth):
-        value = [value]
-    return value
-
-
-def _body(value) -> str:
-    return base64.b64encode(json.dumps(value).encode()).decode()
-
-
-#: One field of a queued message changed, as a worker's password may push it back: each stopped every worker
-#: that read it, and every restart of it, until the message was checked field by field.
-POISONED = {
-    "headers.task": lambda m: m["headers"].update(task=["memfarm.evaluate_item"]),
-    "headers.id": lambda m: m["headers"].update(id={"a": 1}),
-    "headers.timelimit": lambda m: m["headers"].update(timelimit="abc"),
-    "headers.timelimit ": lambda m: m["headers"].update(timelimit=[1, 2, 3]),
-    "headers.timelimit  ": lambda m: m["headers"].update(timelimit=[-1, -1]),
-    "headers.stamped_headers": lambda m: m["headers"].update(stamped_headers=5, stamps="str"),
-    "body": lambda m: m.update(body=_body({"a": 1})),
-    "headers.origin": lambda m: m["headers"].update(origin=_nested(500)),
-    "properties.delivery_info.routing_key": lambda m: m["properties"]["delivery_info"].update(routing_key="memfarm:x"),
-}
-
-
 @pytest.mark.slow
 def test_a_queued_message_poisoned_in_any_field_is_dropped_counted_and_the_worker_serves_on(tmp_path, workers,
                                                                                             monkeypatch):
@@ -111,7 +85,7 @@ def test_a_queued_message_poisoned_in_any_field_is_dropped_counted_and_the_worke
     run_id = _submit(monkeypatch, state["broker"], write_dataset(tmp_path / "d.json", questions=2, seed=3, scale=0.04))
     attacker = connect(state["brokers"]["worker"])
     queued = attacker.lrange("memfarm", 0, 0)[0]
-    for field, damage in POISONED.items():
+    for damage, _ in POISONS.values():
         message = json.loads(queued)
         damage(message)
         message["properties"]["delivery_tag"] = str(uuid.uuid4())
@@ -129,13 +103,13 @@ def test_a_queued_message_poisoned_in_any_field_is_dropped_counted_and_the_worke
                  what="no message left in the queue or unacknowledged")
         counts = {k.decode(): int(v) for k, v in coordinator.r.hgetall(DROPPED_KEY).items()}
         expected = {}
-        for field in POISONED:
-            expected[field.strip()] = expected.get(field.strip(), 0) + 1
-        assert counts == {**expected, "total": len(POISONED)}, counts
-        assert log.count("no farm task message") == len(POISONED), log[-3000:]
+        for _, field in POISONS.values():
+            expected[field] = expected.get(field, 0) + 1
+        assert counts == {**expected, "total": len(POISONS)}, counts
+        assert log.count("no farm task message") == len(POISONS), log[-3000:]
         stats = make_app(state["broker"]).control.inspect(timeout=5).stats() or {}
         answer = next(a for name, a in stats.items() if name.startswith("w1@"))
-        assert sum(answer["memfarm_dropped_messages"].values()) == len(POISONED), answer
+        assert sum(answer["memfarm_dropped_messages"].values()) == len(POISONS), answer
 
         # the queue's key made a string: every BRPOP on it failed, and the worker with it; now the key is dropped
         attacker.set("memfarm", "not a list")

@@ -13,12 +13,11 @@ from kombu.transport.virtual import Message
 
 import workers.farm.tasks  # noqa: F401  (registers the task on the app)
 from workers.farm.app import QUEUE, TASK_NAME, app, make_app
+from tests.poisoned_messages import POISONS, RUN, encoded_body, nested_lists
 from workers.farm.ledger import RUN_ID
 from workers.ledger_values import MAX_ITEM_ID_CHARS
 from workers.farm.task_message import (SHADOW_ITEM_CHARS, check_task_message, send_options, shadow_name,
                                        task_message_problem)
-
-RUN = "20261202-134807-ab0d4a"
 
 
 def written(run_id: str = RUN, item_id: str = "q-1") -> dict:
@@ -28,51 +27,6 @@ def written(run_id: str = RUN, item_id: str = "q-1") -> dict:
     producer.send_task(TASK_NAME, args=[run_id, item_id], **send_options(run_id, item_id))
     with producer.connection_for_write() as connection:
         return connection.default_channel._get(QUEUE)
-
-
-def _nested(depth: int):
-    value = 1
-    for _ in range(depth):
-        value = [value]
-    return value
-
-
-def _body(value) -> str:
-    return base64.b64encode(json.dumps(value).encode()).decode()
-
-
-#: The breaks found by copying a queued message and changing one field, and the field each is refused by.
-POISONS = {
-    "task as a list": (lambda m: m["headers"].update(task=[TASK_NAME]), "headers.task"),
-    "id as an object": (lambda m: m["headers"].update(id={"a": 1}), "headers.id"),
-    "timelimit a word": (lambda m: m["headers"].update(timelimit="abc"), "headers.timelimit"),
-    "timelimit of three": (lambda m: m["headers"].update(timelimit=[1, 2, 3]), "headers.timelimit"),
-    "timelimit negative": (lambda m: m["headers"].update(timelimit=[-1, -1]), "headers.timelimit"),
-    "timelimit zero": (lambda m: m["headers"].update(timelimit=[0, 0]), "headers.timelimit"),
-    "stamps not a list": (lambda m: m["headers"].update(stamped_headers=5, stamps="str"), "headers.stamped_headers"),
-    "body an object": (lambda m: m.update(body=_body({"a": 1})), "body"),
-    "header 500 lists deep": (lambda m: m["headers"].update(origin=_nested(500)), "headers.origin"),
-    "eta far ahead": (lambda m: m["headers"].update(eta="2999-01-01T00:00:00"), "headers.eta"),
-    "another task": (lambda m: m["headers"].update(task="celery.ping"), "headers.task"),
-    "a callback": (lambda m: m.update(body=_body([[RUN, "q-1"], {}, {"callbacks": [{"task": "x"}], "errbacks": None,
-                                                                       "chain": None, "chord": None}])), "body.embed"),
-    "kwargs": (lambda m: m.update(body=_body([[RUN, "q-1"], {"x": 1}, {}])), "body.kwargs"),
-    "args lying in argsrepr": (lambda m: m["headers"].update(argsrepr="['other', 'q-2']"), "headers.argsrepr"),
-    "restored into a run's key": (lambda m: m["properties"]["delivery_info"].update(routing_key=f"memfarm:{RUN}:order"),
-                                  "properties.delivery_info.routing_key"),
-    "an unknown header": (lambda m: m["headers"].update(hostname="me"), "headers"),
-    "a header missing": (lambda m: m["headers"].pop("timelimit"), "headers"),
-    "priority out of range": (lambda m: m["properties"].update(priority=10**6), "properties.priority"),
-    "a run id no run has": (lambda m: m.update(body=_body([["../x", "q-1"], {}, {}])), "body.args"),
-    # the name Flower shows must be the task's own run and item, exactly: no other item, no looser form
-    "shadow of another item": (lambda m: m["headers"].update(shadow=f"evaluate_item {RUN}/q-2"), "headers.shadow"),
-    "shadow of another run": (lambda m: m["headers"].update(shadow="evaluate_item 20261202-000000-000000/q-1"),
-                              "headers.shadow"),
-    "shadow with more after it": (lambda m: m["headers"].update(shadow=f"evaluate_item {RUN}/q-1 "), "headers.shadow"),
-    "shadow as the task name": (lambda m: m["headers"].update(shadow=TASK_NAME), "headers.shadow"),
-    "shadow absent (null)": (lambda m: m["headers"].update(shadow=None), "headers.shadow"),
-    "shadow as a list": (lambda m: m["headers"].update(shadow=[f"evaluate_item {RUN}/q-1"]), "headers.shadow"),
-}
 
 
 def test_the_shadow_name_shows_the_run_and_item_and_never_a_control_character():
@@ -164,13 +118,13 @@ def damaged_messages(draw):
         if change == "value":
             container[key] = draw(json_values())
         elif change == "deep":
-            container[key] = _nested(draw(st.sampled_from([500, 990, 5000])))
+            container[key] = nested_lists(draw(st.sampled_from([500, 990, 5000])))
         elif change == "drop":
             container.pop(key, None)
         elif change == "add":
             container[draw(st.text(max_size=10))] = draw(json_values())
         elif change == "body":
-            message["body"] = _body(draw(json_values()))
+            message["body"] = encoded_body(draw(json_values()))
         else:
             body = copy.deepcopy(BODY)
             part = draw(st.sampled_from([(0,), (0, 0), (0, 1), (1,), (2,), (2, "callbacks")]))
@@ -178,7 +132,7 @@ def damaged_messages(draw):
             for index in part[:-1]:
                 target = target[index]
             target[part[-1]] = draw(json_values())
-            message["body"] = _body(body)
+            message["body"] = encoded_body(body)
     return message
 
 
@@ -238,7 +192,7 @@ def test_every_message_the_check_lets_vary_passes_and_is_one_celery_takes(messag
     celery_takes(message)
 
 
-@given(json_values() | st.builds(_nested, st.integers(0, 3000)))
+@given(json_values() | st.builds(nested_lists, st.integers(0, 3000)))
 def test_any_json_value_is_refused_without_an_error(value):
     assert task_message_problem(value) is not None
 
