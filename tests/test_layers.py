@@ -1,5 +1,6 @@
-"""The layers point down (coordinator -> workers -> adapters -> memoria), memoria stands alone, no module imports
-itself through others, and no product module outgrows what one reader holds in mind."""
+"""The layers point down (coordinator -> workers -> adapters -> memoria), and so do the sub-packages inside each
+(`SUBLAYERS`); memoria stands alone, no module imports itself through others, and no product module outgrows what
+one reader holds in mind."""
 
 import ast
 import os
@@ -15,6 +16,24 @@ LAYERS = ("memoria", "adapters", "workers", "coordinator")  # bottom first
 TOOLS = ("devtools",)
 #: Lines a product module may have.
 MAX_MODULE_LINES = 450
+#: Within a layer, its sub-packages in ranks, bottom first. A module may import the layer's own modules (those
+#: directly in it), its own sub-package and any of a lower rank; the layer's own modules import no sub-package. A
+#: new sub-package is placed here, or the check names it.
+SUBLAYERS = {
+    "memoria": (),
+    "adapters": (("benchmarks", "ingestion"), ("generators", "systems")),
+    "workers": (("item",), ("farm",)),
+    "coordinator": (("operations",), ("running",), ("results",), ("benches", "board"), ("cli",)),
+}
+#: Imports against SUBLAYERS that stand until the change that ends each: (importing module or sub-package,
+#: imported sub-package) -> why it is still there. Remove an entry with its import.
+KNOWN_SUBLAYER_IMPORTS = {
+    # `RunSpec.check` asks the optimizer's objective parser; running and results import each other until it moves.
+    ("coordinator.running", "coordinator.results"): "coordinator/running/spec.py -> coordinator.results.optimize",
+    # LongMemEval's and RealMem's gold rules and DCG live in their folders, and the scorer asks them by name until
+    # the scoring profiles are declared specs that the benchmarks register.
+    ("adapters.metrics", "adapters.benchmarks"): "adapters/metrics.py -> benchmarks' official and realmem profiles",
+}
 
 
 def imported_packages(path: Path, root: Path = REPO) -> set[tuple[str, int]]:
@@ -38,6 +57,52 @@ def layer_violations(root: Path = REPO) -> list[str]:
                 if package in order and order.index(package) > rank:
                     problems.append(f"{path.relative_to(root)}:{line} imports {package} (a higher layer)")
     return problems
+
+
+def imported_modules(path: Path, root: Path = REPO) -> set[tuple[str, int]]:
+    """Every module (or name inside one) this file imports, dotted and absolute, with its line."""
+    module = _module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {(alias.name, node.lineno) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            found |= {(f"{base}.{alias.name}", node.lineno) for alias in node.names}
+    return found
+
+
+def sublayer_violations(root: Path = REPO, sublayers=SUBLAYERS, known=KNOWN_SUBLAYER_IMPORTS) -> list[str]:
+    """Imports of a sub-package beside or above the importer's own, or from a layer's own modules; and every
+    sub-package that `sublayers` does not place."""
+    problems = set()
+    for layer, ranks in sublayers.items():
+        rank = {sub: position + 1 for position, group in enumerate(ranks) for sub in group}
+        subs = {p.relative_to(root / layer).parts[0] for p in (root / layer).rglob("*.py")
+                if len(p.relative_to(root / layer).parts) > 1}
+        problems |= {f"{layer}/{sub}: {layer}.{sub} is in no rank of SUBLAYERS" for sub in subs - set(rank)}
+        for path in sorted((root / layer).rglob("*.py")):
+            parts = path.relative_to(root / layer).parts
+            own = parts[0] if len(parts) > 1 else None
+            module = _module_name(path, root)
+            for name, line in imported_modules(path, root):
+                dotted = name.split(".")
+                target = dotted[1] if len(dotted) > 2 and dotted[0] == layer else None
+                if target not in subs or target == own or target not in rank or (own and own not in rank):
+                    continue
+                if any((module == who or module.startswith(f"{who}.")) and f"{layer}.{target}" == what
+                       for who, what in known):
+                    continue
+                where = f"{path.relative_to(root)}:{line} imports {layer}.{target}"
+                if own is None:
+                    problems.add(f"{where} (a sub-package; the layer's own modules import none)")
+                elif rank[target] >= rank[own]:
+                    problems.add(f"{where} (not below {layer}.{own})")
+    return sorted(problems)
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -162,6 +227,31 @@ def test_the_check_catches_an_upward_import(tmp_path):
     (tmp_path / "workers" / "fine.py").write_text("from adapters import records\nimport memoria\n")
     assert layer_violations(tmp_path) == ["memoria/bad.py:2 imports adapters (a higher layer)",
                                           "adapters/worse.py:1 imports coordinator (a higher layer)"]
+
+
+def test_no_module_imports_a_sub_package_beside_or_above_its_own():
+    assert sublayer_violations() == []
+
+
+def test_the_check_catches_a_sub_package_importing_sideways_or_up(tmp_path):
+    for folder in ("cli", "running", "results", "benches", "board", "operations", "extra"):
+        (tmp_path / "coordinator" / folder).mkdir(parents=True)
+        (tmp_path / "coordinator" / folder / "__init__.py").write_text("")
+    for layer in LAYERS[:-1]:
+        (tmp_path / layer).mkdir()
+    (tmp_path / "coordinator" / "cli" / "top.py").write_text("from coordinator.results import analyze\n")
+    (tmp_path / "coordinator" / "results" / "fine.py").write_text("from coordinator.running import reducer\n")
+    (tmp_path / "coordinator" / "running" / "late.py").write_text(
+        "def f():\n    from coordinator.results.optimize import tune\n")  # a running <-> results cycle
+    (tmp_path / "coordinator" / "board" / "side.py").write_text("from ..benches import common\n")
+    (tmp_path / "coordinator" / "base.py").write_text("import coordinator.operations.processes\n")
+    (tmp_path / "coordinator" / "extra" / "new.py").write_text("from coordinator import base\n")
+    assert sublayer_violations(tmp_path, known={}) == [
+        "coordinator/base.py:1 imports coordinator.operations (a sub-package; the layer's own modules import none)",
+        "coordinator/board/side.py:1 imports coordinator.benches (not below coordinator.board)",
+        "coordinator/extra: coordinator.extra is in no rank of SUBLAYERS",
+        "coordinator/running/late.py:2 imports coordinator.results (not below coordinator.running)",
+    ]
 
 
 def test_memoria_alone_imports_and_recalls(tmp_path):
