@@ -220,22 +220,6 @@ RECORD_FIELDS = {
 }
 
 
-#: What the reducer reads of a run's context (`RunSpec.context`), all of it present when a run is reduced.
-CONTEXT_FIELDS = {
-    **{name: (lambda v: isinstance(v, str), "text") for name in ("benchmark", "benchmark_title", "command")},
-    # null where the benchmark has none: no profile for episode benchmarks, no file for a generated suite
-    **{name: (lambda v: v is None or isinstance(v, str), "text or null")
-       for name in ("scoring_profile", "dataset_sha256", "dataset_path")},
-    "system_config": (lambda v: isinstance(v, dict), "an object"),
-    "arguments": (lambda v: isinstance(v, dict), "an object"),
-    # null for episode benchmarks, where each query carries its own top_k
-    "top_k": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
-              "a whole number of at least 1, or null"),
-    "k_values": (lambda v: isinstance(v, list) and all(isinstance(k, int) and not isinstance(k, bool) and k >= 1
-                                                       for k in v), "a list of whole numbers of at least 1"),
-}
-
-
 def check_outcome(value, key: str) -> dict:
     """An outcome as the reducer may read it, else a named error."""
     if not isinstance(value, dict):

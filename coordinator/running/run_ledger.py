@@ -23,9 +23,9 @@ from workers.farm.app import QUEUE
 from workers.farm.connection import connect
 from workers.farm.ledger import STATES, ItemState, Ledger, check_run_id
 from workers.farm.ledger_scripts import LUA_NUMBERS
-from workers.ledger_values import (CONTEXT_FIELDS, MAX_ITEM_ID_CHARS, MAX_UNPACKED_BYTES,
-                                        LedgerValueError, check_fields, check_info, check_item_id,
-                                        check_outcome, kind_checked, message_args, shown, text, unpack)
+from workers.item.run_context import RunContext
+from workers.ledger_values import (MAX_ITEM_ID_CHARS, MAX_UNPACKED_BYTES, LedgerValueError, check_info,
+                                   check_item_id, check_outcome, kind_checked, message_args, shown, text, unpack)
 from workers.farm.staging_codec import dictionary_id, pack, pack_session, session_dictionary, split_sessions
 
 __all__ = ["ItemState", "LedgerValueError", "RunLedger", "check_run_id", "connect", "redact"]
@@ -138,8 +138,8 @@ class RunLedger(Ledger):
         names it)."""
         meta = super().meta(run_id, *required)
         if "context" in meta:
-            check_fields(meta["context"], CONTEXT_FIELDS, CONTEXT_FIELDS if "context" in required else (),
-                         f"{self._key(run_id, 'meta')} field 'context'")
+            RunContext.check(meta["context"], f"{self._key(run_id, 'meta')} field 'context'",
+                             whole="context" in required)
         return meta
 
     def update_meta(self, run_id: str, **changes) -> None:

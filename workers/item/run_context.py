@@ -2,91 +2,101 @@
 
 A run builds it once (`RunSpec.context`); a local run hands it to the reducer, a farm run stages it in
 the run's metadata, where workers read it back from Redis, which anyone holding a worker's password can
-write. So the one reader, `RunContext.from_dict`, checks every field the reducer reads
-(`workers.ledger_values.CONTEXT_FIELDS`) and the few it holds besides, and names the field it refuses.
-On the wire it stays plain JSON (`to_dict`), in the order it has always had.
+write. So the one reader, `RunContext.from_dict`, checks every field against the check declared beside
+it, and names the field it refuses. On the wire it stays plain JSON (`to_dict`), in the order of the
+fields below, which is the order it has always had.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
-from workers.ledger_values import CONTEXT_FIELDS, LedgerValueError, check_fields
-
-
-def _optional(kind, wanted: str):
-    return (lambda v: v is None or isinstance(v, kind), wanted)
+from workers.ledger_values import LedgerValueError, check_fields
 
 
-#: The fields `CONTEXT_FIELDS` leaves unchecked, each optional (a context written before them lacks them).
-_MORE_FIELDS = {
-    "group_key": _optional(str, "text or null"),
-    "embedding_signature": _optional(dict, "an object or null"),
-    "rendering": _optional(str, "text or null"),
-    "cache_dir": _optional(str, "text or null"),
-    "rebuild_cache": (lambda v: isinstance(v, bool), "true or false"),
-    "tuning": _optional(dict, "an object or null"),
-    "dataset_file_checksums": (lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
-                               "a list of text or null"),
-}
+def _text(value) -> bool:
+    return isinstance(value, str)
 
 
-@dataclass(frozen=True)
+def _optional(kind):
+    return lambda value: value is None or isinstance(value, kind)
+
+
+def _whole_at_least_one(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _checked(check, wanted: str, *, required: bool = False, **more):
+    """A field's metadata: the check untrusted input must pass, what it wants in words, and whether a context
+    without it is refused (`required`: the reducer reads it)."""
+    return {"check": check, "wanted": wanted, "required": required, **more}
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunContext:
-    """One run's facts, each stored once: benchmark and dataset, the system as described, how it is scored."""
+    """One run's facts, each stored once: benchmark and dataset, the system as described, how it is scored.
 
-    benchmark: str
-    benchmark_title: str
+    Each field declares the check untrusted input must pass; a `required` one is read by the reducer and a
+    context lacking it is refused, the others are optional (a context written before them lacks them)."""
+
+    benchmark: str = field(metadata=_checked(_text, "text", required=True))
+    benchmark_title: str = field(metadata=_checked(_text, "text", required=True))
     #: The record field a summary groups by (a question type, a category), None for none.
-    group_key: str | None
-    #: The dataset file's absolute path, or the built-in benchmark's source.
-    dataset_path: str | None
-    dataset_sha256: str | None
+    group_key: str | None = field(default=None, metadata=_checked(_optional(str), "text or null"))
+    #: The dataset file's absolute path, or the built-in benchmark's source (null for a generated suite).
+    dataset_path: str | None = field(metadata=_checked(_optional(str), "text or null", required=True))
+    dataset_sha256: str | None = field(metadata=_checked(_optional(str), "text or null", required=True))
     #: The system as `adapters.systems.describe` says it (name, retrieval mode, sources, ranking, ...).
-    system_config: dict
-    embedding_signature: dict | None
+    system_config: dict = field(metadata=_checked(lambda v: isinstance(v, dict), "an object", required=True))
+    embedding_signature: dict | None = field(default=None, metadata=_checked(_optional(dict), "an object or null"))
     #: The chosen profile; None for benchmarks judged by substrings (no profile, and no `top_k`).
-    scoring_profile: str | None
-    top_k: int | None
-    k_values: tuple[int, ...]
-    rendering: str | None = None
+    scoring_profile: str | None = field(metadata=_checked(_optional(str), "text or null", required=True))
+    #: Null for episode benchmarks, where each query carries its own top_k.
+    top_k: int | None = field(metadata=_checked(
+        lambda v: v is None or _whole_at_least_one(v), "a whole number of at least 1, or null", required=True))
+    #: A tuple here, a list on the wire.
+    k_values: tuple[int, ...] = field(metadata=_checked(
+        lambda v: isinstance(v, (list, tuple)) and all(_whole_at_least_one(k) for k in v),
+        "a list of whole numbers of at least 1", required=True, read=tuple, write=list))
+    rendering: str | None = field(default=None, metadata=_checked(_optional(str), "text or null"))
     #: The cache dir the run used (a local run whose system can snapshot), else None.
-    cache_dir: str | None = None
-    rebuild_cache: bool = False
+    cache_dir: str | None = field(default=None, metadata=_checked(_optional(str), "text or null"))
+    rebuild_cache: bool = field(default=False, metadata=_checked(lambda v: isinstance(v, bool), "true or false"))
     #: The run's spec as plain data (`RunSpec.arguments`): what `resume` and a results file read back.
-    arguments: dict = field(default_factory=dict)
-    command: str = ""
+    arguments: dict = field(default_factory=dict, metadata=_checked(lambda v: isinstance(v, dict), "an object",
+                                                                    required=True))
+    command: str = field(default="", metadata=_checked(_text, "text", required=True))
     #: Where tuned weights came from, when the run used any (`coordinator.results.optimize.tuning_record`).
-    tuning: dict | None = None
+    tuning: dict | None = field(default=None, metadata=_checked(_optional(dict), "an object or null"))
     #: Each JSON file's checksum where the dataset is a folder of them (RealMem's personas), else None.
-    dataset_file_checksums: list | None = None
+    dataset_file_checksums: list | None = field(default=None, metadata=_checked(
+        lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+        "a list of text or null"))
+
+    @classmethod
+    def check(cls, data, where: str = "run context", *, whole: bool = True) -> dict:
+        """`data` if every field it holds passes its check (and, `whole`, it holds every required one); a
+        `LedgerValueError` naming `where` and the field otherwise."""
+        if not isinstance(data, dict):
+            raise LedgerValueError(f"{where} is not a JSON object but {type(data).__name__}")
+        checks = {spec.name: (spec.metadata["check"], spec.metadata["wanted"]) for spec in fields(cls)}
+        return check_fields(data, checks, REQUIRED_FIELDS if whole else (), where)
 
     @classmethod
     def from_dict(cls, data, where: str = "run context") -> "RunContext":
-        """The context `to_dict` wrote (or `RunSpec.context` built, its K values a tuple); a
-        `LedgerValueError` naming `where` and the field when it is not one."""
-        if not isinstance(data, dict):
-            raise LedgerValueError(f"{where} is not a JSON object but {type(data).__name__}")
-        if isinstance(data.get("k_values"), tuple):
-            data = {**data, "k_values": list(data["k_values"])}
-        check_fields(data, {**CONTEXT_FIELDS, **_MORE_FIELDS}, CONTEXT_FIELDS, where)
-        return cls(benchmark=data["benchmark"], benchmark_title=data["benchmark_title"],
-                   group_key=data.get("group_key"), dataset_path=data["dataset_path"],
-                   dataset_sha256=data["dataset_sha256"], system_config=data["system_config"],
-                   embedding_signature=data.get("embedding_signature"),
-                   scoring_profile=data["scoring_profile"],
-                   top_k=data["top_k"], k_values=tuple(data["k_values"]), rendering=data.get("rendering"),
-                   cache_dir=data.get("cache_dir"), rebuild_cache=data.get("rebuild_cache", False),
-                   arguments=data["arguments"], command=data["command"], tuning=data.get("tuning"),
-                   dataset_file_checksums=data.get("dataset_file_checksums"))
+        """The context `to_dict` wrote; a `LedgerValueError` naming `where` and the field when it is not one."""
+        cls.check(data, where)
+        return cls(**{spec.name: spec.metadata.get("read", _same)(data[spec.name])
+                      for spec in fields(cls) if spec.name in data})
 
     def to_dict(self) -> dict:
         """Plain JSON, in the order a run's metadata has always held it."""
-        return {"benchmark": self.benchmark, "benchmark_title": self.benchmark_title,
-                "group_key": self.group_key,
-                "dataset_path": self.dataset_path, "dataset_sha256": self.dataset_sha256,
-                "system_config": self.system_config, "embedding_signature": self.embedding_signature,
-                "scoring_profile": self.scoring_profile, "top_k": self.top_k, "k_values": list(self.k_values),
-                "rendering": self.rendering, "cache_dir": self.cache_dir, "rebuild_cache": self.rebuild_cache,
-                "arguments": self.arguments, "command": self.command, "tuning": self.tuning,
-                "dataset_file_checksums": self.dataset_file_checksums}
+        return {spec.name: spec.metadata.get("write", _same)(getattr(self, spec.name)) for spec in fields(self)}
+
+
+def _same(value):
+    return value
+
+
+#: The fields a context must hold: every one the reducer reads.
+REQUIRED_FIELDS = tuple(spec.name for spec in fields(RunContext) if spec.metadata["required"])

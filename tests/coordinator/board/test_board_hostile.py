@@ -17,6 +17,7 @@ from coordinator.board import data as board_data, files as board_files
 from coordinator.board.build import build_board
 from coordinator.cli import main
 from coordinator.running.reducer import write_results
+from tests.factories import run_context
 
 RESAMPLES = 200
 
@@ -25,19 +26,17 @@ def _judged_run(query_ids=("a", "b")) -> tuple[dict, dict]:
     """A run of substring-judged queries (AdaMem episodes) as the reducer writes it."""
     from adapters.records import judged_record, outcome
     from coordinator.running.reducer import reduce_run
-    from workers.item.run_context import RunContext
 
     retrieved = [{"id": 1, "content": "I moved to Lisbon in March", "score": 0.9, "contributions": {}},
                  {"id": 2, "content": "I lived in Porto", "score": 0.5, "contributions": {}}]
     queries = [{"id": qid, "query": "Where do I live?", "expected_substrings": ["Lisbon"],
                 "forbidden_substrings": ["Porto"] if number == 0 else []} for number, qid in enumerate(query_ids)]
     records = [judged_record(q, "episode-1", retrieved, runtime_ms=1.0, worker="w", attempt=1) for q in queries]
-    context = {"benchmark": "adamem-jsonl", "benchmark_title": "AdaMem episodes", "group_key": None,
-               "dataset_path": "episodes.jsonl", "dataset_sha256": "e" * 64,
-               "system_config": {"name": "adamem", "retrieval_mode": "full"}, "embedding_signature": None,
-               "scoring_profile": None, "top_k": None, "k_values": (1, 5), "rendering": None, "arguments": {},
-               "command": "test", "tuning": None}
-    return reduce_run([outcome("episode-1", records)], RunContext.from_dict(context), elapsed_seconds=1.0,
+    context = run_context(benchmark="adamem-jsonl", benchmark_title="AdaMem episodes", group_key=None,
+                          dataset_path="episodes.jsonl", dataset_sha256="e" * 64,
+                          system_config={"name": "adamem", "retrieval_mode": "full"}, scoring_profile=None,
+                          top_k=None)
+    return reduce_run([outcome("episode-1", records)], context, elapsed_seconds=1.0,
                       commit="c")
 
 

@@ -2,7 +2,7 @@
 
 from coordinator.results.report import metrics_table
 from coordinator.running.reducer import reduce_run
-from workers.item.run_context import RunContext
+from tests.factories import run_context
 
 LOCOMO = {"benchmark": "locomo", "benchmark_title": "LoCoMo"}
 LONGMEMEVAL = {"benchmark": "longmemeval", "benchmark_title": "LongMemEval-S"}
@@ -17,11 +17,9 @@ def _record(qid, item, hit, *, status="ok"):
 
 
 def _reduce(outcomes, benchmark=LOCOMO):
-    context = {**benchmark, "group_key": "question_type", "dataset_path": "d.json", "dataset_sha256": "x",
-               "system_config": {"name": "memoria", "retrieval_mode": "fusion"}, "embedding_signature": None,
-               "scoring_profile": "expected-text", "top_k": 5, "k_values": (5, 10), "arguments": {},
-               "command": "test"}
-    return reduce_run(outcomes, RunContext.from_dict(context), elapsed_seconds=0.0, commit="c")[0]
+    context = run_context(**benchmark, system_config={"name": "memoria", "retrieval_mode": "fusion"}, top_k=5,
+                          k_values=(5, 10))
+    return reduce_run(outcomes, context, elapsed_seconds=0.0, commit="c")[0]
 
 
 def _item(item, questions, status="ok"):

@@ -7,8 +7,8 @@ from adapters.benchmarks.longmemeval.reader import LongMemEval
 from coordinator.results.report import metrics_table
 from coordinator.results.score import score_rankings
 from coordinator.running.reducer import reduce_run
-from workers.item.run_context import RunContext
 from tests.adapters.benchmarks.longmemeval.test_reader import _raw
+from tests.factories import run_context
 
 
 def _results(tmp_path, profile):
@@ -24,11 +24,9 @@ def _results(tmp_path, profile):
     rankings.write_text("".join(json.dumps({"question_id": i["item_id"], "ranked": [t["turn_id"] for t in i["turns"]]})
                                 + "\n" for i in adapter.iter_items()))
     outcomes, _ = score_rankings(adapter, str(rankings), "turn", profile, (1, 5, 10))
-    context = {"benchmark": "longmemeval", "benchmark_title": "LongMemEval", "group_key": "question_type",
-               "dataset_path": str(data), "dataset_sha256": "x", "system_config": {"name": "rankings"},
-               "embedding_signature": None, "scoring_profile": profile, "top_k": 10, "k_values": (1, 5, 10),
-               "arguments": {}, "command": "test"}
-    return reduce_run(outcomes, RunContext.from_dict(context), elapsed_seconds=0.0, commit="c")
+    context = run_context(benchmark_title="LongMemEval", dataset_path=str(data), system_config={"name": "rankings"},
+                          scoring_profile=profile, k_values=(1, 5, 10))
+    return reduce_run(outcomes, context, elapsed_seconds=0.0, commit="c")
 
 
 def test_the_closing_table_counts_the_questions_scored_without_a_has_answer_user_turn(tmp_path):

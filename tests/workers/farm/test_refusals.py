@@ -4,17 +4,15 @@ from types import SimpleNamespace
 
 from workers.farm.run_meta import RunMeta
 from workers.farm.tasks import incompatibility
-from workers.item.run_context import RunContext
+from tests.factories import run_context
 
 SIGNATURE = {"model_id": "m", "dimension": 384}
 
 
 def staged_run(embedding_signature, model_files=None, system_config=None) -> RunMeta:
     """A run's metadata as a worker reads it, with what these checks compare."""
-    context = RunContext(benchmark="longmemeval", benchmark_title="LongMemEval-S", group_key=None,
-                         dataset_path="d.json", dataset_sha256="x", system_config=system_config or {},
-                         embedding_signature=embedding_signature, scoring_profile="expected-text", top_k=10,
-                         k_values=(1, 5))
+    context = run_context(group_key=None, system_config=system_config or {},
+                          embedding_signature=embedding_signature)
     return RunMeta(created=0.0, max_attempts=1, task_time_limit=60, model_files=model_files, context=context)
 
 

@@ -6,6 +6,7 @@ from adapters.benchmarks.adamem.judge import evaluate_episode
 from adapters.benchmarks.adamem.measures import (answer_support, best_span, prompt_tokens, run_measures, stale_fact,
                                       write_amplification)
 from adapters.systems.adamem import AdaMem
+from tests.factories import run_context
 
 BLOCK = "- Caroline moved to Boston in 2021.\n- She likes hiking."
 
@@ -120,13 +121,12 @@ def test_a_turn_item_measured_with_nothing_marked_stale(embedder):
     from adapters.systems.adamem import AdaMemSystem
     from coordinator.running.reducer import reduce_run
     from workers.item.evaluate import evaluate_item
-    from workers.item.run_context import RunContext
 
     turns = [{"session_id": "D1", "turn_id": f"D1:{n}", "text": text, "props": {"speaker": "A"}}
              for n, text in enumerate(["A: I moved to Boston last spring.", "B: The weather was cold."], start=1)]
     question = {"question_id": "c:q0", "question": "Where did A move?", "expected": "Boston", "answer": "Boston",
                 "gold_turns": ["D1:1"], "gold_sessions": ["D1"], "abstention": False}
-    item = {"item_id": "c", "turns": turns, "questions": [question]}
+    item = {"item_id": "c", "benchmark": "locomo", "turns": turns, "questions": [question]}
     outcome = evaluate_item(item, AdaMemSystem("full", embedder=embedder), top_k=2)
     measures = outcome["records"][0]["measures"]
     # the context block packs both turns (fewer than CONTEXT_ENTRIES): the answer is in it whatever the order
@@ -136,11 +136,10 @@ def test_a_turn_item_measured_with_nothing_marked_stale(embedder):
     # 'cold', '.'
     assert measures["prompt_tokens"] == 18
     assert outcome["stats"]["write"]["events"] == 2 and outcome["stats"]["write"]["entries"] == 2
-    context = {"benchmark": "locomo", "benchmark_title": "LoCoMo", "group_key": None, "dataset_path": "x",
-               "dataset_sha256": "0", "system_config": {"name": "adamem"}, "embedding_signature": None,
-               "scoring_profile": "expected-text", "top_k": 2, "k_values": (1, 3, 5, 10, 30, 50), "arguments": {},
-               "command": ""}
-    results, manifest = reduce_run([outcome], RunContext.from_dict(context), elapsed_seconds=0.0)
+    context = run_context(benchmark="locomo", benchmark_title="LoCoMo", group_key=None, dataset_path="x",
+                          dataset_sha256="0", system_config={"name": "adamem"}, top_k=2, k_values=(1, 3, 5, 10, 30, 50),
+                          command="")
+    results, manifest = reduce_run([outcome], context, elapsed_seconds=0.0)
     assert results["measures"]["stale_fact_rate"] is None and results["measures"]["stale_fact_queries"] == 0
     assert results["measures"]["recall"]["session"] == results["metrics"]["all"]["session"]
     assert results["measures"]["write_amplification"]["entries_per_event"] == 1.0
