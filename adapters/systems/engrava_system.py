@@ -275,4 +275,5 @@ def _shut(loop: _Loop, stores: dict[str, _Store]) -> None:
 
 DESCRIPTION = SystemInfo("engrava", EngravaSystem, "Engrava",
                          ("mode", "embedder", "max_seq_length", "embedder_backend", "batch_size"),
-                         modes=MODES, extra="engrava", vendor_module="engrava")
+                         modes=MODES, extra="engrava", vendor_module="engrava",
+                         compared=("hybrid", "hybrid-cycle"))

@@ -229,4 +229,5 @@ DESCRIPTION = SystemInfo(
     ("mode", "batch_size", "max_workers", "without", "max_seq_length", "embedding_store", "embedder_backend",
      "embedder") + tuple(spec.name for spec in fields(MemoriaSettings)),
     modes=defaults.MODES,
-    plan=plan_parts)
+    plan=plan_parts,
+    compared=("full", "fusion", "bm25"))

@@ -17,6 +17,7 @@ from enum import Enum
 
 from adapters.defaults import EMBEDDER_HELP
 from memoria import defaults as engine
+from memoria.model_files import PACKAGED_EMBEDDERS
 
 
 class Kind(Enum):
@@ -62,6 +63,9 @@ class Setting:
     envvar: str | None = None
     #: The option's flag where it is not the parameter's name with dashes.
     spelled: str | None = None
+    #: For a setting whose values are each system's own: the system whose values `help` itself describes; the
+    #: help then lists every other system's, from its declaration (`help_for`).
+    help_describes: str | None = None
 
     @property
     def flag(self) -> str:
@@ -70,6 +74,15 @@ class Setting:
     def allowed(self, info) -> tuple[str, ...]:
         """The values the system that `info` (a `SystemInfo`) describes takes: the fixed choices, or its own."""
         return tuple(getattr(info, self.system_choices)) if self.system_choices else self.choices
+
+    def help_for(self, systems) -> str | None:
+        """The option's help: `help`, and where it lists systems, each one of `systems` (`SystemInfo`s) that has
+        values of its own but the one `help` describes, with its values, its default first."""
+        if self.help_describes is None:
+            return self.help
+        listed = [f"{info.name}: {_spoken(self.allowed(info))}" for info in systems
+                  if info.name != self.help_describes and self.allowed(info)]
+        return f"{self.help} ({'; '.join(listed)})." if listed else f"{self.help}."
 
     def offered(self, systems) -> tuple[str, ...]:
         """Every value some system of `systems` takes, sorted (what the command line offers)."""
@@ -81,9 +94,7 @@ class Setting:
 #: In the order a reader meets them; the command line places each where its help reads best.
 SETTINGS: tuple[Setting, ...] = (
     Setting("mode", "retrieval_mode", Kind.CHOICE, system_choices="modes", default=engine.DEFAULT_MODE,
-            help="Memoria's sources, or the modes of a system that has its own (mnem: hybrid, its default, "
-                 "or dense; bm25s: lucene, its default, robertson or atire; qdrant: dense or hybrid; lancedb: hybrid, vector or fts; "
-                 "txtai: hybrid, dense or sparse; engrava: hybrid, hybrid-cycle, vector or keyword)."),
+            help="Memoria's sources, or the modes of a system that has its own", help_describes="memoria"),
     Setting("batch_size", "batch_size", Kind.COUNT, minimum=1, default=engine.DEFAULT_BATCH_SIZE,
             help="Texts per call to the embedding model."),
     Setting("max_workers", "extraction_threads", Kind.COUNT, minimum=1, default=engine.DEFAULT_MAX_WORKERS,
@@ -103,11 +114,20 @@ SETTINGS: tuple[Setting, ...] = (
             help="How the embedder runs: torch, onnx (the same vectors, faster) or onnx-int8 (faster still, "
                  "a small quality cost); part of the signature."),
     Setting("embedder", "embedder", Kind.MODEL, default=engine.DEFAULT_EMBEDDER, per_machine=True,
-            metavar="minilm|mpnet|PATH", help=EMBEDDER_HELP),
+            metavar="|".join(PACKAGED_EMBEDDERS) + "|PATH", help=EMBEDDER_HELP),
     Setting("embedding_store", "embedding_store", Kind.STORE, default=True, per_machine=True,
             help="Encode each distinct text once per machine, in <cache dir>/embeddings.sqlite (needs "
                  "--cache-dir locally; a farm worker uses its own)."),
 )
+
+def _spoken(values: tuple[str, ...]) -> str:
+    """Values in a sentence, the first (a system's default) named so: "a, its default, b or c"."""
+    if len(values) == 1:
+        return values[0]
+    rest = values[1:]
+    return f"{values[0]}, its default, " + (f"or {rest[0]}" if len(rest) == 1 else
+                                            f"{', '.join(rest[:-1])} or {rest[-1]}")
+
 
 BY_NAME: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
 BY_OPTION: dict[str, Setting] = {setting.option: setting for setting in SETTINGS}

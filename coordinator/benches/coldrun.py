@@ -15,7 +15,7 @@ from pathlib import Path
 from adapters.errors import MemfarmError
 from coordinator.benches.common import fresh_workdir, measure_memfarm, sharing_statistics, write_bench
 from coordinator.running.reducer import summarize
-from memoria.defaults import EMBEDDER_BACKENDS
+from memoria.defaults import DEFAULT_EMBEDDER, EMBEDDER_BACKENDS
 
 
 def backend_quality(locomo: str | Path, workdir: Path) -> dict:
@@ -148,7 +148,7 @@ def _m_question(workdir: Path, sessions: int, embedder: str, backend: str) -> di
 
 
 def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output, locomo: str | Path | None = None,
-                      rounds: int = 2, modes=("fusion", "full", "full-nosentence"), embedders=("minilm",),
+                      rounds: int = 2, modes=("fusion", "full", "full-nosentence"), embedders=(DEFAULT_EMBEDDER,),
                       backends=("torch",), m_sessions: int = 0) -> str:
     """Cold LongMemEval-S runs under every mode x embedder x backend, interleaved in rounds on one generated file
     whose sessions repeat as often as the real file's; each variant keeps its own embedding store across its

@@ -14,32 +14,14 @@ import re
 import statistics
 from pathlib import Path
 
+from adapters.systems import SYSTEMS as BUILT_IN
 from coordinator.benches.common import (fresh_workdir, generated_longmemeval, measure_memfarm, metric as summary_metric,
                                        write_bench)
 
-#: (label, `memfarm run` options); the first is the reference every other row is compared with.
-SYSTEMS = (("memoria full", ["--system", "memoria", "--retrieval-mode", "full"]),
-           ("memoria fusion", ["--system", "memoria", "--retrieval-mode", "fusion"]),
-           ("memoria bm25", ["--system", "memoria", "--retrieval-mode", "bm25"]),
-           ("adamem full", ["--system", "adamem", "--ablation", "full"]),
-           ("mem0", ["--system", "mem0"]),
-           ("mnem hybrid", ["--system", "mnem", "--retrieval-mode", "hybrid"]),
-           ("mnem dense", ["--system", "mnem", "--retrieval-mode", "dense"]),
-           ("mempalace", ["--system", "mempalace"]),
-           ("bm25s lucene", ["--system", "bm25s", "--retrieval-mode", "lucene"]),
-           ("bm25s robertson", ["--system", "bm25s", "--retrieval-mode", "robertson"]),
-           ("engrava hybrid", ["--system", "engrava", "--retrieval-mode", "hybrid"]),
-           ("engrava hybrid-cycle", ["--system", "engrava", "--retrieval-mode", "hybrid-cycle"]),
-           ("lancedb hybrid", ["--system", "lancedb", "--retrieval-mode", "hybrid"]),
-           ("lancedb vector", ["--system", "lancedb", "--retrieval-mode", "vector"]),
-           ("lancedb fts", ["--system", "lancedb", "--retrieval-mode", "fts"]),
-           ("txtai hybrid", ["--system", "txtai", "--retrieval-mode", "hybrid"]),
-           ("txtai dense", ["--system", "txtai", "--retrieval-mode", "dense"]),
-           ("txtai sparse", ["--system", "txtai", "--retrieval-mode", "sparse"]),
-           ("qdrant dense", ["--system", "qdrant", "--retrieval-mode", "dense"]),
-           ("qdrant hybrid", ["--system", "qdrant", "--retrieval-mode", "hybrid"]),
-           ("random arm", ["--system", "random"]),
-           ("recency arm", ["--system", "recency"]))
+#: (label, `memfarm run` options) of each configuration every built-in system declares for this table
+#: (`SystemInfo.variants`), in the registry's order; the first is the reference every other row is compared with.
+SYSTEMS = tuple((label, ["--system", info.name, *([option, value] if option else [])])
+                for info in BUILT_IN.values() for label, option, value in info.variants)
 #: The metrics of the table, strict first, as `memfarm compare` spells them, and their column names.
 METRICS = (("session:recall_all@5", "session_recall_all_5"), ("session:recall_any@5", "session_recall_any_5"),
            ("session:ndcg_any@10", "session_ndcg_10"), ("turn:recall_any@10", "turn_recall_any_10"))
@@ -54,8 +36,6 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
     server's URL, a Python class; a row under its own spelling) on both datasets; write one row per dataset and
     system, and return the printed table."""
     import importlib.util
-
-    from adapters.systems import SYSTEMS as BUILT_IN
 
     workdir = fresh_workdir(workdir)
     unknown = [name for name in only if name not in dict(SYSTEMS)]

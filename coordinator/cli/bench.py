@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from coordinator.cli.root import main
+from adapters.systems.settings import BY_NAME
 from memoria.defaults import DEFAULT_EMBEDDER, EMBEDDER_BACKENDS
+from memoria.model_files import PACKAGED_EMBEDDERS
 
 
 @main.group()
@@ -44,7 +46,7 @@ def bench_longmemeval(questions, scale, rss_questions, workdir, output):
 @click.option("--dataset", type=click.Path(exists=True, dir_okay=False), required=True)
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_locomo", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/locomo.json", show_default=True)
-@click.option("--embedder", metavar="minilm|mpnet|PATH", default=DEFAULT_EMBEDDER, show_default=True,
+@click.option("--embedder", metavar=BY_NAME["embedder"].metavar, default=DEFAULT_EMBEDDER, show_default=True,
               help="The embedding model of every run.")
 def bench_locomo(dataset, workdir, output, embedder):
     """dense, bm25, raw and fusion on one LoCoMo file, side by side."""
@@ -72,7 +74,7 @@ def bench_farm(questions, scale, workdir, output):
 @click.option("--modes", default="fusion,full,full-nosentence", show_default=True,
               help="Comma-separated: fusion, full, full-nosentence (full without the sentence signal).")
 @click.option("--embedder", "embedders", default=DEFAULT_EMBEDDER, show_default=True,
-              metavar="minilm,mpnet,...", help="Comma-separated embedding models.")
+              metavar=",".join(PACKAGED_EMBEDDERS) + ",...", help="Comma-separated embedding models.")
 @click.option("--backends", default="torch", show_default=True, help="Comma-separated: torch, onnx, onnx-int8.")
 @click.option("--m-sessions", type=click.IntRange(0), default=0, show_default=True,
               help="Also one LongMemEval-M question of this many sessions (476: full size), cold, in full mode.")
@@ -110,7 +112,7 @@ def bench_coldrun(questions, scale, modes, embedders, backends, m_sessions, loco
               help="About how many tokens each length bucket holds.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_encoders", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/encoders.json", show_default=True)
-@click.option("--embedder", metavar="minilm|mpnet|PATH", default=DEFAULT_EMBEDDER, show_default=True,
+@click.option("--embedder", metavar=BY_NAME["embedder"].metavar, default=DEFAULT_EMBEDDER, show_default=True,
               help="The embedding model measured.")
 def bench_encoders(rounds, threads, tokens_per_bucket, workdir, output, embedder):
     """Texts per second of torch, onnx and onnx-int8 by text length, side by side."""
@@ -224,7 +226,7 @@ def bench_determinism(questions, scale, locomo, locomo_items, mode, speed_rounds
 
 @bench.command("embedders")
 @click.option("--embedder", "embedders", multiple=True, default=(DEFAULT_EMBEDDER, "mpnet"),
-              show_default=True, metavar="minilm|mpnet|PATH", help="A model to measure; repeatable.")
+              show_default=True, metavar=BY_NAME["embedder"].metavar, help="A model to measure; repeatable.")
 @click.option("--backend", "backends", multiple=True, type=click.Choice(EMBEDDER_BACKENDS),
               default=("torch",), show_default=True, help="A backend to measure each model with; repeatable.")
 @click.option("--locomo", type=click.Path(exists=True, dir_okay=False), default=None,

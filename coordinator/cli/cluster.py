@@ -10,6 +10,7 @@ import click
 from adapters.redaction import redact
 from coordinator.cli.root import main
 from coordinator.operations.cluster import DEFAULT_REDIS_MAXMEMORY
+from workers.farm.config import DEFAULT_CACHE_DIR
 
 
 @main.group()
@@ -26,7 +27,7 @@ def cluster():
 @click.option("--redis-port", type=int, default=None, help="Default: a free port.")
 @click.option("--flower-port", type=int, default=5555, show_default=True)
 @click.option("--no-flower", is_flag=True)
-@click.option("--cache-dir", type=click.Path(file_okay=False), default="cache/worker", show_default=True)
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=DEFAULT_CACHE_DIR, show_default=True)
 @click.option("--tls", is_flag=True, help="Redis speaks TLS only, with a private CA and certificates made here.")
 @click.option("--redis-maxmemory", "maxmemory", default=DEFAULT_REDIS_MAXMEMORY, show_default=True,
               help="Redis's memory cap (Redis's notation: 2gb, 512mb); full, it refuses writes and evicts nothing.")

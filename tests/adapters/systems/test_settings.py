@@ -34,7 +34,7 @@ def test_each_described_setting_is_an_option_spelled_defaulted_and_explained_by_
     params = {param.name: param for param in main.commands[command].params}
     for setting in SETTINGS:
         param = params[setting.option]
-        assert setting.flag in param.opts and param.help == setting.help
+        assert setting.flag in param.opts and param.help == setting.help_for(SYSTEMS.values())
         if setting.kind is not Kind.PARTS:  # a repeated option's default is click's own empty tuple
             assert param.default == setting.default
     every_mode = sorted({mode for info in SYSTEMS.values() for mode in info.modes})

@@ -100,3 +100,33 @@ def test_a_row_reads_whether_its_run_was_tuned_on_its_data_from_the_results_file
                       "tuned_on_this_data": True, "label": "tuned on this data"}
     out.write_text(json.dumps(data))
     assert _dataset_rows("locomo", {"recency arm": (out, 1.0, 2**27)}, 100)[0]["tuned_on_this_data"] is True
+
+
+def test_every_declared_system_and_mode_is_a_row_and_in_the_mode_help():
+    """The table's rows and `--retrieval-mode`'s help come from the systems' declarations: none is left out."""
+    from adapters.systems import SYSTEMS as DECLARED
+    from adapters.systems.settings import BY_NAME
+    from coordinator.benches.systems import SYSTEMS as ROWS
+
+    rows = {tuple(options) for _, options in ROWS}
+    help_text = " ".join(CliRunner().invoke(main, ["run", "--help"], terminal_width=10_000).output.split())
+    for info in DECLARED.values():
+        compared = info.compared or info.modes or info.ablations
+        assert all(value in info.modes + info.ablations for value in info.compared or ()), info.name
+        assert {value for options in rows if options[1] == info.name for value in options[3:]} == set(compared)
+        if info.modes and info.name != BY_NAME["mode"].help_describes:
+            assert f"{info.name}: {info.modes[0]}, its default, " in help_text, info.name
+            assert all(mode in help_text.partition(f"{info.name}: ")[2].split(";")[0] for mode in info.modes)
+
+
+def test_a_newly_declared_system_gets_its_rows_and_its_line_in_the_mode_help():
+    from adapters.systems.contract import SystemInfo
+    from adapters.systems.settings import BY_NAME
+
+    new = SystemInfo("newcomer", object, "Newcomer", ("mode",), modes=("deep", "shallow", "wide"))
+    assert new.variants == (("newcomer deep", "--retrieval-mode", "deep"),
+                            ("newcomer shallow", "--retrieval-mode", "shallow"),
+                            ("newcomer wide", "--retrieval-mode", "wide"))
+    assert SystemInfo("lone", object, "Lone", ()).variants == (("lone", None, None),)
+    assert SystemInfo("floor", object, "the floor", (), arm=True).variants == (("floor arm", None, None),)
+    assert BY_NAME["mode"].help_for([new]).endswith("(newcomer: deep, its default, shallow or wide).")
