@@ -14,30 +14,18 @@ K_VALUES = (1, 3, 5, 10, 30, 50)
 #: The metric names at each level (session, turn).
 METRIC_NAMES = ("recall_any", "recall_all", "ndcg_any")
 
-#: The default scoring profile: a gold turn is a turn of an answer session whose content contains the
-#: expected text; standard DCG; every turn indexed.
+#: The names of the scoring profiles, each declared beside its code (`adapters.profiles`): `expected-text`, every
+#: benchmark's (a gold turn is a turn of an answer session whose content contains the expected text; standard DCG;
+#: every turn indexed); `longmemeval-official`, LongMemEval's own retrieval evaluation reproduced exactly
+#: (`adapters.benchmarks.longmemeval.official`); `realmem`, RealMem's (its DCG, its corpus of sessions). The chosen
+#: profile also decides the corpus a run gives its system; every profile a benchmark supports is computed for every
+#: question.
 EXPECTED_TEXT_PROFILE = "expected-text"
-
-#: Scoring profiles: `expected-text` (above) and `longmemeval-official` (LongMemEval's own retrieval
-#: evaluation, reproduced exactly: `adapters.benchmarks.longmemeval.official`). The chosen profile also decides the corpus a run
-#: gives its system; every profile a benchmark supports is computed for every question.
 OFFICIAL_PROFILE = "longmemeval-official"
-#: RealMem's own retrieval evaluation (`adapters.benchmarks.realmem.profile`): its DCG, its corpus of sessions.
 REALMEM_PROFILE = "realmem"
-SCORING_PROFILES = (EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE, REALMEM_PROFILE)
 #: The profile of a benchmark that has only one (LoCoMo). LongMemEval-S runs default to its official
 #: profile (`adapters.benchmarks`): the numbers a paper can cite, the expected-text ones one flag away.
 DEFAULT_SCORING_PROFILE = EXPECTED_TEXT_PROFILE
-
-#: Other names a scoring profile is read under: results files and manifests written under the name
-#: `memoria` carry it as their profile and as keys of `metrics_by_profile`, and `--scoring-profile
-#: memoria` still names the expected-text profile.
-PROFILE_ALIASES = {"memoria": EXPECTED_TEXT_PROFILE}
-
-
-def profile_name(name: str | None) -> str | None:
-    """The name a scoring profile goes by in this version: an alias becomes its profile, any other name stays."""
-    return PROFILE_ALIASES.get(name, name) if name is not None else None
 
 #: What `--optimize` maximises unless told otherwise: LEVEL:METRIC@K.
 DEFAULT_OBJECTIVE = "session:ndcg_any@10"

@@ -2,9 +2,9 @@
 
 All functions take a best-first ranking of ids and a set of gold ids.
 NDCG uses binary relevance and the standard DCG (sum rel_i / log2(i + 1));
-this is the `expected-text` profile. The `longmemeval-official` profile (its own
-corpus, gold, DCG variant and widened session k) is `adapters.benchmarks.longmemeval.official`;
-`profile_metrics` computes every profile a question carries gold for.
+this is the `expected-text` profile, every benchmark's, declared here. Other profiles
+are declared beside their benchmarks (`adapters.profiles`); `profile_metrics`
+computes every profile a question carries gold for.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from adapters.benchmarks.longmemeval import official
-from adapters.benchmarks.realmem import profile as realmem_metrics
-from adapters.defaults import EXPECTED_TEXT_PROFILE, K_VALUES, METRIC_NAMES, REALMEM_PROFILE
+from adapters.defaults import EXPECTED_TEXT_PROFILE, K_VALUES, METRIC_NAMES
+from adapters.profiles import PROFILES, Reads, Scored, ScoringProfile, agree, register_profile
 
 __all__ = ["METRIC_NAMES", "average", "level_metrics", "profile_metrics", "question_metrics", "sessions_of"]
 
@@ -63,20 +62,6 @@ def level_metrics(ranking: Sequence[str], gold: Iterable[str], k_values=K_VALUES
     return out
 
 
-def realmem_profile(ranked: Sequence[dict], gold: dict, level: str, k_values) -> dict | None:
-    """The `realmem` profile of one question from its ranking as native ids: the farm's recall, RealMem's nDCG
-    (`adapters.benchmarks.realmem.profile`); turn metrics where the question has turn gold."""
-    if not gold["scored"]:
-        return None
-
-    def at(ids, wanted):
-        return level_metrics(ids, wanted, k_values, ndcg=realmem_metrics.ndcg_any)
-
-    turns = level == "turn" and gold["turns"]
-    return {"session": at([r["session_id"] for r in ranked], gold["sessions"]),
-            "turn": at([r["turn_id"] for r in ranked], gold["turns"]) if turns else None}
-
-
 def question_metrics(
     turn_ranking: Sequence[str],
     session_of: dict[str, str],
@@ -101,33 +86,51 @@ def expected_text_gold(question: dict) -> dict:
             "scored": not question.get("abstention") and not question.get("excluded")}
 
 
+def expected_text_metrics(head: Sequence[dict], gold: dict, level: str, k_values) -> dict | None:
+    """The expected-text profile of one question from the kept candidates as native ids; None where not scored."""
+    if not gold["scored"]:
+        return None
+    if level == "turn":
+        return question_metrics([r["turn_id"] for r in head], {r["turn_id"]: r["session_id"] for r in head},
+                                gold["sessions"], gold["turns"], k_values)
+    return {"session": level_metrics([r["session_id"] for r in head], gold["sessions"], k_values), "turn": None}
+
+
+def _recheck_expected_text(stored: dict, record: Scored, where: str) -> None:
+    """Session metrics always; turn metrics only where the record's turn gold is this profile's (under another
+    profile it is that one's)."""
+    head, ks = record.ranking, record.k_values
+    if record.level == "turn":
+        session_ranking = sessions_of([r["turn_id"] for r in head], {r["turn_id"]: r["session_id"] for r in head})
+    else:
+        session_ranking = [r["session_id"] for r in head]
+    recomputed = {"session": level_metrics(session_ranking, record.gold["sessions"], ks)}
+    if record.level == "session":
+        recomputed["turn"] = None
+    elif record.own:
+        turns = record.gold["turns"]
+        recomputed["turn"] = level_metrics([r["turn_id"] for r in head], turns, ks) if turns else None
+    # an empty ranking may have been of sessions, whose turn metrics are null: null is not refused there
+    agree(stored, recomputed, where, partial=record.empty)
+
+
+EXPECTED_TEXT = register_profile(ScoringProfile(
+    EXPECTED_TEXT_PROFILE, "expected text", ("session", "turn"), Reads.KEPT, "standard: rel_i / log2(i + 1)",
+    expected_text_metrics, _recheck_expected_text, gold_of=expected_text_gold, aliases=("memoria",)))
+
+
 def profile_metrics(question: dict, ranked: Sequence[dict], *, level: str, k_values, depth: int) -> dict:
     """`{profile: {"session": ..., "turn": ...} | None}` for every profile the question carries gold for.
 
     `ranked` is the whole ranking, best first, as native ids (`session_id`,
-    `turn_id`, `official_id`); the expected-text profile reads its first `depth` entries
-    (the candidates a results file keeps), the official one all of it.
+    `turn_id`, `official_id`); its first `depth` entries are the candidates a
+    results file keeps, and each profile reads what it declares (`Reads`).
     """
     out = {}
-    gold = expected_text_gold(question)
-    head = ranked[:depth]
-    if not gold["scored"]:
-        out[EXPECTED_TEXT_PROFILE] = None
-    elif level == "turn":
-        out[EXPECTED_TEXT_PROFILE] = question_metrics([r["turn_id"] for r in head],
-                                                      {r["turn_id"]: r["session_id"] for r in head},
-                                                      gold["sessions"], gold["turns"], k_values)
-    else:
-        out[EXPECTED_TEXT_PROFILE] = {"session": level_metrics([r["session_id"] for r in head], gold["sessions"],
-                                                               k_values),
-                                      "turn": None}
-    official_gold = (question.get("gold_by_profile") or {}).get(official.PROFILE)
-    if official_gold is not None:
-        out[official.PROFILE] = official.metrics([r["official_id"] for r in ranked if r.get("official_id")],
-                                                 official_gold, level, k_values)
-    realmem_gold = (question.get("gold_by_profile") or {}).get(REALMEM_PROFILE)
-    if realmem_gold is not None:
-        out[REALMEM_PROFILE] = realmem_profile(head, realmem_gold, level, k_values)
+    for spec in PROFILES.values():
+        gold = spec.gold(question)
+        if gold is not None:
+            out[spec.name] = spec.score(spec.read(ranked, depth), gold, level, k_values)
     return out
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from adapters.defaults import DEFAULT_TOP_K, K_VALUES
 from adapters.files import content_hash
 from adapters.metrics import average, profile_metrics
-from adapters.benchmarks.longmemeval.official import PROFILE as OFFICIAL
 from adapters.benchmarks import benchmark, default_profile
+from adapters.profiles import profile as scoring_profile
 from adapters.systems.memoria_system import MemoriaSystem
 from workers.item.evaluate import make_docs
 
@@ -92,7 +92,7 @@ def ask(kind: str, path: str | Path, *, profile: str, embedder: str = "minilm", 
                        for mid, _, meta in memory.store.all_rows()}
         natives = list(native_by_external.values())
         native = {mid: natives[pos] for mid, pos in position_of.items()}
-        depth = max(top_k, len(docs)) if profile == OFFICIAL else top_k
+        depth = scoring_profile(profile).depth(top_k, len(docs))
         for question in item["questions"]:
             gold = (question.get("gold_by_profile") or {}).get(profile)
             scored = (gold or {}).get("scored", not question.get("abstention") and not question.get("excluded"))

@@ -30,9 +30,6 @@ SUBLAYERS = {
 KNOWN_SUBLAYER_IMPORTS = {
     # `RunSpec.check` asks the optimizer's objective parser; running and results import each other until it moves.
     ("coordinator.running", "coordinator.results"): "coordinator/running/spec.py -> coordinator.results.optimize",
-    # LongMemEval's and RealMem's gold rules and DCG live in their folders, and the scorer asks them by name until
-    # the scoring profiles are declared specs that the benchmarks register.
-    ("adapters.metrics", "adapters.benchmarks"): "adapters/metrics.py -> benchmarks' official and realmem profiles",
 }
 
 

@@ -56,6 +56,15 @@ class TakesCompanion(Protocol):
 
 
 @runtime_checkable
+class MissesCompanion(Protocol):
+    """The reader has something to say where a run gives it no companion file (LongMemEval's expected-text gold
+    falls back to each answer session's first turn); asked of its class, before any file is read."""
+
+    @classmethod
+    def without_companion(cls, profile: str) -> str | None: ...
+
+
+@runtime_checkable
 class Warns(Protocol):
     """The reader has something to say about a file before a run (a file it does not know by its checksum)."""
 
@@ -79,6 +88,12 @@ def _has(obj, name: str) -> bool:
 def companion_of(dataset):
     """`dataset` where it takes a companion file, else None."""
     return dataset if _declares(dataset, TakesCompanion) else None
+
+
+def without_companion(reader: type, profile: str) -> str | None:
+    """What a run of `reader` (a class) under `profile` lacks without its companion file, where it says so
+    (`MissesCompanion`)."""
+    return reader.without_companion(profile) if _declares(reader, MissesCompanion) else None
 
 
 def warns(reader) -> bool:
@@ -122,6 +137,11 @@ class Benchmark:
     def stepped(self) -> bool:
         """Memory grows in steps and questions are asked between them."""
         return self.kind is Kind.STEPPED
+
+    @property
+    def question_per_item(self) -> bool:
+        """Each item is one question named by the item's id, so a failed item's record names its question."""
+        return self.item_unit == "question"
 
     @property
     def ranked(self) -> bool:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from adapters.systems.contract import AddsOnIngest, CountsWrites, Describes, Embeds, PacksContext, SystemInfo
+from adapters.systems.contract import (AddsOnIngest, CountsWrites, Describes, Embeds, FreshMemory, PacksContext,
+                                       SystemInfo)
 
 #: The seven configurations of the design's ablation list.
 ABLATIONS = {
@@ -225,7 +226,7 @@ class AdaMem:
         return "\n".join(f"- {c['content']}" for c in chosen)
 
 
-class AdaMemSystem(AddsOnIngest, Describes, Embeds, PacksContext, CountsWrites):
+class AdaMemSystem(AddsOnIngest, Describes, Embeds, FreshMemory, PacksContext, CountsWrites):
     """AdaMem behind the runner's contract: one memory per item, docs observed in order."""
 
     name = "adamem"

@@ -157,6 +157,14 @@ class Closes(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class FreshMemory(Protocol):
+    """A system that observes episodes (AdaMem's benchmark): each episode is judged on an empty memory of its own,
+    which the system makes (`Kind.EPISODES`)."""
+
+    def fresh_memory(self): ...
+
+
 @dataclass(frozen=True)
 class SystemInfo:
     """A built-in system as data, declared beside its class: what it takes and what is its own."""
@@ -306,6 +314,11 @@ def close_system(system) -> None:
     """Close `system` where it declares `Closes`; a system that does not has nothing to release."""
     if declares(system, Closes):
         system.close()
+
+
+def fresh_memory_of(system) -> FreshMemory | None:
+    """The system as one that makes an empty memory per episode, where it declares so."""
+    return system if declares(system, FreshMemory) else None
 
 
 def vector_sharing_of(system) -> SharesVectors | None:

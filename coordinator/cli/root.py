@@ -14,8 +14,8 @@ from pathlib import Path
 
 import click
 
-from adapters.defaults import SCORING_PROFILES, profile_name
 from adapters.errors import MemfarmError
+from adapters.profiles import PROFILES, profile_name
 from adapters.terminal import printable, printable_text
 from memoria.errors import MemoriaError
 
@@ -78,10 +78,19 @@ def main(ctx, verbose):
 
 
 class ProfileChoice(click.Choice):
-    """A scoring profile by name; another name of a profile (`PROFILE_ALIASES`) is taken as that profile."""
+    """A registered scoring profile by name, read live; an older name of a profile (its declared alias) is taken as
+    that profile."""
 
     def __init__(self) -> None:
-        super().__init__(SCORING_PROFILES)
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(PROFILES)
+
+    @choices.setter
+    def choices(self, value) -> None:  # click's own constructor assigns it; the registry decides
+        pass
 
     def convert(self, value, param, ctx):
         return super().convert(profile_name(value), param, ctx)

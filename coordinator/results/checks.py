@@ -19,12 +19,11 @@ the file, the question and the field:
 - the header's mean metrics, which the board shows beside the paired ones,
   are finite numbers in [0, 1] under known names;
 - what can be recomputed from the record's own ranking and gold with the
-  project's metric code is recomputed and must agree: every expected-text
-  metric (session metrics always, turn metrics where the record's gold is
-  the expected-text gold), and under the official profile recall_any and
-  recall_all at both levels from a turn ranking; an official nDCG is non-zero
-  exactly where a gold id is in the top k (its ideal counts repeats of the
-  corpus that the record does not keep).
+  project's metric code is recomputed and must agree: each profile says what
+  (`ScoringProfile.recheck`; the expected-text one: session metrics always,
+  turn metrics where the record's gold is its own; the official one: recall
+  at both levels from a turn ranking, and an nDCG non-zero exactly where a
+  gold id is in the top k).
 
 A record that could be checked against its ranking but holds none is refused:
 a file stripped of its rankings would otherwise pass unchecked.
@@ -36,14 +35,10 @@ import math
 import re
 
 from adapters import metrics as m
-from adapters.benchmarks.longmemeval import official
-from adapters.defaults import (EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE, REALMEM_PROFILE, SCORING_PROFILES,
-                               profile_name)
 from adapters.errors import ResultsError
+from adapters.profiles import PROFILES, TOLERANCE, Scored, profile_name
 from coordinator.running.reducer import failure_summary
 
-#: Two computations of one metric agree to this much (a float written to JSON and read back is exact).
-TOLERANCE = 1e-9
 STATUSES = ("ok", "failed")
 LEVELS = ("session", "turn")
 _KEY = re.compile(r"^([a-z_]+)@([1-9][0-9]{0,5})$")
@@ -73,8 +68,8 @@ def check_results(results: dict) -> None:
     profile = profile_name(results.get("scoring_profile"))
     judged_only = bool(records) and all(r.get("judgement") is not None for r in records)
     # a run judged by substrings has no scoring profile: none of its records holds metrics to score
-    if profile not in SCORING_PROFILES and not (profile is None and judged_only):
-        raise ResultsError(f"{path}: field scoring_profile is {profile!r}, not one of {', '.join(SCORING_PROFILES)}")
+    if profile not in PROFILES and not (profile is None and judged_only):
+        raise ResultsError(f"{path}: field scoring_profile is {profile!r}, not one of {', '.join(PROFILES)}")
     for record in records:
         _check_record(record, path, profile)
 
@@ -199,19 +194,12 @@ def _check_record(record: dict, path: str, profile: str | None) -> None:
     if not isinstance(gold, dict) or not all(isinstance(gold.get(k), list) for k in ("sessions", "turns")):
         raise ResultsError(f"{where}: field gold is missing or malformed; its metrics cannot be checked")
     blocks = {**(by_profile or {}), profile: stored}
-    if blocks.get(EXPECTED_TEXT_PROFILE) is not None:
-        field = "metrics" if profile == EXPECTED_TEXT_PROFILE else f"metrics_by_profile.{EXPECTED_TEXT_PROFILE}"
-        # an empty ranking may have been of sessions, whose turn metrics are null: null is not refused there
-        _agree(blocks[EXPECTED_TEXT_PROFILE], _expected_text(ranking[:kept], level, gold, profile, ks),
-               f"{where}: field {field}", partial=not ranking)
-    if blocks.get(REALMEM_PROFILE) is not None:  # RealMem's gold is the record's own under both its profiles
-        field = "metrics" if profile == REALMEM_PROFILE else f"metrics_by_profile.{REALMEM_PROFILE}"
-        _agree(blocks[REALMEM_PROFILE], m.realmem_profile(ranking[:kept], {**gold, "scored": True}, level, ks),
-               f"{where}: field {field}", partial=not ranking)
-    if blocks.get(OFFICIAL_PROFILE) is not None and level == "turn" and profile == OFFICIAL_PROFILE:
-        field = "metrics"
-        _agree(blocks[OFFICIAL_PROFILE], _official_recalls(ranking, gold, ks), f"{where}: field {field}")
-        _check_official_ndcg(blocks[OFFICIAL_PROFILE], ranking, gold, f"{where}: field {field}")
+    for name, spec in PROFILES.items():  # a profile this version does not know is not checked against its ranking
+        if blocks.get(name) is None:
+            continue
+        field = "metrics" if name == profile else f"metrics_by_profile.{name}"
+        spec.recheck(blocks[name], Scored(spec.read(ranking, kept), not ranking, level, gold, name == profile, ks),
+                     f"{where}: field {field}")
 
 
 def _check_block(block, where: str) -> None:
@@ -262,75 +250,3 @@ def _ranking(record: dict, where: str) -> tuple[list[dict], int, str]:
         if not isinstance(i.get("session_id"), str) or (level == "turn" and not isinstance(i.get("turn_id"), str)):
             raise ResultsError(f"{where}: field candidates: a candidate without its native ids")
     return ids, len(candidates), level
-
-
-def _expected_text(head: list[dict], level: str, gold: dict, profile: str | None, ks) -> dict:
-    """The expected-text metrics of the kept candidates (the head of the ranking that profile reads)."""
-    sessions = gold["sessions"]
-    if level == "turn":
-        session_ranking = m.sessions_of([r["turn_id"] for r in head], {r["turn_id"]: r["session_id"] for r in head})
-    else:
-        session_ranking = [r["session_id"] for r in head]
-    out = {"session": m.level_metrics(session_ranking, sessions, ks)}
-    # under the official profile the record's turn gold is the official one: only session metrics are the
-    # expected-text profile's own there
-    if level == "session":
-        out["turn"] = None
-    elif profile == EXPECTED_TEXT_PROFILE:
-        turns = gold["turns"]
-        out["turn"] = m.level_metrics([r["turn_id"] for r in head], turns, ks) if turns else None
-    return out
-
-
-def _official_ids(ranking: list[dict], gold_turns: set[str]) -> list[str]:
-    """Official ids of a turn ranking: `<session>_<n>`, evidence turns outside the gold marked `noans`."""
-    out = []
-    for r in ranking:
-        sid, _, index = r["turn_id"].rpartition("#")
-        if not index.isdigit():
-            continue
-        out.append(official.turn_id(sid, int(index), r["turn_id"] in gold_turns))
-    return out
-
-
-def _official_recalls(ranking: list[dict], gold: dict, ks) -> dict:
-    """recall_any and recall_all of the official profile at both levels, from the turn ranking and turn gold."""
-    gold_turns = set(gold["turns"])
-    ids = _official_ids(ranking, gold_turns)
-    gold_ids = {official.turn_id(t.rpartition("#")[0], int(t.rpartition("#")[2]), True)
-                for t in gold_turns if t.rpartition("#")[2].isdigit()}
-    # ndcg values cannot be recomputed here; the recalls do not depend on the ideal or the corpus size
-    turn = official.flat_metrics(ids, gold_ids, 0, ks)
-    session = official.turn_to_session_metrics(ids, gold_ids, 0, len(ids), ks)
-    return {"session": _recalls(session), "turn": _recalls(turn)}
-
-
-def _recalls(values: dict) -> dict:
-    return {k: v for k, v in values.items() if not k.startswith("ndcg")}
-
-
-def _check_official_ndcg(block: dict, ranking: list[dict], gold: dict, where: str) -> None:
-    """An official nDCG@k is above 0 exactly where a gold id is in the top k (recall_any@k is 1)."""
-    for level in LEVELS:
-        values = block.get(level) or {}
-        for key, value in values.items():
-            name, _, k = key.partition("@")
-            hit = values.get(f"recall_any@{k}")
-            if name == "ndcg_any" and hit is not None and (value > 0) != (hit == 1):
-                raise ResultsError(f"{where}.{level}.{key}: {value!r} disagrees with recall_any@{k} {hit!r} "
-                                   "(a gold id in the top k gives a positive nDCG, none gives 0)")
-
-
-def _agree(stored: dict, recomputed: dict, where: str, partial: bool = False) -> None:
-    """Every stored value that was recomputed must equal it; `partial`: only some metrics were."""
-    for level, values in recomputed.items():
-        mine = stored.get(level)
-        if values is None or mine is None:
-            if (values is None) != (mine is None) and not partial:
-                raise ResultsError(f"{where}.{level}: stored {'null' if mine is None else 'metrics'} but the "
-                                   f"record's ranking and gold give {'null' if values is None else 'metrics'}")
-            continue
-        for key, value in mine.items():
-            if key in values and abs(values[key] - value) > TOLERANCE:
-                raise ResultsError(f"{where}.{level}.{key}: stored {value!r}, but the record's own ranking and gold "
-                                   f"give {values[key]!r}")

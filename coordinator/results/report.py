@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapters.defaults import EXPECTED_TEXT_PROFILE, REALMEM_PROFILE
+from adapters.profiles import find_profile
 
 TABLE_K = (1, 5, 10)
 #: The order metrics are shown in: the strict one first (on LongMemEval-S session recall_any@5 is saturated,
@@ -61,18 +61,16 @@ def metrics_table(results: dict) -> str:
                 lines.append(f"{name[:28]:<28}{group['evaluable']['session']:>5} "
                              + " ".join(f"{v:>{w}.3f}" if v is not None else f"{'-':>{w}}" for v, w in cells))
     lines += profile_lines(results)
-    if results.get("short_rankings") and results.get("scoring_profile") == "longmemeval-official":
-        lines.append(f"note: for {results['short_rankings']} questions the system returned fewer docs than the corpus "
-                     "holds; the official numbers count the rest as never ranked (LongMemEval's own code ranks "
-                     "every doc)")
+    notes = chosen.notes if (chosen := find_profile(results.get("scoring_profile"))) else None
+    if results.get("short_rankings") and notes and notes.short_rankings:
+        lines.append(f"note: {notes.short_rankings.format(count=results['short_rankings'])}")
     lines.append("")
     lines.append(
         f"questions {results['question_count']}: evaluable {results['retrieval_evaluable']}, "
         f"abstentions {results['abstentions_excluded']}, excluded {results['excluded']}, failed {results['failed']}"
     )
-    if results.get("scored_without_gold"):
-        lines.append(f"  of the evaluable, {results['scored_without_gold']} have no has_answer user turn: the official "
-                     "rules score them anyway (recall_any 0, recall_all 1, nDCG 0)")
+    if results.get("scored_without_gold") and notes and notes.without_gold:
+        lines.append(f"  of the evaluable, {notes.without_gold.format(count=results['scored_without_gold'])}")
     lines.append("(retrieval metrics, not answer accuracy)")
     lines += incomplete_lines(results)
     return "\n".join(lines)
@@ -90,20 +88,9 @@ def incomplete_lines(results: dict) -> list[str]:
             + "); every mean above leaves them out"]
 
 
-#: Why the expected-text profile's turn numbers sit below the official ones, in one line.
-EXPECTED_TEXT_TURN_NOTE = ("the expected-text profile's turn gold is the answer-session turns holding the expected "
-                           "text (the first answer turn), usually one turn, so its turn recall is low; the official "
-                           "gold is every has_answer user turn")
-
-
-#: What tells RealMem's two profiles apart, in one line.
-SHARED_GOLD_NOTE = ("same gold and ranking under both profiles, so recall is the same; nDCG differs only in its "
-                    "discount: realmem's DCG weighs the first two positions alike (its own script), expected-text's "
-                    "is the standard 1/log2(i+1)")
-
-
 def profile_lines(results: dict) -> list[str]:
-    """Every profile's headline numbers side by side, with the corpus each was computed on."""
+    """Every profile's headline numbers side by side, with the corpus each was computed on, and the notes their
+    declarations give (`adapters.profiles.Notes`)."""
     profiles = results.get("metrics_by_profile") or {}
     if len(profiles) < 2:
         return []
@@ -119,16 +106,16 @@ def profile_lines(results: dict) -> list[str]:
         lines.append(f"{name + mark:<22}" + "".join(f"{v:>{w}.3f}" if v is not None else f"{'-':>{w}}"
                                                    for v, w in zip(cells, widths))
                      + f"{block['all']['evaluable']['session']:>6}")
-    if not foreign and REALMEM_PROFILE in profiles:  # one corpus, one gold: only the discount differs
-        return lines + [f"note: {SHARED_GOLD_NOTE}"]
+    notes = [spec.notes for name in profiles if (spec := find_profile(name))]
+    shared = [n.shared for n in notes if n.shared]
+    if not foreign and shared:  # one corpus, one gold: what tells the profiles apart
+        return lines + [f"note: {note}" for note in shared]
     if foreign:
         chosen = next((n for n, b in profiles.items() if b.get("own_corpus")), results.get("scoring_profile"))
+        hints = [spec.notes.foreign for name in foreign if (spec := find_profile(name)) and spec.notes.foreign]
         lines.append(f"* on the {chosen} profile's corpus, not its own: comparable between runs, not citable"
-                     + ("" if chosen == "longmemeval-official" else " (citable official numbers: run with "
-                        "--scoring-profile longmemeval-official, the default)"))
-    if EXPECTED_TEXT_PROFILE in profiles:
-        lines.append(f"note: {EXPECTED_TEXT_TURN_NOTE}")
-    return lines
+                     + "".join(f" ({hint})" for hint in hints))
+    return lines + [f"note: {n.table}" for n in notes if n.table]
 
 
 def support_table(results: dict) -> str:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from adapters import defaults as harness
 from adapters.benchmarks.adamem.measures import run_measures
-from adapters.defaults import profile_name
 from adapters.errors import ResultsError
 from adapters.files import write_json
 from adapters.metrics import METRIC_NAMES, average
+from adapters.profiles import find_profile, profile_name
 from adapters.benchmarks import BENCHMARKS
 from coordinator.running.run_files import RESULTS_FORMAT, Manifest, Results
 from memoria import defaults as engine
@@ -161,7 +161,7 @@ def failure_summary(records: list[dict], benchmark_key: str | None) -> dict:
     """
     failed = [r for r in records if r.get("status", "ok") != "ok"]
     benchmark = BENCHMARKS.get(str(benchmark_key))
-    per_question_items = benchmark is not None and benchmark.item_unit == "question"
+    per_question_items = benchmark is not None and benchmark.question_per_item
     unknown = sorted({r["item_id"] for r in failed if r.get("question_id") == r.get("item_id")
                       and not per_question_items})
     return {"items": len({r.get("item_id") for r in failed}),
@@ -171,10 +171,12 @@ def failure_summary(records: list[dict], benchmark_key: str | None) -> dict:
             "items_without_question_ids": unknown}
 
 
-def scored_without_gold(records: list[dict], profile: str) -> int:
-    """Scored questions with no gold turn: under the official profile, a question none of whose user turns has
-    `has_answer` still counts in every mean (LongMemEval's rules: recall_any 0, recall_all 1), so say how many."""
-    if profile != harness.OFFICIAL_PROFILE:
+def scored_without_gold(records: list[dict], profile: str | None) -> int:
+    """Scored questions with no gold turn: under a profile that scores them anyway (`scores_without_gold`: the
+    official one, where a question none of whose user turns has `has_answer` still counts in every mean, recall_any
+    0 and recall_all 1), say how many."""
+    spec = find_profile(profile)
+    if spec is None or not spec.scores_without_gold:
         return 0
     return sum(1 for r in records if r.get("metrics") and not (r.get("gold") or {}).get("turns"))
 

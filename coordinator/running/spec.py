@@ -12,12 +12,11 @@ import logging
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from adapters.defaults import (DEFAULT_MAX_ATTEMPTS, DEFAULT_TOP_K, EMBEDDING_STORE_FILE,
-                               EXPECTED_TEXT_PROFILE, K_VALUES)
+from adapters.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_TOP_K, EMBEDDING_STORE_FILE, K_VALUES
 from adapters.errors import MemfarmError
 from adapters.files import content_hash, dataset_checksums
 from adapters.benchmarks import Benchmark, benchmark, default_profile
-from adapters.benchmarks.contract import warns
+from adapters.benchmarks.contract import companion_of, warns, without_companion
 from adapters.systems import SYSTEMS, describe, make_system
 from adapters.systems.contract import signature_of
 from adapters.systems.settings import BY_NAME, SETTINGS, Kind, Setting, default
@@ -100,8 +99,8 @@ class RunSpec:
             raise MemfarmError(f"--dataset is required for {self.benchmark}")
         if not info.needs_dataset:
             refuse("dataset", f"is not used: {self.benchmark} is built in")
-        if self.benchmark != "longmemeval":
-            refuse("questions", "is the LongMemEval companion file; it means nothing for " + self.benchmark)
+        if companion_of(info.reader) is None:
+            refuse("questions", f"is a companion file of a benchmark that reads one; {self.benchmark} reads none")
         if info.ranked and self.scoring_profile not in info.profiles:
             raise MemfarmError(f"--scoring-profile {self.scoring_profile} does not apply to {self.benchmark}; "
                                f"its profiles: {', '.join(info.profiles)}")
@@ -166,8 +165,9 @@ class RunSpec:
         elif self.cache_dir and not farm and info.stepped:
             warnings.append(f"--cache-dir keeps only the embedding store here: {info.title}'s memory grows in steps, "
                             "so no item has one state to cache")
-        if self.benchmark == "longmemeval" and self.questions is None and self.scoring_profile == EXPECTED_TEXT_PROFILE:
-            warnings.append("no --questions file; turn gold is the first turn of each answer session")
+        missing = without_companion(info.reader, self.scoring_profile) if self.questions is None else None
+        if missing:
+            warnings.append(missing)
         if self.dataset and warns(info.reader):  # a file the reader does not know (RealMem's, by checksum) runs, named
             warnings += self.open_dataset().warnings()
         return warnings

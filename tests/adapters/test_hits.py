@@ -72,7 +72,7 @@ def test_a_flooding_system_fails_its_item_and_keeps_the_flood_out_of_its_records
         def retrieve(self, label, query, top_k):
             return _hits(f"ghost-{n}" for n in range(100_000))
 
-    item = {"item_id": "i1", "turns": [{"text": "a turn", "session_id": "s1", "turn_id": "t1", "props": {}}],
+    item = {"item_id": "i1", "benchmark": "locomo", "turns": [{"text": "a turn", "session_id": "s1", "turn_id": "t1", "props": {}}],
             "questions": [{"question_id": "q1", "question": "what?", "gold_sessions": ["s1"]}]}
     with pytest.raises(SystemOutputError, match="returned 100,000 hits for 10 asked"):
         evaluate_item(item, Flooding(), top_k=10)

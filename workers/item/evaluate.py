@@ -14,17 +14,19 @@ import socket
 import time
 from contextlib import contextmanager
 
+from adapters.benchmarks import Kind, benchmark
 from adapters.benchmarks.adamem.judge import evaluate_episode
 from adapters.benchmarks.adamem.measures import query_measures, timed_context
 from adapters.contracts import DOC_PROPS, TASK_FIELDS
 from adapters.defaults import CONTEXT_ENTRIES, DEFAULT_SCORING_PROFILE, DEFAULT_TOP_K, K_VALUES
+from adapters.errors import MemfarmError
 from adapters.files import content_hash
 from adapters.hits import clean_hits
-from adapters.benchmarks.longmemeval.official import PROFILE as OFFICIAL
+from adapters.profiles import profile as scoring_profile
 from adapters.records import candidate, failure_outcome, outcome, question_record
 from adapters.systems.contract import (adds_on_ingest, build_identity_of, close_system, context_packer_of,
-                                       counters_of, diagnostics_of, encoder_ahead_of, grows_while_asked,
-                                       name_of, signature_of, snapshots_of, write_stats_of)
+                                       counters_of, diagnostics_of, encoder_ahead_of, fresh_memory_of,
+                                       grows_while_asked, name_of, signature_of, snapshots_of, write_stats_of)
 from workers.item.cache import expected_entry
 from workers.item.peak_memory import peak_rss_bytes, reset_peak_rss
 
@@ -106,22 +108,41 @@ def evaluate_item(
 ) -> dict:
     """Run every question of `item` against `system`; returns the item's outcome.
 
-    An item the adapter already marked malformed becomes its failed records at
-    once; an exception while building or asking propagates, so that the caller
-    decides (the local executor records it, a farm task retries it); a vendor's
+    How the item is asked is its benchmark's declared kind (`item["benchmark"]`, `Kind`). An item the adapter
+    already marked malformed becomes its failed records at once; an exception while building or asking
+    propagates, so that the caller decides (the local executor records it, a farm task retries it); a vendor's
     BaseException propagates as a `SystemCrash`, so that both callers see an error. `on_question(done, total)`,
     where given, is called after each question is asked (progress inside a long item).
     """
     worker = worker or socket.gethostname()
     if item.get("error"):
         return failure_outcome(item, item["error"], item.get("field"), worker, attempt)
+    kind = _kind_of(item)
     with crashes_as_errors():
-        if "episode" in item:
-            return evaluate_episode(item, system.fresh_memory(), worker=worker, attempt=attempt)
-        if "steps" in item:
+        if kind is Kind.EPISODES:
+            return evaluate_episode(item, _episode_memory(system, item), worker=worker, attempt=attempt)
+        if kind is Kind.STEPPED:
             return _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, on_question)
         return _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt,
                                on_question)
+
+
+def _kind_of(item: dict) -> Kind:
+    """The declared kind of the item's benchmark; an item that names none is refused, naming the item."""
+    name = item.get("benchmark")
+    if not name:
+        raise MemfarmError(f"item {item.get('item_id')}: names no benchmark (field benchmark), so how to ask it "
+                           "is unknown")
+    return benchmark(name).kind
+
+
+def _episode_memory(system, item: dict):
+    """An empty memory for one episode, made by a system that declares it can (`contract.FreshMemory`)."""
+    observer = fresh_memory_of(system)
+    if observer is None:
+        raise MemfarmError(f"item {item['item_id']}: {name_of(system) or type(system).__name__} cannot observe "
+                           "episodes: it declares no fresh_memory() (adapters.systems.contract.FreshMemory)")
+    return observer.fresh_memory()
 
 
 def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha256, worker, attempt,
@@ -150,9 +171,9 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
     build_ms = meter.elapsed_ms()
 
     by_id = {d["external_id"]: d for d in docs}
-    # The official profile widens k until it spans k sessions, so it reads the whole ranking: the system is asked
-    # for every doc, and the results file keeps the first top_k as candidates.
-    depth = max(top_k, len(docs)) if profile == OFFICIAL else top_k
+    # a profile that reads the whole ranking (the official one widens k until it spans k sessions) has the system
+    # asked for every doc; the results file keeps the first top_k as candidates
+    depth = scoring_profile(profile).depth(top_k, len(docs))
     asker = _Asker(system, item, label, by_id, native, top_k, depth, k_values, profile, worker, attempt, on_question)
     records = [asker.ask(position, question) for position, question in enumerate(item["questions"])]
     if can_cache and grows_while_asked(system):  # what the questions built (sentence vectors of

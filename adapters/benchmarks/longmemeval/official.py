@@ -21,7 +21,7 @@ The facts (from the LongMemEval repository's retrieval code, `src/retrieval`):
 - Averages leave out question ids containing `_abs` and count every other
   question, even one without gold.
 
-Everything a question needs for this is worked out once from the raw haystack
+The profile is declared in `profile`. Everything a question needs for this is worked out once from the raw haystack
 (`question_gold`), whatever corpus a run gives its system, so that the metrics
 depend only on the ranked ids. Nothing here reaches a system: the ids carry the
 gold marks.
@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-PROFILE = "longmemeval-official"
+from adapters.defaults import OFFICIAL_PROFILE as PROFILE
 
 
 def turn_id(session_id: str, position: int, has_answer: bool) -> str:

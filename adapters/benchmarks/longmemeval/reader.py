@@ -11,11 +11,10 @@ from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
 from adapters.benchmarks.streamed import BadField, StreamedDataset, capped, check_list, check_size, check_text, reading
-from adapters.defaults import DEFAULT_SCORING_PROFILE, EXPECTED_TEXT_PROFILE
+from adapters.defaults import DEFAULT_SCORING_PROFILE, EXPECTED_TEXT_PROFILE, OFFICIAL_PROFILE as OFFICIAL
 from adapters.errors import DatasetError
 from adapters.files import read_json, write_json
 from adapters.jsonstream import iter_array
-from adapters.benchmarks.longmemeval.official import PROFILE as OFFICIAL
 from adapters.benchmarks.longmemeval.official import is_gold
 from adapters.benchmarks.longmemeval.official import question_gold as official_gold
 from adapters.benchmarks.longmemeval.official import session_id as official_session_id
@@ -108,6 +107,13 @@ class LongMemEval(StreamedDataset):
     def use_companion(self, path: str | Path | None) -> None:
         """Read expected texts from the companion questions file (`memfarm extract-questions`)."""
         self.companion = load_companion(path)
+
+    @classmethod
+    def without_companion(cls, profile: str) -> str | None:
+        """Under the expected-text profile, without the companion file there is no expected text to find."""
+        if profile == EXPECTED_TEXT_PROFILE:
+            return "no --questions file; turn gold is the first turn of each answer session"
+        return None
 
     def item_id(self, raw, index: int) -> str:
         return question_id(raw, index)

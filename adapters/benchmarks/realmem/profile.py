@@ -11,7 +11,8 @@ The facts (RealMem repository, `eval/compute_auto_metrics_for_realmem.py`, commi
   ideal is 0.
 - Averages are plain means over the queries scored.
 
-Recall is the farm's own (`adapters.metrics`, the same formulas); `metrics.realmem_profile` puts them together.
+Recall is the farm's own (`adapters.metrics`, the same formulas); `score` puts them together, and the profile is
+declared at the end (`adapters.profiles`).
 Turn metrics are the farm's own (RealMem scores sessions only): the same formulas over the turn ranking against
 the turns the answer's memory points came from (`adapters.benchmarks.realmem.reader`).
 
@@ -25,6 +26,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from adapters.defaults import REALMEM_PROFILE
+from adapters.metrics import level_metrics
+from adapters.profiles import Notes, Reads, Scored, ScoringProfile, agree, register_profile
 
 
 def dcg(relevances: Sequence[float], k: int) -> float:
@@ -41,3 +45,31 @@ def ndcg_any(ranking: Sequence[str], gold: set[str], k: int) -> float:
     if ideal == 0:
         return 0.0
     return dcg([1.0 if doc in gold else 0.0 for doc in ranking[:k]], k) / ideal
+
+
+def score(ranked: Sequence[dict], gold: dict, level: str, k_values) -> dict | None:
+    """The `realmem` profile of one question from its kept candidates as native ids: the farm's recall, RealMem's
+    nDCG; turn metrics where the question has turn gold."""
+    if not gold["scored"]:
+        return None
+
+    def at(ids, wanted):
+        return level_metrics(ids, wanted, k_values, ndcg=ndcg_any)
+
+    turns = level == "turn" and gold["turns"]
+    return {"session": at([r["session_id"] for r in ranked], gold["sessions"]),
+            "turn": at([r["turn_id"] for r in ranked], gold["turns"]) if turns else None}
+
+
+def recheck(stored: dict, record: Scored, where: str) -> None:
+    """Every metric, from the record's kept candidates: RealMem's gold is the record's own under both its profiles."""
+    agree(stored, score(record.ranking, {**record.gold, "scored": True}, record.level, record.k_values), where,
+          partial=record.empty)
+
+
+REALMEM = register_profile(ScoringProfile(
+    REALMEM_PROFILE, "RealMem", ("session", "turn"), Reads.KEPT,
+    "RealMem's: rel_1 + sum_{i>=2} rel_i / log2(i), the first two positions weigh the same", score, recheck,
+    notes=Notes(shared=("same gold and ranking under both profiles, so recall is the same; nDCG differs only in its "
+                        "discount: realmem's DCG weighs the first two positions alike (its own script), "
+                        "expected-text's is the standard 1/log2(i+1)"))))

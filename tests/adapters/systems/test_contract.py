@@ -39,7 +39,7 @@ def test_a_system_that_declares_nothing_optional_has_no_capability(helper):
 
 def test_a_system_that_declares_nothing_optional_still_runs():
     turn = {"session_id": "s", "turn_id": "t", "text": "hello there", "props": {}}
-    item = {"item_id": "i", "turns": [turn],
+    item = {"item_id": "i", "benchmark": "locomo", "turns": [turn],
             "questions": [{"question_id": "q", "question": "hello?", "expected_ids": ["t"]}]}
     outcome = evaluate_item(item, Bare(), cache=object())
     assert outcome["records"][0]["status"] == "ok"
@@ -73,7 +73,7 @@ def test_asking_for_a_capability_runs_none_of_its_members():
                      contract.GrowsWhileAsked, contract.Diagnoses, contract.SharesVectors,
                      contract.Describes, contract.AddsOnIngest, contract.EncodesAhead}),
     (AdaMemSystem, {contract.Embeds, contract.PacksContext, contract.CountsWrites, contract.Describes,
-                    contract.AddsOnIngest}),
+                    contract.AddsOnIngest, contract.FreshMemory}),
     (MnemSystem, {contract.Embeds, contract.Diagnoses, contract.Describes, contract.AddsOnIngest,
                   contract.EncodesAhead}),
     (HttpSystem, {contract.Remote, contract.Diagnoses, contract.Describes}),

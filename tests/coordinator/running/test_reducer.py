@@ -3,7 +3,8 @@
 from pathlib import Path
 
 from adapters.defaults import EXPECTED_TEXT_PROFILE, REALMEM_PROFILE
-from coordinator.results.report import SHARED_GOLD_NOTE, profile_lines
+from adapters.profiles import profile
+from coordinator.results.report import profile_lines
 from coordinator.running.reducer import reduce_run
 from workers.item.run_context import RunContext
 
@@ -56,7 +57,7 @@ def test_a_profile_on_another_profiles_corpus_is_starred_but_realmems_two_profil
                             elapsed_seconds=0.0, commit="c")
     assert all(block["own_corpus"] for block in results["metrics_by_profile"].values())
     lines = profile_lines(results)
-    assert not any("*" in line for line in lines) and lines[-1] == f"note: {SHARED_GOLD_NOTE}"
+    assert not any("*" in line for line in lines) and lines[-1] == f"note: {profile(REALMEM_PROFILE).notes.shared}"
 
 
 #: Run in a process of its own: a test worker's allocator may keep a freed block mapped (a whole suite's
