@@ -19,6 +19,45 @@ from adapters.metrics import profile_metrics
 
 #: Question fields copied into the record when present.
 _QUESTION_EXTRAS = ("question_type", "category", "abstention_reason", "excluded", "details")
+#: A record's statuses. Every record built here names one; a record that names none is read as `OK`, here
+#: and nowhere else (`status_of`).
+OK, FAILED = "ok", "failed"
+STATUSES = (OK, FAILED)
+
+
+def status_of(record: dict) -> str:
+    """A record's status, `OK` where it names none: the one default, which every reader of records asks."""
+    return record.get("status", OK)
+
+
+def is_ok(record: dict) -> bool:
+    """Was the record's question evaluated (scored or excluded), rather than failed?"""
+    return status_of(record) == OK
+
+
+def metrics_of(record: dict, profile: str | None = None) -> dict | None:
+    """The record's metrics under `profile`; None: under the profile the run chose (`metrics`)."""
+    return record.get("metrics") if profile is None else (record.get("metrics_by_profile") or {}).get(profile)
+
+
+class QuestionRecord(dict):
+    """One question's record as a results file holds it: the plain JSON object, with what every reader asks of
+    it (its id, its status, its metrics under a profile) read one way."""
+
+    @property
+    def question_id(self) -> str:
+        return self["question_id"]
+
+    @property
+    def status(self) -> str:
+        return status_of(self)
+
+    @property
+    def ok(self) -> bool:
+        return is_ok(self)
+
+    def metrics_under(self, profile: str | None = None) -> dict | None:
+        return metrics_of(self, profile)
 
 
 def outcome(item_id: str, records: list[dict], *, cache: dict | None = None, timings: dict | None = None,
@@ -61,7 +100,7 @@ def question_record(question: dict, item_id: str, candidates: list[dict], *, lev
     record = {
         "question_id": question["question_id"],
         "item_id": item_id,
-        "status": "ok",
+        "status": OK,
         "query": question["question"],
         "expected": question.get("expected", ""),
         "expected_ids": question.get("expected_ids", []),
@@ -94,7 +133,7 @@ def judged_record(query: dict, item_id: str, retrieved: list[dict], *, runtime_m
     return {
         "question_id": f"{item_id}:{query.get('id')}",
         "item_id": item_id,
-        "status": "ok",
+        "status": OK,
         "query": query["query"],
         "expected": query.get("expected_substrings", []),
         "forbidden": query.get("forbidden_substrings", []),
@@ -116,7 +155,7 @@ def failed_records(item: dict, error: str, field: str | None, worker: str, attem
     """One failed record per question of the item (one for the item itself when its questions are unknown)."""
     questions = item.get("questions") or [{"question_id": item["item_id"]}]
     return [{
-        "question_id": q["question_id"], "item_id": item["item_id"], "status": "failed", "error": error,
+        "question_id": q["question_id"], "item_id": item["item_id"], "status": FAILED, "error": error,
         "field": field, "metrics": None, "abstention": False, "worker": worker, "attempt": attempt,
     } for q in questions]
 

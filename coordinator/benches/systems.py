@@ -14,6 +14,7 @@ import re
 import statistics
 from pathlib import Path
 
+from adapters.records import is_ok
 from adapters.systems import SYSTEMS as BUILT_IN
 from coordinator.benches.common import (fresh_workdir, generated_longmemeval, measure_memfarm, metric as summary_metric,
                                        write_bench)
@@ -76,11 +77,11 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
 def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
     """One flat row per system: its metrics, and each metric's difference from the reference with the interval
     and the Holm-adjusted p of `memfarm compare` over this dataset's table."""
-    from coordinator.results.analyze import load_results
     from coordinator.results.compare import compare_files
+    from coordinator.results.run_files import ManifestFile, ResultsFile
 
     labels = list(files)
-    loaded = [load_results(files[label][0]) for label in labels]
+    loaded = [ResultsFile.read(files[label][0]) for label in labels]
     by_key = {}
     if len(loaded) > 1:  # the table lists each metric in turn, and under it every other file in order
         table = compare_files(loaded, [m for m, _ in METRICS], resamples=resamples, count_failed_as_miss=True)
@@ -89,11 +90,11 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
     rows = []
     for label, results in zip(labels, loaded):
         out, seconds, rss = files[label]
-        manifest = json.loads(Path(str(out).removesuffix(".json") + ".manifest.json").read_text())
+        manifest = ManifestFile.read(str(out).removesuffix(".json") + ".manifest.json")
         summary = results["metrics"]["all"]
         build_ms = sum(item["timings"].get("build_or_restore_ms", 0.0) for item in manifest["items"])
         docs = sum(item["stats"].get("docs", 0) for item in manifest["items"])
-        runtimes = [r["runtime_ms"] for r in results["records"] if r.get("status") == "ok"]
+        runtimes = [r["runtime_ms"] for r in results["records"] if is_ok(r)]
         row = {"dataset": benchmark, "system": label, "config": results.get("settings_system", {}).get("retrieval_mode"),
                "n": summary["evaluable"]["session"],
                "failed_items": sum(1 for item in manifest["items"] if item.get("status") == "failed")}

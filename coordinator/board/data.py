@@ -22,7 +22,6 @@ import json
 import logging
 import re
 import time
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +29,9 @@ import numpy as np
 from adapters.errors import ResultsError
 from coordinator.board.files import find_results
 from coordinator.board.markup import count
-from coordinator.results import compare
-from coordinator.results.checks import check_results
-from coordinator.results.analyze import load_results
+from coordinator.results import compare, pairing
+from coordinator.results.pairing import question_set
+from coordinator.results.run_files import ResultsFile
 
 logger = logging.getLogger(__name__)
 
@@ -50,17 +49,8 @@ TEXT_CHARS = 400
 #: Record fields that say how a run went, not what it returned: left out of the content hash that tells two
 #: copies of one run (`make run` rerun on the same code and data) apart from two runs.
 _VOLATILE = ("runtime_ms", "worker", "attempt", "diagnostics")
-#: Fields that do not pair two runs' questions and so split them into groups, in the order a reader checks.
-IDENTITY_FIELDS = (("benchmark", "benchmark_key"), ("dataset checksum", "dataset_checksum"),
-                   ("scoring profile", "scoring_profile"), ("corpus", "corpus"))
 #: Record fields too heavy to keep for the paired test (it reads status and metrics).
 _HEAVY = ("candidates", "metrics_by_profile", "ranking", "diagnostics", "details", "judgement")
-
-
-def question_set(ids: list[str]) -> str:
-    """The digest of a set of question ids, of the ids as one JSON list: joined by newlines, `a`, `b` and
-    `a\\nb` would share one and their runs be paired."""
-    return hashlib.sha256(json.dumps(sorted(ids)).encode()).hexdigest()
 
 
 def settings_digest(results: dict) -> str:
@@ -115,16 +105,10 @@ def natural_key(text) -> list:
 def load_run(path: str | Path) -> dict:
     """One results file as the board needs it: identity, summary, the paired test's view and each question's
     top candidates; the rest of the file (every candidate's full text, diagnostics) is let go."""
-    data = load_results(path)
-    records = data["records"]
-    if not isinstance(records, list) or not all(isinstance(r, dict) and "question_id" in r for r in records):
-        raise ResultsError(f"{path}: records: expected a list of objects each with a question_id")
+    data = ResultsFile.read(path)  # checked here, whole: the paired test sees only a view without candidates
+    records = data.records
     ids = [str(r["question_id"]) for r in records]
-    duplicated = [q for q, n in Counter(ids).items() if n > 1]
-    if duplicated:
-        raise ResultsError(f"{path}: records: question {duplicated[0]} appears {Counter(ids)[duplicated[0]]} times")
     judged = any(r.get("judgement") for r in records)
-    check_results(data)  # here, whole: the paired test sees only a view without candidates
     summary = (data.get("metrics") or {}).get("all") or {}
     tuning = data.get("tuning") or {}
     failures = data.get("failures") or {}
@@ -147,7 +131,7 @@ def load_run(path: str | Path) -> dict:
         "benchmark": str(data.get("benchmark")), "benchmark_key": str(data.get("benchmark_key")),
         "dataset_checksum": data.get("dataset_checksum"), "scoring_profile": data.get("scoring_profile"),
         "corpus": data.get("corpus") or data.get("scoring_profile"),
-        "question_ids": ids, "question_set": question_set(ids),
+        "question_ids": ids, "question_set": question_set(ids), "pairing": pairing.pairing_of(data),
         "judged": judged, "support": summary.get("support"), "summary": summary,
         "seconds_per_question": (elapsed / question_count) if elapsed and question_count else None,
         "peak_rss_bytes": data.get("peak_rss_bytes"),
@@ -230,7 +214,8 @@ def _answer_of(record: dict) -> dict:
 
 
 def identity(run: dict) -> tuple:
-    return tuple(run[field] for _, field in IDENTITY_FIELDS) + (run["question_set"], run["judged"])
+    """What groups runs: what pairs their questions (`pairing`), and whether they are judged by substrings."""
+    return tuple(run["pairing"][name] for name in pairing.PAIRING) + (run["judged"],)
 
 
 def group_runs(runs: list[dict]) -> list[dict]:
@@ -239,7 +224,8 @@ def group_runs(runs: list[dict]) -> list[dict]:
     keyed: dict[tuple, list[dict]] = {}
     for run in runs:
         keyed.setdefault(identity(run), []).append(run)
-    groups = [{"runs": members, "judged": members[0]["judged"], **{f: members[0][f] for _, f in IDENTITY_FIELDS},
+    groups = [{"runs": members, "judged": members[0]["judged"], "pairing": members[0]["pairing"],
+               **{f: members[0][f] for f in ("benchmark_key", "dataset_checksum", "scoring_profile", "corpus")},
                "benchmark": members[0]["benchmark"], "question_set": members[0]["question_set"],
                "question_ids": members[0]["question_ids"]} for members in keyed.values()]
     groups.sort(key=lambda g: (g["benchmark_key"], -len(g["runs"]), str(g["dataset_checksum"]),
@@ -258,12 +244,13 @@ def group_runs(runs: list[dict]) -> list[dict]:
 def differences(group: dict, other: dict) -> list[str]:
     """What keeps two groups' runs from pairing, in words."""
     said = []
-    for name, field in IDENTITY_FIELDS:
-        if group[field] != other[field]:
-            said.append(f"{name} {_short(group[field])} here, {_short(other[field])} there")
-    if group["question_set"] != other["question_set"]:
-        mine, theirs = set(group["question_ids"]), set(other["question_ids"])
-        said.append(f"question set differs ({len(mine - theirs)} questions only here, {len(theirs - mine)} only there)")
+    for name, mine, theirs in pairing.differences(group["pairing"], other["pairing"]):
+        if name == "question set":
+            here, there = set(group["question_ids"]), set(other["question_ids"])
+            said.append(f"question set differs ({len(here - there)} questions only here, {len(there - here)} only "
+                        "there)")
+        else:
+            said.append(f"{name} {_short(mine)} here, {_short(theirs)} there")
     if group["judged"] != other["judged"]:
         said.append("judged by substrings here" if group["judged"] else "judged by substrings there")
     return said

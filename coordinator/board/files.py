@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 from adapters.errors import ResultsError
-from coordinator.running.reducer import RESULTS_FORMAT
+from coordinator.results.run_files import RESULTS_FORMAT
 
 #: How many bytes of a file in a folder are read to tell a results file from any other JSON.
 SNIFF_BYTES = 512
@@ -24,7 +24,7 @@ NOT_REGULAR = ": not a regular file, not read"
 def find_results(paths: list[str | Path], *, exclude: Path | None = None) -> tuple[list[Path], list[str]]:
     """The results files among `paths` (files, or folders searched recursively), and what was skipped.
 
-    A file named on its own must be a results file (`load_results` says why not);
+    A file named on its own must be a results file (`ResultsFile.read` says why not);
     in a folder, manifests and other JSON (bench files, datasets) are skipped by
     their first bytes without being read whole, and anything that is not a regular
     file (a FIFO, a socket, a device) without being opened for reading, each said

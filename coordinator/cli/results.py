@@ -39,6 +39,7 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
             as_json, profile):
     """Read result files (and nothing else) and report on them."""
     from coordinator.results import analyze as analysis
+    from coordinator.results.run_files import ResultsFile
 
     if all_files:
         click.echo(json.dumps(analysis.summarize_directory(results_dir), indent=1))
@@ -51,7 +52,7 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
                    f"{', '.join(manifests[:3])}{' ...' if len(manifests) > 3 else ''}", err=True)
     if not files:
         raise click.UsageError("name at least one results file (or use --all)")
-    loaded = [analysis.under_profile(analysis.load_results(f), profile) for f in files]
+    loaded = [analysis.under_profile(ResultsFile.read(f), profile) for f in files]
     if do_compare:
         rows = analysis.compare(loaded, force=force)
         click.echo(json.dumps(rows, indent=1) if as_json else printable_text(analysis.render_compare(rows)))
@@ -103,8 +104,8 @@ def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss,
     p-values, Holm-adjusted over the table. Refuses files of another dataset, profile or question set.
     """
     from adapters.files import write_json
-    from coordinator.results import analyze as analysis
     from coordinator.results import compare as comparison
+    from coordinator.results.run_files import ResultsFile
 
     if len(files) < 2:
         raise click.UsageError("name a baseline results file and at least one more")
@@ -113,7 +114,7 @@ def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss,
             comparison.parse_metric(metric)
         except MemfarmError as exc:
             raise click.BadParameter(str(exc), param_hint="--metric") from None
-    table = comparison.compare_files([analysis.load_results(f) for f in files],
+    table = comparison.compare_files([ResultsFile.read(f) for f in files],
                                      metrics or DEFAULT_METRICS, resamples=resamples, seed=seed,
                                      permutations=permutations, count_failed_as_miss=count_failed_as_miss)
     click.echo(printable_text(comparison.render_comparison(table)))
@@ -151,7 +152,6 @@ def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, 
     from dataclasses import replace
 
     from coordinator.running.spec import RunSpec
-    from workers.item.run_context import RunContext
 
     cli = ctx.obj
     scoring_profile = scoring_profile or default_profile(benchmark)
@@ -175,10 +175,10 @@ def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, 
     if report["missing"]:
         click.echo(f"warning: {len(report['missing'])} questions have no ranking and score 0 "
                    f"(first: {', '.join(report['missing'][:5])})", err=True)
-    context = RunContext.from_dict(spec.context(
+    context = spec.context(
         system_config={"name": "rankings", "retrieval_mode": f"score-{level}", "rankings": str(Path(rankings).resolve()),
                        "rankings_sha256": file_sha256(rankings)},
-        embedding_signature=None))
+        embedding_signature=None)
     context = replace(context, top_k=None, rendering=None, arguments=dict(ctx.params))
     results, manifest = reduce_run(outcomes, context, elapsed_seconds=time.perf_counter() - started)
     manifest["rankings"] = report
@@ -191,10 +191,10 @@ def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, 
 @click.option("--output", type=click.Path(dir_okay=False), required=True)
 def rankings(results_file, level, output):
     """Export a run's own rankings as JSON lines, the input of `memfarm score` (to check a number anywhere)."""
-    from coordinator.results.analyze import load_results
+    from coordinator.results.run_files import ResultsFile
     from coordinator.results.score import export_rankings
 
-    lines = export_rankings(load_results(results_file), level)
+    lines = export_rankings(ResultsFile.read(results_file), level)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     Path(output).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     click.echo(f"wrote {len(lines)} rankings to {output}")

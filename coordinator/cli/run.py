@@ -16,6 +16,7 @@ from adapters.benchmarks import BENCHMARKS
 from coordinator.cli.benchmark_choice import BenchmarkChoice
 from adapters.systems.settings import BY_NAME, SETTINGS, Kind, Setting
 from adapters.terminal import printable
+from adapters.threads import use_threads
 from coordinator.cli.root import ProfileChoice, broker_option, main
 from memoria import defaults as engine
 from memoria.settings import MemoriaSettings, default_of
@@ -164,13 +165,18 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
     threads = params.pop("threads")
     if threads and broker:
         raise click.UsageError(FARM_THREADS)
-    if threads:  # before any model loads: torch's pool and ONNX Runtime's take it
-        use_threads(threads)
+    if threads:  # before any model loads: torch's pool and ONNX Runtime's take it (a vector's last bits may depend
+        use_threads(threads)  # on the count, below the tie grid: rankings of one machine stay comparable)
     tuning = [name for name in ("step_size", "objective", "dry_run_weights", "save_weights")
               if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
     if tuning and not optimize:
         raise click.UsageError(f"--{tuning[0].replace('_', '-')} only means something with --optimize")
     spec = spec_from(ctx, cli.command, params, farm=bool(broker))
+    if not broker and Path(".memfarm", "cluster.json").is_file():  # a farm is up here, and this run is not on it
+        from coordinator.cli.cluster import env_line
+
+        click.echo(f"note: running on this machine alone: a cluster is up here (.memfarm/cluster.json) but no "
+                   f"--broker or MEMFARM_BROKER is set; to run on it: {env_line('.memfarm')}", err=True)
     if optimize and spec.retrieval_mode != "full":
         raise click.UsageError("--optimize tunes the ranking weights of --retrieval-mode full")
     for one in spec.ablations():
@@ -188,22 +194,10 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
 FARM_THREADS = "--threads is for local runs: a farm's workers take theirs from `memfarm worker --torch-threads`"
 
 
-def use_threads(threads: int) -> None:
-    """The threads a local run's model uses (torch, ONNX Runtime, OpenMP). A vector's last bits may depend on
-    the thread count (`memoria.canonical_batches`), below the tie grid: rankings of one machine stay comparable."""
-    os.environ["MEMFARM_TORCH_THREADS"] = str(threads)
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    try:
-        import torch
-    except ImportError:
-        return
-    torch.set_num_threads(threads)
-
-
 def _run_local(cli, spec) -> Path:
     from adapters.systems.contract import config_of
     from coordinator.running.local_executor import run_local
-    from coordinator.running.progress import QuestionProgress
+    from coordinator.running.progress import ItemProgress, QuestionProgress
 
     misses, bars = [], []
 
@@ -221,13 +215,15 @@ def _run_local(cli, spec) -> Path:
                 misses.append(f"{outcome['item_id']}: {cache['reason']}")
             bars[0].label = "items"
             bars[0].update(1, outcome)
+            if not live and overall.due(bars[0].pos, bars[0].length):  # no bar where the output is a log
+                click.echo(overall.line(bars[0].pos, bars[0].length), err=True)
 
-        inside, live = QuestionProgress(), sys.stderr.isatty()
+        inside, overall, live = QuestionProgress(), ItemProgress(), sys.stderr.isatty()
 
         def asked(item_id, done, total):  # an item of many questions shows them: on the bar, or a line now and then
             line = inside.line(item_id, done, total)
             if not live:
-                if inside.due(done, total):
+                if total > 1 and inside.due(done, total):  # a one-question item is said by the items' line
                     click.echo(f"  {line}", err=True)
             elif bars:
                 bars[0].label = f"items ({line})"
@@ -273,11 +269,11 @@ def staging_line(stats: dict, used_memory: int | None) -> str:
 
 
 def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run: bool, save_to) -> None:
-    from adapters.errors import ResultsError
-    from adapters.files import read_json, write_json
+    from adapters.files import write_json
     from coordinator.results.optimize import optimise, tuned_on
+    from coordinator.results.run_files import ResultsFile
 
-    results = read_json(results_path, "results file", ResultsError, top=dict)
+    results = ResultsFile.read(results_path)
     weights = results["settings_system"]["ranking"]["weights"]
     report = optimise(results["records"], weights, step=step_size, objective_name=objective_name)
     click.echo(f"optimise {report['objective']} over {report['questions']} questions: "
@@ -312,11 +308,10 @@ def optimize(results_file, step_size, objective, folds, dry_run_weights, save_we
             raise click.UsageError("--json writes a held-out check: give --held-out FOLDS")
         _optimize(Path(results_file), step_size, objective, dry_run_weights, save_weights)
         return
-    from adapters.errors import ResultsError
-    from adapters.files import read_json
     from coordinator.results.optimize import held_out
+    from coordinator.results.run_files import ResultsFile
 
-    results = read_json(results_file, "results file", ResultsError, top=dict)
+    results = ResultsFile.read(results_file)
     report = held_out(results["records"], results["settings_system"]["ranking"]["weights"], folds, step_size,
                       objective)
     click.echo(f"held out: {report['items']} items in {report['folds']} folds, {report['questions']} questions; "

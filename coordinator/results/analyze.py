@@ -12,30 +12,16 @@ from pathlib import Path
 
 from adapters.defaults import K_VALUES
 from adapters.errors import ResultsError
-from adapters.files import read_json
 from adapters.percentile import percentile
+from adapters.records import is_ok
 from adapters.terminal import printable as shown
+from coordinator.results import pairing
 from coordinator.results.measures_table import MEASURES_NOTE, cell, render_rows, row_of
 from coordinator.results.report import METRIC_ORDER, headline_lines
-from coordinator.running.reducer import RESULTS_FORMAT, current_profile_names
+from coordinator.results.run_files import ResultsFile
 
 RANK_BUCKETS = ((1, 1), (2, 3), (4, 5), (6, 10), (11, 30), (31, 50))
 COMPARE_K = (1, 3, 5, 10)
-REQUIRED_KEYS = ("benchmark", "records", "metrics", "question_count", "retrieval_evaluable")
-
-
-def load_results(path: str | Path) -> dict:
-    """A results file, checked for the shape this version writes, its scoring profiles under their current names."""
-    path = Path(path)
-    data = read_json(path, "results file", ResultsError, top=dict)
-    missing = [k for k in REQUIRED_KEYS if k not in data]
-    if missing:
-        raise ResultsError(f"{path}: not a memoria-farm results file (missing {', '.join(missing)})")
-    if data.get("format") != RESULTS_FORMAT:
-        raise ResultsError(f"{path}: results format {data.get('format')!r}, this version reads {RESULTS_FORMAT!r}")
-    data = current_profile_names(data)
-    data["_path"] = str(path)
-    return data
 
 
 def under_profile(results: dict, profile: str | None) -> dict:
@@ -71,7 +57,7 @@ def _distribution(values: list[float]) -> dict | None:
 
 def analyze(results: dict) -> dict:
     """Every section for one results file."""
-    records = [r for r in results["records"] if r.get("status", "ok") == "ok"]
+    records = [r for r in results["records"] if is_ok(r)]
     scored = [r for r in records if r.get("metrics")]
     n = len(scored)
     ranks = [r.get("expected_rank") for r in scored]
@@ -203,13 +189,15 @@ def render_analysis(report: dict) -> str:
 
 
 def compare(files: list[dict], force: bool = False) -> list[dict]:
-    """One row per file; refuses to line up different benchmarks or profiles unless forced."""
-    benchmarks = {f["benchmark"] for f in files}
-    profiles = {(f.get("scoring_profile"), f.get("corpus") or f.get("scoring_profile")) for f in files}
-    if not force and (len(benchmarks) > 1 or len(profiles) > 1):
-        raise ResultsError(f"files differ in benchmark {sorted(benchmarks)} or in scoring profile and corpus "
-                           f"{sorted(f'{p} on {c}' for p, c in profiles)}; their numbers do not line up "
-                           "(use --force to compare anyway)")
+    """One row per file; refuses to line up files that do not pair (`pairing`) unless forced."""
+    first = pairing.pairing_of(files[0]) if files else {}
+    for other in files[1:] if not force else ():
+        differ = pairing.differences(pairing.pairing_of(other), first)
+        if differ:
+            raise ResultsError(f"{other.get('_path')} differs from {files[0].get('_path')} in "
+                               + "; ".join(f"{name} {_short(mine)} against {_short(theirs)}"
+                                           for name, mine, theirs in differ)
+                               + "; their numbers do not line up (use --force to compare anyway)")
     rows = []
     for f in files:
         session = f["metrics"]["all"].get("session") or {}
@@ -221,6 +209,11 @@ def compare(files: list[dict], force: bool = False) -> list[dict]:
                      "NDCG@10": session.get("ndcg_any@10"),
                      "measures": row_of(f) if f.get("measures") else None})
     return rows
+
+
+def _short(value) -> str:
+    text = shown(str(value))
+    return text[:12] if len(text) == 64 else text
 
 
 def render_compare(rows: list[dict]) -> str:
@@ -307,7 +300,7 @@ def summarize_directory(directory: str | Path) -> dict:
         if path.name.endswith(".manifest.json") or path.name.endswith(".weights.json"):
             continue
         try:
-            results = load_results(path)
+            results = ResultsFile.read(path)
         except ResultsError as exc:
             skipped[path.name] = str(exc)
             continue

@@ -36,10 +36,10 @@ import re
 
 from adapters import metrics as m
 from adapters.errors import ResultsError
+from adapters.records import STATUSES, is_ok, status_of
+from coordinator.results.failures import failure_summary
 from adapters.profiles import PROFILES, TOLERANCE, Scored, profile_name
-from coordinator.running.reducer import failure_summary
 
-STATUSES = ("ok", "failed")
 LEVELS = ("session", "turn")
 _KEY = re.compile(r"^([a-z_]+)@([1-9][0-9]{0,5})$")
 
@@ -61,7 +61,7 @@ def check_results(results: dict) -> None:
             raise ResultsError(f"{path}: question {qid}: listed twice (records {seen[qid]} and {index}); "
                                "which copy counts is not the file's to leave open")
         seen[qid] = index
-        if record.get("status", "ok") not in STATUSES:
+        if status_of(record) not in STATUSES:
             raise ResultsError(f"{path}: question {qid}: field status is {record.get('status')!r}, "
                                f"not one of {', '.join(STATUSES)}")
     _check_header(results, path, records)
@@ -75,7 +75,7 @@ def check_results(results: dict) -> None:
 
 
 def _check_header(results: dict, path: str, records: list[dict]) -> None:
-    failed = [r for r in records if r.get("status", "ok") != "ok"]
+    failed = [r for r in records if not is_ok(r)]
     if "complete" in results and results["complete"] is not (not failed):
         raise ResultsError(f"{path}: field complete is {results['complete']!r} but {len(failed)} of its "
                            f"{len(records)} records failed")
@@ -112,7 +112,7 @@ def _check_summary(summary, path: str, records: list[dict]) -> None:
         if record.get("judgement") is not None:
             where = f"{path}: question {record['question_id']}: field judgement"
             _check_judgement(record["judgement"], where)
-    judged = [r["judgement"] for r in records if r.get("status", "ok") == "ok" and r.get("judgement")]
+    judged = [r["judgement"] for r in records if is_ok(r) and r.get("judgement")]
     given = summary["all"].get("support")
     if judged or given is not None:
         recomputed = _support(judged) if judged else None
@@ -168,7 +168,7 @@ def _support(judged: list[dict]) -> dict:
 def _check_record(record: dict, path: str, profile: str | None) -> None:
     qid = record["question_id"]
     where = f"{path}: question {qid}"
-    if record.get("status", "ok") != "ok":
+    if not is_ok(record):
         if record.get("metrics") is not None:
             raise ResultsError(f"{where}: field metrics is set on a failed record")
         return

@@ -32,9 +32,11 @@ import numpy as np
 
 from adapters.errors import ResultsError
 from adapters.metrics import METRIC_NAMES
+from coordinator.results.failures import failure_summary
 from adapters.terminal import printable as shown
+from coordinator.results import pairing
 from coordinator.results.checks import check_results
-from coordinator.running.reducer import failure_summary
+from coordinator.results.run_files import ResultsFile
 
 #: The strict metric first: on LongMemEval-S session recall_any@5 is saturated, recall_all@5 separates systems.
 DEFAULT_METRICS = ("session:recall_all@5", "session:recall_any@5", "session:ndcg_any@10", "turn:recall_any@10")
@@ -70,7 +72,8 @@ def compare_files(files: list[dict], metrics=DEFAULT_METRICS, *, resamples: int 
     for other in files[1:]:
         _check_identity(baseline, other)
     for results in files if not checked else ():
-        check_results(results)
+        if not isinstance(results, ResultsFile):  # a file read by `ResultsFile.read` was checked when read
+            check_results(results)
     failures = [_check_complete(f, count_failed_as_miss) for f in files]
     for other in files[1:]:
         _check_same(baseline, other)
@@ -231,18 +234,18 @@ def _check_complete(results: dict, failed_as_miss: bool) -> dict:
     return failures
 
 
+#: How a reader is told what a field of `pairing.PAIRING` is, where the name alone would not say.
+_SAID = {"corpus": "corpus (the profile whose corpus the system was given)"}
+
+
 def _check_identity(baseline: dict, other: dict) -> None:
-    """Refuse a file of another dataset, profile or corpus than the baseline's, saying which."""
+    """Refuse a file that does not pair with the baseline (`pairing`: another benchmark, dataset, profile or
+    corpus), saying which; a question set that differs is said in full by `_check_same`."""
     here, there = other.get("_path"), baseline.get("_path")
-
-    def identity(f: dict) -> dict:
-        return {"dataset checksum": f.get("dataset_checksum"), "scoring profile": f.get("scoring_profile"),
-                "corpus (the profile whose corpus the system was given)": f.get("corpus") or f.get("scoring_profile")}
-
-    for name, (mine, theirs) in {n: (v, identity(baseline)[n]) for n, v in identity(other).items()}.items():
-        if mine != theirs:
-            raise ResultsError(f"{here}: {name} {mine} differs from the baseline {there}'s {theirs}; "
-                               "their questions do not pair")
+    for name, mine, theirs in pairing.differences(pairing.pairing_of(other), pairing.pairing_of(baseline)):
+        if name != "question set":
+            raise ResultsError(f"{here}: {_SAID.get(name, name)} {mine} differs from the baseline {there}'s "
+                               f"{theirs}; their questions do not pair")
 
 
 def _check_same(baseline: dict, other: dict) -> None:

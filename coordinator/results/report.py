@@ -92,8 +92,9 @@ def profile_lines(results: dict) -> list[str]:
     """Every profile's headline numbers side by side, with the corpus each was computed on, and the notes their
     declarations give (`adapters.profiles.Notes`)."""
     profiles = results.get("metrics_by_profile") or {}
-    if len(profiles) < 2:
-        return []
+    if len(profiles) < 2:  # no table of profiles; the one profile's own note, where it has one, still stands
+        spec = find_profile(results.get("scoring_profile"))
+        return [f"note: {spec.notes.table}"] if spec and spec.notes.table else []
     foreign = [name for name, block in profiles.items() if not block.get("own_corpus")]
     lines = ["", f"{'profile':<22}{'sess all@5':>11}{'sess any@5':>11}{'sess nDCG@10':>13}{'turn R@5':>9}"
              f"{'turn R@10':>10}{'turn nDCG@10':>13}{'n':>6}"]

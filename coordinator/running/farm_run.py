@@ -30,7 +30,6 @@ from workers.farm.ledger import DEFAULT_LOST_GRACE_SECONDS, stale_after
 from workers.ledger_values import shown
 from workers.farm.run_meta import RunMeta
 from workers.farm.task_message import send_options
-from workers.item.run_context import RunContext
 from workers.version import CODE_VERSION
 
 logger = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ def run_meta(spec: RunSpec, system, *, broker: str) -> RunMeta:
         # where a worker keeps its store is the worker's own (workers.farm.run_settings): the run only says whether
         system_settings={k: v for k, v in spec.system_settings().items() if k != "embedding_store"},
         model_files=model_files_of(system),
-        context=RunContext.from_dict(spec.system_context(system, cache_used=False)))
+        context=spec.system_context(system, cache_used=False))
 
 
 def submit(ledger: RunLedger, app, spec: RunSpec, broker: str, on_start=None, on_item=None) -> tuple[str, list[str]]:

@@ -20,11 +20,12 @@ from workers.item.run_context import RunContext
 logger = logging.getLogger(__name__)
 
 
-def run_items(items, system, *, top_k, k_values, profile, cache, dataset_sha256,
+def run_items(items, system, context: RunContext, *, cache,
               on_item: Callable[[dict], None] | None = None,
               on_question: Callable[[str, int, int], None] | None = None) -> list[dict]:
-    """Evaluate items in order; a crash in one item (a vendor's panic too: `evaluate_item` makes it an error)
-    becomes its failure record, the rest go on."""
+    """Evaluate items in order, as `context` says (its top_k, K values, scoring profile, dataset), as a farm
+    worker does; a crash in one item (a vendor's panic too: `evaluate_item` makes it an error) becomes its
+    failure record, the rest go on."""
     outcomes = []
     worker = f"local@{socket.gethostname()}"
     for item in items:
@@ -32,8 +33,10 @@ def run_items(items, system, *, top_k, k_values, profile, cache, dataset_sha256,
         try:
             asked = (lambda done, total, item_id=item.get("item_id", ""): on_question(item_id, done, total)
                      ) if on_question else None
-            outcome = evaluate_item(item, system, top_k=top_k, k_values=k_values, profile=profile, cache=cache,
-                                    dataset_sha256=dataset_sha256, worker=worker, attempt=1, on_question=asked)
+            outcome = evaluate_item(item, system, top_k=context.top_k, k_values=context.k_values,
+                                    profile=context.scoring_profile, cache=cache,
+                                    dataset_sha256=context.dataset_sha256, worker=worker, attempt=1,
+                                    on_question=asked)
         except Exception as exc:
             logger.error("item %s failed: %s", item.get("item_id"), exc)
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
@@ -58,12 +61,10 @@ def run_local(spec: RunSpec, on_start: Callable[[int, object], None] | None = No
     try:
         can_cache = spec.cache_dir is not None and snapshots_of(system) is not None
         cache = ItemCache(spec.cache_dir, rebuild=spec.rebuild_cache) if can_cache else None
-        context = RunContext.from_dict(spec.system_context(system, cache_used=can_cache))
+        context = spec.system_context(system, cache_used=can_cache)
         if on_start:
             on_start(total, system)
-        outcomes = run_items(adapter.iter_items(limit=spec.limit), system, top_k=spec.top_k,
-                             k_values=context.k_values, profile=spec.scoring_profile, cache=cache,
-                             dataset_sha256=context.dataset_sha256,
+        outcomes = run_items(adapter.iter_items(limit=spec.limit), system, context, cache=cache,
                              on_item=on_item, on_question=on_question)
     finally:  # the system's handles and scratch go with the run, not with the process (a bench runs several)
         close_after_use(system)

@@ -111,3 +111,29 @@ class QuestionProgress:
             self.printed = now
             return True
         return False
+
+
+class ItemProgress:
+    """Progress over a run's items where the output is no terminal (a log, a pipe): `line(done, total)` says how many
+    items are finished, at what rate and when the run ends, and `due(done, total)` whether a line is worth printing
+    (every `every` seconds, and the last item). A terminal has the bar instead."""
+
+    def __init__(self, every: float = 30.0, clock=time.monotonic):
+        self.every, self.clock = every, clock
+        self.started, self.printed = clock(), None
+
+    def line(self, done: int, total: int) -> str:
+        elapsed = self.clock() - self.started
+        rate = done / elapsed if elapsed > 0 and done else None
+        eta = (total - done) / rate if rate else None
+        return (f"items: {done}/{total} finished" + (f", {rate * 60:.1f}/min" if rate else "")
+                + f", ETA {duration(eta)}")
+
+    def due(self, done: int, total: int) -> bool:
+        now = self.clock()
+        if done >= total or (self.printed is None and now - self.started >= self.every) or (
+                self.printed is not None and now - self.printed >= self.every):
+            self.printed = now
+            return True
+        return False
+

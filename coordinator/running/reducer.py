@@ -21,7 +21,9 @@ from adapters.files import write_json
 from adapters.metrics import METRIC_NAMES, average
 from adapters.profiles import find_profile, profile_name
 from adapters.benchmarks import BENCHMARKS
-from coordinator.running.run_files import RESULTS_FORMAT, Manifest, Results
+from adapters.records import is_ok, metrics_of
+from coordinator.results.failures import failure_summary
+from coordinator.results.run_files import Manifest, Results, current_profile_names
 from memoria import defaults as engine
 from workers.item.run_context import RunContext
 
@@ -42,28 +44,6 @@ def settings_snapshot() -> dict:
     return {f"{prefix}.{name}": (list(v) if isinstance(v, tuple) else v)
             for prefix, module in (("memoria", engine), ("harness", harness))
             for name, v in vars(module).items() if name.isupper() and not name.startswith("_")}
-
-
-def current_profile_names(data: dict) -> dict:
-    """`data` (a record, a results file or a manifest) with every scoring profile under its current name.
-
-    A file may name a profile by an alias (`PROFILE_ALIASES`: `memoria` for `expected-text`) as the chosen
-    profile, the corpus and the keys of `metrics_by_profile`; read through this, it lines up with the others.
-    """
-    renamed = dict(data)
-    for key in ("scoring_profile", "corpus"):
-        if isinstance(renamed.get(key), str):
-            renamed[key] = profile_name(renamed[key])
-    if isinstance(renamed.get("metrics_by_profile"), dict):
-        renamed["metrics_by_profile"] = {profile_name(name): current_profile_names(block) if isinstance(block, dict)
-                                         else block for name, block in renamed["metrics_by_profile"].items()}
-    if isinstance(renamed.get("profiles_computed"), list):
-        renamed["profiles_computed"] = [profile_name(name) for name in renamed["profiles_computed"]]
-    if isinstance(renamed.get("evaluation"), dict):  # a manifest's
-        renamed["evaluation"] = current_profile_names(renamed["evaluation"])
-    if isinstance(renamed.get("records"), list):
-        renamed["records"] = [current_profile_names(r) if isinstance(r, dict) else r for r in renamed["records"]]
-    return renamed
 
 
 def _support(records: list[dict]) -> dict:
@@ -90,8 +70,7 @@ def recall_all_ceiling(records: list[dict], profile: str | None = None) -> dict 
     at most K gold sessions (a question with more cannot have them all in its top K). From the gold alone."""
     gold = []
     for record in records:
-        metrics = record.get("metrics") if profile is None else (record.get("metrics_by_profile") or {}).get(profile)
-        session = (metrics or {}).get("session")
+        session = (metrics_of(record, profile) or {}).get("session")
         if session and isinstance(record.get("gold"), dict):
             gold.append((len(record["gold"].get("sessions") or []), session))
     if not gold:
@@ -102,15 +81,14 @@ def recall_all_ceiling(records: list[dict], profile: str | None = None) -> dict 
 
 def summarize(records: list[dict], group_key: str | None, profile: str | None = None) -> dict:
     """Averages over every record and per group; `profile`: under that profile (default: the chosen one)."""
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if is_ok(r)]
     summary = {"all": _block(ok, profile)}
     for key in (group_key or "").split(","):  # a benchmark may group by several fields ("question_type,item_id")
         if not key:
             continue
         groups = defaultdict(list)
         for record in ok:
-            metrics = record.get("metrics") if profile is None else (record.get("metrics_by_profile") or {}).get(profile)
-            if metrics or record.get("judgement"):
+            if metrics_of(record, profile) or record.get("judgement"):
                 groups[str(record.get(key, ""))].append(record)
         summary[f"by_{key}"] = {g: _block(rs, profile) for g, rs in sorted(groups.items())}
     return summary
@@ -148,27 +126,6 @@ def _short(record: dict) -> bool:
     """Did the system return fewer docs than it was asked for (the official profile asks for all)?"""
     depth = (record.get("diagnostics") or {}).get("ranking_depth") or {}
     return depth.get("returned", 0) < min(depth.get("asked", 0), depth.get("docs", 0))
-
-
-def failure_summary(records: list[dict], benchmark_key: str | None) -> dict:
-    """What a run failed to evaluate: the failed items and questions, by id.
-
-    A failed item whose questions were never read (a malformed LoCoMo
-    conversation) leaves one record named after the item itself; where an item
-    holds several questions (the benchmark's unit is not a question), that id
-    is no question's, so the item is listed in `items_without_question_ids`
-    and its questions stay unknown rather than guessed.
-    """
-    failed = [r for r in records if r.get("status", "ok") != "ok"]
-    benchmark = BENCHMARKS.get(str(benchmark_key))
-    per_question_items = benchmark is not None and benchmark.question_per_item
-    unknown = sorted({r["item_id"] for r in failed if r.get("question_id") == r.get("item_id")
-                      and not per_question_items})
-    return {"items": len({r.get("item_id") for r in failed}),
-            "item_ids": sorted({str(r.get("item_id")) for r in failed}),
-            "questions": sum(1 for r in failed if r.get("item_id") not in unknown),
-            "question_ids": [r["question_id"] for r in failed if r.get("item_id") not in unknown],
-            "items_without_question_ids": unknown}
 
 
 def scored_without_gold(records: list[dict], profile: str | None) -> int:
@@ -240,7 +197,7 @@ def _shares_corpus(benchmark: str) -> bool:
 
 def compute_metrics(records: list[dict], outcomes: list[dict], context: RunContext) -> Tally:
     """The averages (overall, per group, per profile) and the counts both files report."""
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if is_ok(r)]
     summary = summarize(records, context.group_key)
 
     def stat(name: str) -> int:
@@ -249,7 +206,7 @@ def compute_metrics(records: list[dict], outcomes: list[dict], context: RunConte
     return Tally(
         abstentions=sum(1 for r in ok if r.get("abstention")),
         excluded=sum(1 for r in ok if r.get("excluded") and not r.get("abstention")),
-        failed=[r for r in records if r.get("status") != "ok"],
+        failed=[r for r in records if not is_ok(r)],
         evaluable=sum(1 for r in ok if r.get("metrics")),
         without_gold=scored_without_gold(ok, context.scoring_profile),
         summary=summary,

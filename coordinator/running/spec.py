@@ -23,6 +23,7 @@ from adapters.systems.settings import BY_NAME, SETTINGS, Kind, Setting, default
 from memoria import defaults as engine
 from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
+from workers.item.run_context import RunContext
 
 logger = logging.getLogger(__name__)
 
@@ -297,31 +298,32 @@ class RunSpec:
         rest = {k: v for k, v in arguments.items() if k not in names and k != "explicit"}
         return cls(**rest, memoria_settings=memoria, explicit=frozenset())
 
-    def context(self, *, system_config: dict, embedding_signature: dict | None, cache_dir: str | None = None) -> dict:
+    def context(self, *, system_config: dict, embedding_signature: dict | None,
+                cache_dir: str | None = None) -> RunContext:
         """The run context the reducer writes into the results file and manifest."""
         info = self.info
         checksum, file_checksums = self.dataset_checksums()
         file_checksums = file_checksums[:self.limit]  # a folder holds one item a file, in name order: those run
-        return {
-            "benchmark": info.name,
-            "benchmark_title": info.title,
-            "group_key": info.group_key,
-            "dataset_path": str(Path(self.dataset).resolve()) if self.dataset else info.source,
-            "dataset_sha256": checksum,
+        return RunContext(
+            benchmark=info.name,
+            benchmark_title=info.title,
+            group_key=info.group_key,
+            dataset_path=str(Path(self.dataset).resolve()) if self.dataset else info.source,
+            dataset_sha256=checksum,
             # a folder's files, each: weights tuned on this run mark a run on any one of them as tuned on its data
-            "dataset_file_checksums": file_checksums or None,
-            "system_config": system_config,
-            "embedding_signature": embedding_signature,
-            "scoring_profile": self.scoring_profile if info.ranked else None,
-            "top_k": self.top_k if info.ranked else None,
-            "k_values": K_VALUES,
-            "rendering": info.rendering,
-            "cache_dir": str(Path(cache_dir).resolve()) if cache_dir else None,
-            "rebuild_cache": self.rebuild_cache,
-            "arguments": self.arguments(),
-            "command": self.command,
-            "tuning": self._tuning(checksum, file_checksums),
-        }
+            dataset_file_checksums=file_checksums or None,
+            system_config=system_config,
+            embedding_signature=embedding_signature,
+            scoring_profile=self.scoring_profile if info.ranked else None,
+            top_k=self.top_k if info.ranked else None,
+            k_values=K_VALUES,
+            rendering=info.rendering,
+            cache_dir=str(Path(cache_dir).resolve()) if cache_dir else None,
+            rebuild_cache=self.rebuild_cache,
+            arguments=self.arguments(),
+            command=self.command,
+            tuning=self._tuning(checksum, file_checksums),
+        )
 
     def _tuning(self, checksum: str, file_checksums: list[str]) -> dict | None:
         path = self.weights_path()
@@ -339,7 +341,7 @@ class RunSpec:
         except (MemfarmError, OSError):
             return []
 
-    def system_context(self, system, cache_used: bool) -> dict:
+    def system_context(self, system, cache_used: bool) -> RunContext:
         """The context of a run of `system` (memoria, adamem, a user's own)."""
         return self.context(system_config=describe(system),
                             embedding_signature=signature_of(system),

@@ -16,7 +16,7 @@ from adapters.benchmarks.longmemeval.reader import LongMemEval
 from adapters.generators.longmemeval_s import generate
 from coordinator.running.local_executor import run_items
 from coordinator.running.reducer import reduce_run, write_results
-from workers.item.run_context import RunContext
+from tests.factories import run_context
 
 BASE = generate(4, seed=21, scale=0.03)
 #: Fields a question cannot do without (question_id falls back to q_<index>, haystack_dates to none).
@@ -115,13 +115,9 @@ def test_damaged_files_never_escape_as_tracebacks_and_nothing_damaged_is_scored(
             assert not _standard_json(data) and f"element {index}" in str(exc), str(exc)
         return
     assert kind != "deep_id", "a file nested past the limit is refused"
-    outcomes = run_items(adapter.iter_items(), Echo(), top_k=10, k_values=(1, 5), profile="expected-text", cache=None,
-                         dataset_sha256="x")
-    context = {"benchmark": "longmemeval", "benchmark_title": "LongMemEval-S", "group_key": "question_type",
-               "dataset_path": str(path), "dataset_sha256": "x", "system_config": {"name": "echo"},
-               "embedding_signature": None, "scoring_profile": "expected-text", "top_k": 10, "k_values": (1, 5),
-               "arguments": {}, "command": "fuzz"}
-    results, manifest = reduce_run(outcomes, RunContext.from_dict(context), elapsed_seconds=0.0)
+    context = run_context(dataset_path=str(path), system_config={"name": "echo"}, command="fuzz")
+    outcomes = run_items(adapter.iter_items(), Echo(), context, cache=None)
+    results, manifest = reduce_run(outcomes, context, elapsed_seconds=0.0)
     written, _ = write_results(results, manifest, folder / "r.json")
     assert json.loads(written.read_text())["question_count"] == len(data)
     damaged = results["records"][index]
@@ -195,8 +191,7 @@ def test_damaged_locomo_files_name_the_harm_and_score_nothing_damaged(tmp_path_f
         assert str(path) in str(refused.value)
         return
     items = list(LoCoMo(path).iter_items())
-    outcomes = run_items(iter(items), Echo(), top_k=10, k_values=(1, 5), profile="expected-text", cache=None,
-                         dataset_sha256="x")
+    outcomes = run_items(iter(items), Echo(), run_context(), cache=None)
     damaged = outcomes[index]["records"]
     if kind in ("question", "evidence"):  # one question: excluded with its reason, its conversation runs on
         assert damaged[0]["status"] == "ok" and damaged[0]["metrics"] is None and damaged[0]["excluded"]

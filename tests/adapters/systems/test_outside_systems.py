@@ -112,6 +112,7 @@ def test_a_vendor_error_fails_its_item_and_unknown_or_repeated_hits_are_dropped(
     from adapters.benchmarks.longmemeval.reader import LongMemEval
     from adapters.systems.mnem_system import MnemSystem
     from coordinator.running.local_executor import run_items
+    from tests.factories import run_context
     from workers.item.evaluate import evaluate_item
 
     data = write_dataset(tmp_path / "lme.json", questions=3, seed=4, scale=0.02)
@@ -131,8 +132,8 @@ def test_a_vendor_error_fails_its_item_and_unknown_or_repeated_hits_are_dropped(
                 raise RuntimeError("mnem: repository poisoned")
             return super().retrieve(label, query, top_k)
 
-    outcomes = run_items(items, Faulty(mode="dense", embedder=embedder), top_k=5, k_values=K_VALUES,
-                         profile=DEFAULT_SCORING_PROFILE, cache=None, dataset_sha256=None)
+    context = run_context(top_k=5, k_values=K_VALUES, scoring_profile=DEFAULT_SCORING_PROFILE, dataset_sha256=None)
+    outcomes = run_items(items, Faulty(mode="dense", embedder=embedder), context, cache=None)
     states = [o["records"][0]["status"] for o in outcomes]
     assert states.count("failed") == 1 and states.count("ok") == 2
     failed = next(o for o in outcomes if o["records"][0]["status"] == "failed")

@@ -19,9 +19,10 @@ from coordinator.board import charts, data as board_data, files as board_files, 
 from coordinator.board import questions as board_questions
 from coordinator.board.build import build_board, make_server
 from coordinator.cli import main
-from coordinator.results.analyze import load_results
+from coordinator.results.run_files import ResultsFile
 from coordinator.results.compare import bootstrap_interval, compare_files
 from coordinator.running.reducer import write_results
+from tests.factories import run_context
 
 RESAMPLES = 500  # enough for an interval to be an interval; the statistics' own tests live with compare
 
@@ -96,7 +97,7 @@ def test_each_row_is_the_paired_test_of_memfarm_compare_against_the_leader(three
     data = board_data.build_data([three[0].parent], resamples=RESAMPLES, seed=3)
     (group,) = data["groups"]
     rows = group["rows"]
-    loaded = {Path(p).name: load_results(p) for p in three}
+    loaded = {Path(p).name: ResultsFile.read(p) for p in three}
 
     def strict(results):
         values = [r["metrics"]["session"]["recall_all@5"] for r in results["records"] if r["metrics"]]
@@ -284,7 +285,6 @@ def test_the_html_report_of_a_run_links_to_the_board(tmp_path, three):
 def test_runs_judged_by_substrings_stand_apart_with_their_pass_rates(tmp_path, made):
     from adapters.records import judged_record, outcome
     from coordinator.running.reducer import reduce_run
-    from workers.item.run_context import RunContext
 
     retrieved = [{"id": 1, "content": "I moved to Lisbon in March", "score": 0.9, "contributions": {}},
                  {"id": 2, "content": "I lived in Porto", "score": 0.5, "contributions": {}}]
@@ -292,12 +292,11 @@ def test_runs_judged_by_substrings_stand_apart_with_their_pass_rates(tmp_path, m
                 "forbidden_substrings": ["Porto"]},
                {"id": "b", "query": "When did I move?", "expected_substrings": ["March"]}]
     records = [judged_record(q, "episode-1", retrieved, runtime_ms=1.0, worker="w", attempt=1) for q in queries]
-    context = {"benchmark": "adamem-jsonl", "benchmark_title": "AdaMem episodes", "group_key": None,
-               "dataset_path": "episodes.jsonl", "dataset_sha256": "e" * 64,
-               "system_config": {"name": "adamem", "retrieval_mode": "full"}, "embedding_signature": None,
-               "scoring_profile": None, "top_k": None, "k_values": (1, 5), "rendering": None, "arguments": {},
-               "command": "test", "tuning": None}
-    judged = reduce_run([outcome("episode-1", records)], RunContext.from_dict(context), elapsed_seconds=1.0,
+    context = run_context(benchmark="adamem-jsonl", benchmark_title="AdaMem episodes", group_key=None,
+                          dataset_path="episodes.jsonl", dataset_sha256="e" * 64,
+                          system_config={"name": "adamem", "retrieval_mode": "full"}, scoring_profile=None,
+                          top_k=None)
+    judged = reduce_run([outcome("episode-1", records)], context, elapsed_seconds=1.0,
                         commit="c")
     paths = write_runs(tmp_path, [judged, copy.deepcopy(made[0])])
     data = board_data.build_data(paths, resamples=RESAMPLES)

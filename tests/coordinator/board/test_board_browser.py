@@ -9,7 +9,7 @@ import pytest
 from coordinator.benches.board_build import generated_runs
 from coordinator.board import markup as board_html, pages as board_pages, questions as board_questions
 from coordinator.board.build import build_board
-from coordinator.results.analyze import load_results
+from coordinator.results.run_files import ResultsFile
 from tests.browser import Browser
 from tests.coordinator.board.test_board import HOSTILE, hostile_runs, write_runs
 
@@ -28,7 +28,7 @@ def board(tmp_path_factory, made):
     root = tmp_path_factory.mktemp("board")
     paths = write_runs(root / "runs", copy.deepcopy(made))
     build_board(paths, root / "board", resamples=RESAMPLES)
-    return root / "board", [load_results(p) for p in paths]
+    return root / "board", [ResultsFile.read(p) for p in paths]
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from coordinator.results import analyze as analysis
 from coordinator.cli import main
-from coordinator.running.reducer import RESULTS_FORMAT
+from coordinator.results.run_files import RESULTS_FORMAT, ResultsFile
 from adapters.errors import ResultsError
 
 
@@ -25,12 +25,22 @@ def _record(qid, qtype, expected_rank, candidates, session_metrics, turn_metrics
             "expected": "gold text", "expected_ids": ["S1"], "gold": {"sessions": ["S1"], "turns": ["S1#0"]},
             "expected_rank": expected_rank, "retrieved": expected_rank is not None, "candidates": candidates,
             "runtime_ms": 10.0, "abstention": abstention,
-            "metrics": None if abstention else {"session": session_metrics, "turn": turn_metrics},
+            "metrics": None if abstention else _metrics(candidates),
             "diagnostics": {"system": {"policy": "all", "finish_reason": "all_completed", "embed_ms": 2.0,
                                        "wait_ms": 5.0, "sources_submitted": ["faiss", "bm25"],
                                        "sources_completed": ["faiss"], "sources_pending": [],
                                        "sources_failed": {"bm25": "boom"},
                                        "ranking": {"mmr": {"applied": True, "moved": 2, "max_shift": 3}}}}}
+
+
+def _metrics(candidates):
+    """What the record's own ranking gives against its gold (S1, S1#0): a file's metrics are checked when read."""
+    from adapters.defaults import K_VALUES
+    from adapters.metrics import question_metrics
+
+    turns = [c["metadata"]["turn_id"] for c in candidates]
+    return question_metrics(turns, {c["metadata"]["turn_id"]: c["metadata"]["session_id"] for c in candidates},
+                            ["S1"], ["S1#0"], K_VALUES)
 
 
 def _results(path, records, mode="fusion", benchmark="LongMemEval-S", profile="expected-text"):
@@ -73,7 +83,7 @@ def files(tmp_path):
 
 
 def test_every_section_on_a_known_file(files):
-    report = analysis.analyze(analysis.load_results(files[0]))
+    report = analysis.analyze(ResultsFile.read(files[0]))
     assert report["evaluable"] == 3 and report["abstentions"] == 1
     assert report["rates"]["retrieved"] == {"rate": 2 / 3, "count": 2, "of": 3}
     assert report["rates"]["top1"]["count"] == 1 and report["rates"]["top3"]["count"] == 2
@@ -94,20 +104,22 @@ def test_every_section_on_a_known_file(files):
 
 
 def test_compare_lines_up_files_and_refuses_mismatches(files, tmp_path):
-    rows = analysis.compare([analysis.load_results(f) for f in files])
+    with pytest.raises(ResultsError, match="question set"):  # b.json holds two of a.json's four questions
+        analysis.compare([ResultsFile.read(f) for f in files])
+    rows = analysis.compare([ResultsFile.read(f) for f in files], force=True)
     assert [r["mode"] for r in rows] == ["fusion", "dense"]
     assert rows[1]["R@1"] == 1.0 and rows[0]["R@1"] == pytest.approx(1 / 3) and rows[0]["evaluable"] == 3
     other = _results(tmp_path / "c.json", [_record("q1", "x", 1, [_candidate(1, "S1", "S1#0", 1.0)], S_HIT)],
                      benchmark="LoCoMo")
     with pytest.raises(ResultsError, match="differ"):
-        analysis.compare([analysis.load_results(files[0]), analysis.load_results(other)])
-    assert len(analysis.compare([analysis.load_results(files[0]), analysis.load_results(other)], force=True)) == 2
+        analysis.compare([ResultsFile.read(files[0]), ResultsFile.read(other)])
+    assert len(analysis.compare([ResultsFile.read(files[0]), ResultsFile.read(other)], force=True)) == 2
     result = CliRunner().invoke(main, ["analyze", "--compare", str(files[0]), str(other)])
     assert result.exit_code == 2 and "--force" in result.output
 
 
 def test_explain_splits_never_retrieved_and_outranked(files):
-    report = analysis.explain(analysis.load_results(files[0]), worst=5)
+    report = analysis.explain(ResultsFile.read(files[0]), worst=5)
     assert report["never_retrieved"] == 1 and report["outranked"] == 1
     assert [e["kind"] for e in report["worst"]] == ["never retrieved", "outranked"]
     near = report["worst"][1]
@@ -140,7 +152,7 @@ def test_an_older_format_is_named(files, tmp_path):
     data["format"] = "memoria-farm/results/0"
     (tmp_path / "older.json").write_text(json.dumps(data))
     with pytest.raises(ResultsError, match="results/0"):
-        analysis.load_results(tmp_path / "older.json")
+        ResultsFile.read(tmp_path / "older.json")
 
 
 def test_every_per_file_chart_names_its_file(files, monkeypatch):
@@ -148,7 +160,7 @@ def test_every_per_file_chart_names_its_file(files, monkeypatch):
 
     titles = []
     monkeypatch.setattr(plots, "_png", lambda fig: titles.append(fig.axes[0].get_title()) or b"")
-    loaded = [analysis.load_results(f) for f in files]
+    loaded = [ResultsFile.read(f) for f in files]
     plots.charts(loaded)
     per_file = [t for t in titles if "recall_any@K" not in t]
     assert per_file == ["a.json: by question type", f"a.json: rank histogram {per_file[1].split('histogram ')[1]}",

@@ -9,12 +9,12 @@ from click.testing import CliRunner
 
 from adapters.files import write_json
 from coordinator.cli import main
-from coordinator.results.analyze import load_results
+from coordinator.results.run_files import ResultsFile
 from coordinator.results.compare import bootstrap_interval, compare_files, holm, paired, parse_metric
 from coordinator.running.reducer import reduce_run
 from adapters.records import candidate, question_record
 from adapters.errors import ResultsError
-from workers.item.run_context import RunContext
+from tests.factories import run_context
 
 
 def _binary(wins: int, losses: int, both_hit: int, both_miss: int) -> tuple[dict, dict]:
@@ -148,12 +148,10 @@ def results_file(path, hits: dict, *, mode="fusion", checksum="abc", profile="ex
     for item in unread:
         by_item[item] = [_record(item, item, None, status="failed")]
     outcomes = [{"item_id": item, "records": records} for item, records in by_item.items()]
-    context = {"benchmark": "locomo", "benchmark_title": "LoCoMo", "group_key": "question_type",
-               "dataset_path": "d.json", "dataset_sha256": checksum,
-               "system_config": {"name": "memoria", "retrieval_mode": mode}, "embedding_signature": None,
-               "scoring_profile": profile, "top_k": 5, "k_values": (5, 10), "arguments": {},
-               "command": "test"}
-    results, _ = reduce_run(outcomes, RunContext.from_dict(context), elapsed_seconds=0.0, commit="c")
+    context = run_context(benchmark="locomo", benchmark_title="LoCoMo", dataset_sha256=checksum,
+                          system_config={"name": "memoria", "retrieval_mode": mode}, scoring_profile=profile, top_k=5,
+                          k_values=(5, 10))
+    results, _ = reduce_run(outcomes, context, elapsed_seconds=0.0, commit="c")
     write_json(path, results)
     return str(path)
 
@@ -203,8 +201,10 @@ def test_metric_option_chooses_the_rows(tmp_path):
 
 
 @pytest.mark.parametrize("change, named", [({"checksum": "other"}, "dataset checksum other differs"),
-                                           ({"profile": "longmemeval-official"}, "scoring profile")])
+                                           ({"profile": "longmemeval-official"}, "b.json")])
 def test_refuses_files_of_another_dataset_or_profile(tmp_path, change, named):
+    """A file of another profile is refused in one line (its metrics, checked when read, are not that profile's
+    own here; `tests/coordinator/results/test_pairing.py` has the pairing rule on every field)."""
     a = results_file(tmp_path / "a.json", HITS_A)
     b = results_file(tmp_path / "b.json", HITS_B, mode="full", **change)
     result = compare(a, b)
@@ -309,7 +309,7 @@ def test_the_html_report_pairs_the_files_strict_metric_first_and_plots_each_diff
     dom = chromium(page, tmp_path / "report.png", height=2400)
     paired = dom[dom.index('id="paired"'):dom.index("<h2>Charts")]
     assert paired.index("session:recall_all@5") < paired.index("session:recall_any@5") < paired.index("turn:recall_any@10")
-    table = compare_files([load_results(a), load_results(b)])
+    table = compare_files([ResultsFile.read(a), ResultsFile.read(b)])
     first = table["comparisons"][0]
     assert f"[{first['ci95'][0]:+.3f}, {first['ci95'][1]:+.3f}]" in paired and f"{first['delta']:+.3f}" in paired
     assert 'alt="paired differences"' in paired and "data:image/png;base64," in paired

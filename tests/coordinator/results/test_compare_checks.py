@@ -14,13 +14,13 @@ from adapters.benchmarks.longmemeval.reader import LongMemEval
 from adapters.generators.longmemeval_s import write as synth_write
 from adapters.records import candidate, question_record
 from coordinator.cli import main
-from coordinator.results.analyze import load_results
+from coordinator.results.run_files import ResultsFile
 from coordinator.results.checks import check_results
 from coordinator.results.compare import compare_files, paired
 from coordinator.results.score import score_rankings
 from coordinator.running.reducer import reduce_run
-from workers.item.run_context import RunContext
 from tests.coordinator.results.test_compare import HITS_A, HITS_B, results_file
+from tests.factories import run_context
 
 
 def _edit(path, change) -> str:
@@ -198,18 +198,16 @@ def official_file(tmp_path_factory):
         lines.append(json.dumps({"question_id": item["item_id"], "ranked": turns}))
     rankings.write_text("\n".join(lines) + "\n")
     outcomes, _ = score_rankings(adapter, str(rankings), "turn", "longmemeval-official", K_VALUES)
-    context = {"benchmark": "longmemeval", "benchmark_title": "LongMemEval", "group_key": "question_type",
-               "dataset_path": str(data), "dataset_sha256": "x", "system_config": {"name": "rankings"},
-               "embedding_signature": None, "scoring_profile": "longmemeval-official", "top_k": 10,
-               "k_values": K_VALUES, "arguments": {}, "command": "test"}
-    results, _ = reduce_run(outcomes, RunContext.from_dict(context), elapsed_seconds=0.0, commit="c")
+    context = run_context(benchmark_title="LongMemEval", dataset_path=str(data), system_config={"name": "rankings"},
+                          scoring_profile="longmemeval-official", k_values=K_VALUES)
+    results, _ = reduce_run(outcomes, context, elapsed_seconds=0.0, commit="c")
     path = tmp / "r.json"
     path.write_text(json.dumps(results))
     return path
 
 
 def test_an_official_file_passes_and_a_changed_recall_or_ndcg_is_refused(official_file, tmp_path):
-    check_results(load_results(official_file))
+    check_results(ResultsFile.read(official_file))
     data = json.loads(official_file.read_text())
     record = next(r for r in data["records"] if r["metrics"] and r["metrics"]["turn"]["recall_any@50"] == 1.0
                   and r["metrics"]["turn"]["recall_all@1"] == 0.0)
@@ -221,7 +219,7 @@ def test_an_official_file_passes_and_a_changed_recall_or_ndcg_is_refused(officia
         path = tmp_path / f"{key}.json"
         path.write_text(json.dumps(changed))
         with pytest.raises(ResultsError, match=f"question {record['question_id']}: field metrics.turn.{key}"):
-            compare_files([load_results(official_file), load_results(path)], resamples=200)
+            compare_files([ResultsFile.read(official_file), ResultsFile.read(path)], resamples=200)
 
 
 def test_the_headers_count_the_questions_paired_not_only_the_files_questions(tmp_path):
@@ -249,7 +247,7 @@ def test_a_file_whose_gold_was_changed_to_fit_its_metrics_is_refused_against_the
                              "turn": level_metrics(["D9:1", "D8:2"], ["D9:1"], (5, 10))}
         record["metrics_by_profile"]["expected-text"] = record["metrics"]
     b = _edit(results_file(tmp_path / "b.json", HITS_B, mode="full"), regold)
-    check_results(load_results(b))  # consistent in itself ...
+    check_results(ResultsFile.read(b))  # consistent in itself ...
     result = compare(a, b)
     assert result.exit_code == 2  # ... but not with the baseline's gold
     assert "b.json: question c2:q1: field gold differs from the baseline" in result.output

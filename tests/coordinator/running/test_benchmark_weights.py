@@ -29,14 +29,14 @@ def test_memoria_full_on_realmem_takes_them_and_says_so(realmem_dir):
     assert spec.system_settings()["weights"] == load_weights(REALMEM_FILE)
     warnings = spec.check(farm=False)
     assert any("RealMem's own weights" in w and str(REALMEM_FILE) in w for w in warnings), warnings
-    tuning = spec.context(system_config={}, embedding_signature=None)["tuning"]
+    tuning = spec.context(system_config={}, embedding_signature=None).tuning
     assert tuning["tuned_on_this_data"] and tuning["label"]  # the five development personas: not held out
 
 
 def test_development_personas_alone_two_in_a_folder_or_cut_are_tuned_on_and_another_is_not(realmem_dir, tmp_path):
     one = RunSpec("realmem", dataset=str(realmem_dir / "Kenta_Tanaka_dialogues_256k.json"), retrieval_mode="full")
     context = one.context(system_config={}, embedding_signature=None)
-    assert context["tuning"]["tuned_on_this_data"] and context["dataset_file_checksums"] is None  # one file: none
+    assert context.tuning["tuned_on_this_data"] and context.dataset_file_checksums is None  # one file: none
     folder = tmp_path / "cut"
     folder.mkdir()
     realmem_persona(realmem_dir / "Kenta_Tanaka_dialogues_256k.json", 8, folder / "Kenta_Tanaka_dialogues_256k.json")
@@ -45,10 +45,10 @@ def test_development_personas_alone_two_in_a_folder_or_cut_are_tuned_on_and_anot
     for name in ("Kenta_Tanaka", "Liam_O_Connor"):  # a folder no checksum of the weights file names as a whole
         (two / f"{name}_dialogues_256k.json").write_bytes((realmem_dir / f"{name}_dialogues_256k.json").read_bytes())
     assert RunSpec("realmem", dataset=str(two), retrieval_mode="full").context(
-        system_config={}, embedding_signature=None)["tuning"]["tuned_on_this_data"]
+        system_config={}, embedding_signature=None).tuning["tuned_on_this_data"]
     cut = RunSpec("realmem", dataset=str(folder), retrieval_mode="full")
     assert cut.weights_path() == str(REALMEM_FILE)
-    tuning = cut.context(system_config={}, embedding_signature=None)["tuning"]
+    tuning = cut.context(system_config={}, embedding_signature=None).tuning
     assert tuning["tuned_on_this_data"] and tuning["items_tuned_on"] == ["Kenta_Tanaka"]  # no checksum, its name
     other = tmp_path / "other"  # a persona the weights never saw: the same shape, another person
     other.mkdir()
@@ -56,7 +56,7 @@ def test_development_personas_alone_two_in_a_folder_or_cut_are_tuned_on_and_anot
     data["_metadata"]["person_name"] = "Someone_Else"
     (other / "Someone_Else_dialogues_256k.json").write_text(json.dumps(data))
     tuning = RunSpec("realmem", dataset=str(other), retrieval_mode="full").context(
-        system_config={}, embedding_signature=None)["tuning"]
+        system_config={}, embedding_signature=None).tuning
     assert not tuning["tuned_on_this_data"] and "items_tuned_on" not in tuning
     # only the items a run takes: --limit 2 takes the folder's first two personas
     assert RunSpec("realmem", dataset=str(realmem_dir), limit=2)._item_ids() == ["Adeleke_Okonjo", "Ethan_Hunt"]
@@ -101,11 +101,11 @@ def test_a_folders_file_checksums_cross_the_farms_run_context_and_a_bad_one_is_r
 
     context = RunSpec("realmem", dataset=str(realmem_dir), retrieval_mode="full").context(
         system_config={}, embedding_signature=None)
-    assert len(context["dataset_file_checksums"]) == 5
+    assert len(context.dataset_file_checksums) == 5
     limited = RunSpec("realmem", dataset=str(realmem_dir), retrieval_mode="full", limit=2).context(
         system_config={}, embedding_signature=None)
-    assert limited["dataset_file_checksums"] == context["dataset_file_checksums"][:2]  # only the files run
-    assert RunContext.from_dict(context).to_dict()["dataset_file_checksums"] == context["dataset_file_checksums"]
+    assert limited.dataset_file_checksums == context.dataset_file_checksums[:2]  # only the files run
+    assert RunContext.from_dict(context.to_dict()).to_dict()["dataset_file_checksums"] == context.dataset_file_checksums
     for bad in ("ab" * 32, ["ab" * 32, 7]):
         with pytest.raises(LedgerValueError, match="dataset_file_checksums"):
-            RunContext.from_dict({**context, "dataset_file_checksums": bad})
+            RunContext.from_dict({**context.to_dict(), "dataset_file_checksums": bad})

@@ -63,3 +63,31 @@ def test_progress_inside_an_item_says_questions_asked_a_rate_and_an_estimate():
     now[0] += 20.0
     assert progress.due(100, 150) and progress.due(150, 150), "and the item's last question always"
     assert progress.line("Liam\x1b[2J", 1, 10).startswith("Liam\\x1b[2J: 1/10"), "a new item starts its own clock"
+
+
+def test_off_a_terminal_the_items_line_counts_the_whole_run_every_so_often_and_at_the_end():
+    from coordinator.running.progress import ItemProgress
+
+    now = [100.0]
+    progress = ItemProgress(every=30.0, clock=lambda: now[0])
+    now[0] += 5.0
+    assert not progress.due(1, 500), "not a line per item: 500 one-question items are not 500 lines"
+    now[0] += 55.0
+    assert progress.due(20, 500)
+    assert progress.line(20, 500) == "items: 20/500 finished, 20.0/min, ETA 24m00s"
+    now[0] += 10.0
+    assert not progress.due(25, 500) and progress.due(500, 500), "and the last item always"
+
+
+def test_a_local_run_in_a_log_prints_the_runs_count_not_a_line_per_one_question_item(tmp_path):
+    from click.testing import CliRunner
+
+    from coordinator.cli import main
+    from tests.helpers import write_dataset
+
+    data = write_dataset(tmp_path / "lme.json", questions=3, seed=3, scale=0.02)
+    result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", "recency",
+                                       "--output", str(tmp_path / "out.json")])
+    assert result.exit_code == 0, result.output
+    assert "items: 3/3 finished" in result.output
+    assert "1/1 questions" not in result.output

@@ -6,7 +6,7 @@ from adapters.defaults import EXPECTED_TEXT_PROFILE, REALMEM_PROFILE
 from adapters.profiles import profile
 from coordinator.results.report import profile_lines
 from coordinator.running.reducer import reduce_run
-from workers.item.run_context import RunContext
+from tests.factories import run_context
 
 OFFICIAL = "longmemeval-official"
 HIT = {"session": {"recall_any@1": 1.0}, "turn": {"recall_any@1": 1.0}}
@@ -20,16 +20,13 @@ def _outcome(qid, metrics_by_profile, chosen):
 
 
 def _context(profile, benchmark="longmemeval", title="LongMemEval-S"):
-    return {"benchmark": benchmark, "benchmark_title": title, "group_key": "question_type",
-            "dataset_path": "d.json", "dataset_sha256": "x", "system_config": {"name": "scripted"},
-            "embedding_signature": None, "scoring_profile": profile, "top_k": 1, "k_values": (1,),
-            "arguments": {}, "command": "test"}
+    return run_context(benchmark=benchmark, benchmark_title=title, scoring_profile=profile, top_k=1, k_values=(1,))
 
 
 def test_outcomes_under_the_old_name_memoria_reduce_under_expected_text():
     outcomes = [_outcome("q1", {"memoria": HIT, OFFICIAL: MISS}, "memoria"),
                 _outcome("q2", {"memoria": MISS, OFFICIAL: MISS}, "memoria")]
-    results, manifest = reduce_run(outcomes, RunContext.from_dict(_context("memoria")), elapsed_seconds=0.0,
+    results, manifest = reduce_run(outcomes, _context("memoria"), elapsed_seconds=0.0,
                                    commit="c")
     assert results["scoring_profile"] == results["corpus"] == EXPECTED_TEXT_PROFILE
     assert set(results["metrics_by_profile"]) == {EXPECTED_TEXT_PROFILE, OFFICIAL}
@@ -46,14 +43,14 @@ def test_a_profile_on_another_profiles_corpus_is_starred_but_realmems_two_profil
     """LongMemEval's official numbers computed on the expected-text corpus are not citable as official; RealMem's
     two profiles score the one corpus a run gives its system, so both are their own and neither is starred."""
     outcomes = [_outcome("q1", {EXPECTED_TEXT_PROFILE: HIT, OFFICIAL: MISS}, EXPECTED_TEXT_PROFILE)]
-    results, _ = reduce_run(outcomes, RunContext.from_dict(_context(EXPECTED_TEXT_PROFILE)), elapsed_seconds=0.0,
+    results, _ = reduce_run(outcomes, _context(EXPECTED_TEXT_PROFILE), elapsed_seconds=0.0,
                             commit="c")
     lines = profile_lines(results)
     assert any(line.startswith(f"{OFFICIAL} *") for line in lines)
     assert any(line.startswith("* on the expected-text profile's corpus") for line in lines)
 
     outcomes = [_outcome("q1", {REALMEM_PROFILE: HIT, EXPECTED_TEXT_PROFILE: HIT}, REALMEM_PROFILE)]
-    results, _ = reduce_run(outcomes, RunContext.from_dict(_context(REALMEM_PROFILE, "realmem", "RealMem")),
+    results, _ = reduce_run(outcomes, _context(REALMEM_PROFILE, "realmem", "RealMem"),
                             elapsed_seconds=0.0, commit="c")
     assert all(block["own_corpus"] for block in results["metrics_by_profile"].values())
     lines = profile_lines(results)

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from adapters.benchmarks.longmemeval import official
 from adapters.benchmarks.longmemeval.reader import LongMemEval
 from coordinator.cli import main
-from coordinator.running.reducer import current_profile_names
+from coordinator.results.run_files import current_profile_names
 from tests.adapters.systems.scripted_system import Scripted
 from workers.item.evaluate import evaluate_item
 
