@@ -11,6 +11,7 @@ from dataclasses import fields
 
 from adapters.systems.contract import (AddsOnIngest, CountsWork, EncodesAhead, Describes, Diagnoses, Embeds, GrowsWhileAsked,
                                        HasBuildIdentity, SharesVectors, Snapshots, SystemInfo)
+from adapters.threads import model_threads
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
 from memoria.settings import MemoriaSettings
@@ -19,11 +20,6 @@ from memoria.settings import MemoriaSettings
 def onnx_folder() -> Path:
     """Where the ONNX export of the packaged model lives (MEMFARM_ONNX_DIR; one per machine by default)."""
     return Path(os.environ.get("MEMFARM_ONNX_DIR") or Path.home() / ".cache" / "memoria-farm" / "onnx")
-
-
-def embedder_threads() -> int:
-    """Threads for ONNX Runtime: a worker's --torch-threads, else every core (torch's own default)."""
-    return int(os.environ.get("MEMFARM_TORCH_THREADS") or 0) or os.cpu_count() or 1
 
 
 class Parts(NamedTuple):
@@ -98,7 +94,7 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdent
         self.settings = MemoriaSettings().updated(**{**given, "weights": weights})
         self.max_seq_length = max_seq_length
         embedder = embedder or LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
-                                            threads=embedder_threads(), embedder=embedder_name)
+                                            threads=model_threads(), embedder=embedder_name)
         self.embedder_backend = embedder_backend
         self.embedder_name = getattr(embedder, "embedder", embedder_name)
         self.weights_source = ("given" if "weights" in given

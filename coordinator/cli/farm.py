@@ -14,6 +14,7 @@ from adapters.errors import MemfarmError
 from coordinator.cli.root import broker_option, main, pass_cli
 from coordinator.operations.cluster import DEFAULT_REDIS_MAXMEMORY
 from adapters.systems.settings import BY_NAME, Kind
+from adapters.threads import use_threads
 from memoria.defaults import DEFAULT_EMBEDDER
 from workers.farm.config import DEFAULT_CACHE_DIR, ENVIRON
 
@@ -249,7 +250,7 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
 
     os.environ["MEMFARM_BROKER"] = broker
     os.environ[ENVIRON["cache_dir"]] = str(Path(cache_dir).resolve())
-    os.environ[ENVIRON["torch_threads"]] = str(torch_threads)
+    use_threads(torch_threads, keep_omp=True)  # the variable its pool processes and their models read
     if max_seq_length:
         os.environ[ENVIRON["max_seq_length"]] = str(max_seq_length)
     if embedder_backend:
@@ -258,7 +259,6 @@ def worker(broker, cache_dir, concurrency, torch_threads, max_seq_length, embedd
         from memoria.model_files import embedder_key
 
         os.environ[ENVIRON["embedder"]] = embedder_key(embedder)  # the checks below check its files before any run
-    os.environ.setdefault("OMP_NUM_THREADS", str(torch_threads))
     connect(broker)  # one clear line for a wrong password or a missing server
     _refuse_on_failed_checks(broker, cache_dir, max_seq_length, embedder)
     Path(cache_dir).mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,8 @@ import json
 import os
 from dataclasses import dataclass
 
+from adapters.threads import THREADS_VARIABLE
+
 
 #: Where `memfarm worker` (and `cluster up`'s workers) cache items unless told otherwise (--cache-dir).
 DEFAULT_CACHE_DIR = "cache/worker"
@@ -20,7 +22,7 @@ DEFAULT_CACHE_DIR = "cache/worker"
 #: writes them for its pool's processes, which read them here.
 ENVIRON = {"cache_dir": "MEMFARM_CACHE_DIR", "max_seq_length": "MEMFARM_MAX_SEQ_LENGTH",
            "embedder_backend": "MEMFARM_EMBEDDER_BACKEND", "embedder": "MEMFARM_EMBEDDER",
-           "torch_threads": "MEMFARM_TORCH_THREADS", "allowed_systems": "MEMFARM_ALLOWED_SYSTEMS"}
+           "torch_threads": THREADS_VARIABLE, "allowed_systems": "MEMFARM_ALLOWED_SYSTEMS"}
 
 
 @dataclass(frozen=True)

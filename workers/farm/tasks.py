@@ -43,9 +43,9 @@ def _read_configuration(**_):
 def _init_process(**_):
     """Pool processes: the torch thread count asked for. The model loads on the first item, not here:
     a replacement process must come up within Celery's process-up timeout, whatever the load."""
-    import torch
+    from adapters.threads import use_threads
 
-    torch.set_num_threads(worker_config().torch_threads)
+    use_threads(worker_config().torch_threads, keep_omp=True)
 
 
 @worker_process_shutdown.connect
