@@ -96,7 +96,10 @@ class Model:
 
 
 def offline_environment() -> None:
-    """No hub: the model is read from disk, before sentence-transformers or transformers load."""
+    """No hub: the model is read from disk, before sentence-transformers or transformers load; and no telemetry:
+    ONNX Runtime's native library (loaded by the ONNX backend, txtai, MemPalace's Chroma) otherwise looks up its
+    telemetry host by DNS, unseen by any Python-level guard. Its switch is read when the library loads."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

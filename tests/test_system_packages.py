@@ -12,7 +12,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "system-packages"
 
 
 def _path_with(tmp_path: Path, *tools: str) -> str:
-    """A PATH holding only links to `tools` (redis-server, chromium, node and npm are left out on purpose)."""
+    """A PATH holding only links to `tools` (redis-server, chromium, node, npm and strace are left out on purpose)."""
     folder = tmp_path / "bin"
     folder.mkdir(exist_ok=True)
     for tool in tools:
@@ -32,7 +32,7 @@ def test_report_mode_names_every_missing_package_and_the_command(tmp_path):
     result = _run(tmp_path, "--check")
     assert result.returncode == 1
     first = result.stderr.splitlines()[0]
-    assert first == "missing system packages: redis-server chromium nodejs npm"
+    assert first == "missing system packages: redis-server chromium nodejs npm strace"
     assert "install them with" in result.stderr and "redis-server" in result.stderr.splitlines()[1]
     assert result.stdout == ""
 
@@ -41,7 +41,7 @@ def test_nothing_missing_is_silent_and_succeeds(tmp_path):
     if not (shutil.which("redis-server") and (shutil.which("chromium") or shutil.which("chromium-browser"))
             and shutil.which("node") and shutil.which("npm")):
         pytest.skip("this machine lacks redis-server, chromium, node or npm itself")
-    result = _run(tmp_path, "--check", tools=("git", "redis-server", "chromium", "chromium-browser", "node", "npm"))
+    result = _run(tmp_path, "--check", tools=("git", "redis-server", "chromium", "chromium-browser", "node", "npm", "strace"))
     assert result.returncode == 0 and result.stderr == ""
 
 

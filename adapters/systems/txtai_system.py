@@ -57,6 +57,9 @@ class TxtaiSystem(RunEmbedder, AddsOnIngest, Describes, Embeds, Closes, EncodesA
         check_mode("txtai", mode, MODES)
         if importlib.util.find_spec("txtai") is None or importlib.util.find_spec("faiss") is None:
             raise ImportError(f"txtai is not installed: {DESCRIPTION.install} (in the checkout)")
+        from memoria.model_files import offline_environment
+
+        offline_environment()  # txtai loads ONNX Runtime, whose telemetry switch is read as it loads
         import txtai  # noqa: F401  (seconds: paid here, once per process, not at the first item)
 
         self.mode = mode

@@ -19,7 +19,11 @@ def check_mode(name: str, mode: str, modes: tuple[str, ...]) -> None:
 
 
 def require(package: str, install: str, *modules: str) -> None:
-    """Import `modules`; a missing one refuses the system, naming `package` and the line that installs it."""
+    """Import `modules`; a missing one refuses the system, naming `package` and the line that installs it. The
+    offline environment is set first: a vendor's libraries read their switches (hub, telemetry) as they load."""
+    from memoria.model_files import offline_environment
+
+    offline_environment()
     for module in modules:
         try:
             importlib.import_module(module)
@@ -37,14 +41,15 @@ class RunEmbedder:
 
     def use_run_embedder(self, embedder=None, max_seq_length: int | None = None,
                          embedder_backend: str = DEFAULT_EMBEDDER_BACKEND, batch_size: int | None = None) -> None:
-        from adapters.systems.memoria_system import embedder_threads, onnx_folder
+        from adapters.systems.memoria_system import onnx_folder
+        from adapters.threads import model_threads
         from memoria.ahead import AheadEmbedder
         from memoria.embedder import LazyEmbedder
 
         self.batch_size = batch_size or DEFAULT_BATCH
         if embedder is None or isinstance(embedder, str):
             embedder = LazyEmbedder(max_seq_length, embedder_backend, onnx_dir=onnx_folder(),
-                                    threads=embedder_threads(), embedder=embedder)
+                                    threads=model_threads(), embedder=embedder)
         self.embedder = AheadEmbedder(embedder)
 
     @property

@@ -69,7 +69,9 @@ class _Cli(click.Group):
 def main(ctx, verbose):
     """Benchmark farm for agent-memory retrieval (LongMemEval-S, LoCoMo, AdaMem episodes)."""
     from adapters.redaction import RedactingFilter, redact
+    from memoria.model_files import offline_environment
 
+    offline_environment()  # before any command loads a library that would reach out (a hub, a telemetry host)
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
@@ -131,7 +133,7 @@ MANUAL_PAGES = {
     "submit": "farm.md", "status": "farm.md", "requeue": "farm.md", "resume": "farm.md", "reduce": "farm.md",
     "runs": "farm.md", "forget": "farm.md", "worker": "farm.md", "flower": "farm.md", "cluster": "farm.md",
     "forget-shared-embeddings": "embedders.md", "forget-stored-embeddings": "security.md",
-    "cluster revoke-machine": "security.md", "cluster renew-certs": "security.md",
+    "cluster revoke-machine": "security.md", "cluster flower-login": "farm.md", "cluster renew-certs": "security.md",
     "analyze": "results.md", "compare": "results.md", "score": "results.md", "rankings": "results.md",
     "optimize": "full-mode.md",
     "synth": "datasets.md", "extract-questions": "datasets.md", "convert": "datasets.md",
