@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from adapters.errors import MemfarmError
 from adapters.files import write_json
 from coordinator.running.reducer import git_commit
 
@@ -70,12 +71,27 @@ def measure_memfarm(args: list[str], broker: str | None = None) -> tuple[float, 
     return float(seconds), int(rss)
 
 
+#: The file a bench leaves in the folder it works in: only a folder holding it is emptied by the next bench.
+WORKDIR_MARKER = ".memfarm-bench-workdir"
+
+
 def fresh_workdir(workdir: str | Path) -> Path:
-    """An empty `workdir`: whatever an earlier bench left there is removed, so that a cold run is cold."""
+    """An empty `workdir`: what an earlier bench left there is removed, so that a cold run is cold.
+
+    Only a bench's own folder is ever emptied (it holds `WORKDIR_MARKER`): a folder that holds anything else, or a
+    symbolic link, is refused before anything is touched, so a mistyped `--workdir results` deletes nothing."""
     workdir = Path(workdir)
+    if workdir.is_symlink():
+        raise MemfarmError(f"--workdir {workdir}: is a symbolic link; name a folder of the bench's own")
     if workdir.exists():
+        if not workdir.is_dir():
+            raise MemfarmError(f"--workdir {workdir}: exists and is not a folder")
+        if any(workdir.iterdir()) and not (workdir / WORKDIR_MARKER).is_file():
+            raise MemfarmError(f"--workdir {workdir}: holds files no bench made (no {WORKDIR_MARKER} in it), and a "
+                               "bench empties its folder first; name a new or empty folder")
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
+    (workdir / WORKDIR_MARKER).write_text("made by memfarm bench; emptied by the next bench run here\n")
     return workdir
 
 

@@ -42,7 +42,8 @@ def bench_ablation(locomo, questions, scale, workdir, output):
                    "('mnem dense'), or another system, a server (http://HOST:PORT[/PREFIX]) or a Python class, "
                    "as a row of its own.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_systems", show_default=True,
-              help="Where each system's results file and manifest are written (emptied first).")
+              help="Where each system's results file and manifest are written (emptied first; a folder holding anything "
+                   "a bench did not make is refused).")
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/systems.json", show_default=True)
 def bench_systems(locomo, questions, scale, limit, realmem, realmem_limit, systems, workdir, output):
     """Every system and control arm side by side (Memoria's modes, AdaMem, mem0, mnem, MemPalace, bm25s, Qdrant,
@@ -161,10 +162,10 @@ def bench_mnem_published(report, scored, run_file, dataset, output):
     import json
 
     from coordinator.benches.common import write_bench
-    from coordinator.results.analyze import load_results
     from coordinator.results.mnem_rankings import reconcile
+    from coordinator.results.run_files import ResultsFile
 
-    data = reconcile(json.loads(Path(report).read_text()), load_results(scored), load_results(run_file),
+    data = reconcile(json.loads(Path(report).read_text()), ResultsFile.read(scored), ResultsFile.read(run_file),
                      json.loads(Path(dataset).read_text()))
     path = write_bench("mnem-published", {"dataset": dataset, **data}, output)
     for row in data["question_sets"] + data["mnem_figures"] + data["published_vs_run"] + data["difference_reasons"]:

@@ -3,13 +3,17 @@ machines that join it (add-machine, revoke-machine, renew-certs)."""
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import click
 
 from adapters.redaction import redact
+from adapters.terminal import printable
 from coordinator.cli.root import main
 from coordinator.operations.cluster import DEFAULT_REDIS_MAXMEMORY
+from coordinator.operations.processes import memfarm_command
 from workers.farm.config import DEFAULT_CACHE_DIR
 
 
@@ -42,10 +46,10 @@ def cluster_up(count, address, state_dir, redis_port, flower_port, no_flower, ca
         click.echo(f"workers on other machines: the 'remote_worker' URL in {state_dir}/cluster.json"
                    + (f" with {state_dir}/tls/ca.crt, client.crt and client.key" if tls else ""))
     # the password is never printed: a line to paste would leave it in the shell's history
-    click.echo(f"to use it in this shell: eval \"$(memfarm cluster env --state-dir {state_dir})\"")
+    click.echo(f"to use it in this shell: {env_line(state_dir)}")
     if state.get("flower"):
-        click.echo(f"flower: http://127.0.0.1:{state['flower']['port']} (user {state['flower']['user']}, "
-                   f"password in {state_dir}/cluster.json)")
+        click.echo(f"flower: http://127.0.0.1:{state['flower']['port']} (user {state['flower']['user']}; "
+                   f"its password: {typed_memfarm()} cluster flower-login --state-dir {shlex.quote(state_dir)})")
     click.echo(f"logs: {state_dir}/logs")
 
 
@@ -67,6 +71,37 @@ def cluster_env(state_dir):
     click.echo(f"export MEMFARM_BROKER={shlex.quote(str(broker))}")
     for name, path in (state.get("tls") or {}).items():
         click.echo(f"export {shlex.quote(str(name))}={shlex.quote(str(path))}")
+
+
+def typed_memfarm() -> str:
+    """This very memfarm as a shell types it, found whatever the PATH: its script's absolute path, or this
+    interpreter running the package. A line that names `memfarm` alone fails in a shell whose PATH lacks the venv,
+    and inside `eval "$(...)"` that failure is silent."""
+    script = Path(sys.argv[0])
+    if script.name == "memfarm" and script.is_file():
+        return shlex.quote(str(script.absolute()))
+    return shlex.join(memfarm_command())
+
+
+def env_line(state_dir: str | Path) -> str:
+    """The line that points a shell at the cluster of `state_dir`, to be typed as printed."""
+    return f'eval "$({typed_memfarm()} cluster env --state-dir {shlex.quote(str(Path(state_dir).absolute()))})"'
+
+
+@cluster.command("flower-login")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=".memfarm", show_default=True)
+def cluster_flower_login(state_dir):
+    """Print Flower's address, user and password (basic auth), for a browser: asked for, never printed by `up`."""
+    import json
+
+    state_file = Path(state_dir) / "cluster.json"
+    try:
+        flower = json.loads(state_file.read_text(encoding="utf-8"))["flower"]
+        line = f"flower: http://127.0.0.1:{int(flower['port'])}  user: {flower['user']}  password: {flower['password']}"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise click.ClickException(f"{state_file}: no Flower in the cluster state ({type(exc).__name__}: {exc}); "
+                                   "start one with `memfarm cluster up`") from None
+    click.echo(printable(line))
 
 
 @cluster.command("restart")

@@ -53,3 +53,40 @@ def test_the_command_is_written_as_a_user_types_it():
     assert invoking_command(["/x/.venv/bin/memfarm", "bench", "systems", "--dataset", "a b.json"]) == \
         "memfarm bench systems --dataset 'a b.json'"
     assert invoking_command(["/r/coordinator/cli/__main__.py", "bench", "engine"]) == "memfarm bench engine"
+
+
+def test_a_bench_empties_only_its_own_folder_and_refuses_one_holding_a_users_files(tmp_path):
+    import pytest
+
+    from adapters.errors import MemfarmError
+    from coordinator.benches.common import WORKDIR_MARKER, fresh_workdir
+
+    users = tmp_path / "results"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+    with pytest.raises(MemfarmError, match="holds files no bench made"):
+        fresh_workdir(users)
+    assert (users / "notes.txt").read_text() == "mine"
+    (tmp_path / "link").symlink_to(users)
+    with pytest.raises(MemfarmError, match="symbolic link"):
+        fresh_workdir(tmp_path / "link")
+    own = fresh_workdir(tmp_path / "bench")  # new: made, and marked as the bench's
+    (own / "left.json").write_text("{}")
+    assert list(fresh_workdir(own).iterdir()) == [own / WORKDIR_MARKER]  # its own: emptied
+    assert list(fresh_workdir(tmp_path / "empty-but-there").iterdir()) == [tmp_path / "empty-but-there" / WORKDIR_MARKER]
+
+
+def test_bench_systems_with_a_users_folder_as_workdir_stops_in_one_line_and_deletes_nothing(tmp_path):
+    from click.testing import CliRunner
+
+    from coordinator.cli import main
+
+    users = tmp_path / "results"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+    locomo = tmp_path / "locomo.json"
+    locomo.write_text("[]")
+    result = CliRunner().invoke(main, ["bench", "systems", "--locomo", str(locomo), "--workdir", str(users),
+                                       "--output", str(tmp_path / "out.json")])
+    assert result.exit_code != 0 and "holds files no bench made" in result.output
+    assert (users / "notes.txt").read_text() == "mine" and not (tmp_path / "out.json").exists()
