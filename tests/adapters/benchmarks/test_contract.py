@@ -47,9 +47,10 @@ def test_the_built_in_readers_declare_what_they_can_do():
     assert BENCHMARKS["longmemeval"].profiles == ("expected-text", "longmemeval-official")
     assert BENCHMARKS["locomo"].profiles == ("expected-text",)
     kinds = {name: b.kind for name, b in BENCHMARKS.items()}
-    assert kinds == {"adamem-jsonl": Kind.EPISODES, "adamem-synthetic": Kind.EPISODES, "locomo": Kind.WHOLE_HISTORY,
+    assert kinds == {"adamem-jsonl": Kind.EPISODES, "adamem-synthetic": Kind.EPISODES, "beam": Kind.WHOLE_HISTORY,
+                     "locomo": Kind.WHOLE_HISTORY,
                      "longmemeval": Kind.WHOLE_HISTORY, "realmem": Kind.STEPPED}
-    assert [name for name, b in BENCHMARKS.items() if b.reads_folders] == ["realmem"]
+    assert [name for name, b in BENCHMARKS.items() if b.reads_folders] == ["beam", "realmem"]
 
 
 def test_a_reader_built_by_hand_finds_its_declaration_by_its_class():
