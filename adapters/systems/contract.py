@@ -186,6 +186,10 @@ class SystemInfo:
     #: The parts a mode asks once some are left out: `plan(mode, without, weights)`, raising ValueError for
     #: what the system does not have (None: nothing to plan).
     plan: Callable | None = None
+    #: The system's own check of a run's settings before anything is built (what only it reads):
+    #: `check(mode=, without=, given=, weights_file=, weights=, embedder=)` -> warnings about settings given but
+    #: unused; raises ValueError naming the option for a setting it refuses (None: nothing to check).
+    check: Callable | None = None
     #: A control arm (`adapters.systems.arms`): it shows a benchmark's floor, and every table marks it.
     arm: bool = False
     #: The modes (or ablations) `memfarm bench systems` runs, in its table's order (None: every one).
