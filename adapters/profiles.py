@@ -17,6 +17,7 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from adapters.declarations import Declarations
 from adapters.errors import MemfarmError, ResultsError
 
 __all__ = ["PROFILES", "PROFILE_ALIASES", "Notes", "Reads", "Scored", "ScoringProfile", "agree", "find_profile",
@@ -107,55 +108,22 @@ class ScoringProfile:
         return max(top_k, docs) if self.reads is Reads.WHOLE else top_k
 
 
-_REGISTERED: dict[str, ScoringProfile] = {}
-_loaded = False
 #: The modules that declare a profile outside a benchmark's folder (the benchmarks' own load with their folders).
 _DECLARING_MODULES = ("adapters.metrics",)
 
 
-def register_profile(declared: ScoringProfile) -> ScoringProfile:
-    """Add `declared` to the registry; a second profile of one name, or a name another profile goes by, is refused."""
-    for name in (declared.name, *declared.aliases):
-        known = _REGISTERED.get(name) or next((p for p in _REGISTERED.values() if name in p.aliases), None)
-        if known is not None and known != declared:
-            raise MemfarmError(f"scoring profile {name!r} is declared twice ({known.score.__module__} and "
-                               f"{declared.score.__module__})")
-    _REGISTERED[declared.name] = declared
-    return declared
-
-
-def unregister_profile(name: str) -> None:
-    """Take a profile out of the registry (a test's own profile, once the test is done)."""
-    _REGISTERED.pop(name, None)
-
-
 def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
     for module in _DECLARING_MODULES:
         importlib.import_module(module)
     len(importlib.import_module("adapters.benchmarks").BENCHMARKS)  # reading it imports every benchmark's folder
 
 
-class _Registry(Mapping):
-    """The registered profiles by name, read live, in the order of their names."""
-
-    def __getitem__(self, name: str) -> ScoringProfile:
-        _load()
-        return _REGISTERED[name]
-
-    def __iter__(self) -> Iterator[str]:
-        _load()
-        return iter(sorted(_REGISTERED))
-
-    def __len__(self) -> int:
-        _load()
-        return len(_REGISTERED)
-
-    def __repr__(self) -> str:
-        return f"PROFILES({', '.join(self)})"
+#: Every registered scoring profile by name, read live, in the order of their names.
+PROFILES: Declarations[ScoringProfile] = Declarations("scoring profile", _load, lambda p: (p.name, *p.aliases),
+                                                      lambda p: p.score.__module__)
+#: Add a declared profile (a second of one name, or of a name another profile goes by, is refused); take one out
+#: again (a test's own profile, once the test is done).
+register_profile, unregister_profile = PROFILES.register, PROFILES.unregister
 
 
 class _Aliases(Mapping):
@@ -174,8 +142,6 @@ class _Aliases(Mapping):
         return len(self._table())
 
 
-#: Every registered scoring profile by name.
-PROFILES: Mapping[str, ScoringProfile] = _Registry()
 #: Older names of profiles (`memoria` for `expected-text`) -> their current names.
 PROFILE_ALIASES: Mapping[str, str] = _Aliases()
 

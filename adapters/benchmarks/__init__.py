@@ -10,64 +10,25 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterator, Mapping
 
 from adapters.benchmarks.contract import Benchmark, Kind
+from adapters.declarations import Declarations
 from adapters.defaults import DEFAULT_SCORING_PROFILE
 from adapters.errors import MemfarmError
 
 __all__ = ["BENCHMARKS", "Benchmark", "Kind", "benchmark", "declaration_of", "default_profile", "ranked_benchmarks", "register"]
 
-_REGISTERED: dict[str, Benchmark] = {}
-_loaded = False
-
-
-def register(declared: Benchmark) -> Benchmark:
-    """Add `declared` to the registry; a second benchmark of one name is refused."""
-    known = _REGISTERED.get(declared.name)
-    if known is not None and known != declared:
-        raise MemfarmError(f"benchmark {declared.name!r} is declared twice ({known.reader.__module__} and "
-                           f"{declared.reader.__module__})")
-    _REGISTERED[declared.name] = declared
-    return declared
-
-
-def unregister(name: str) -> None:
-    """Take a benchmark out of the registry (a test's own benchmark, once the test is done)."""
-    _REGISTERED.pop(name, None)
-
-
 def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
     for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if module.ispkg:
             importlib.import_module(f"{__name__}.{module.name}")
 
 
-class _Registry(Mapping):
-    """The registered benchmarks by name, read live: a benchmark registered later is seen at once."""
-
-    def __getitem__(self, name: str) -> Benchmark:
-        _load()
-        return _REGISTERED[name]
-
-    def __iter__(self) -> Iterator[str]:  # by name: the order folders happen to be imported in is no order
-        _load()
-        return iter(sorted(_REGISTERED))
-
-    def __len__(self) -> int:
-        _load()
-        return len(_REGISTERED)
-
-    def __repr__(self) -> str:
-        return f"BENCHMARKS({', '.join(self)})"
-
-
-#: Every registered benchmark by name.
-BENCHMARKS: Mapping[str, Benchmark] = _Registry()
+#: Every registered benchmark by name, read live: a benchmark registered later is seen at once.
+BENCHMARKS: Declarations[Benchmark] = Declarations("benchmark", _load, lambda b: (b.name,),
+                                                   lambda b: b.reader.__module__)
+#: Add a declared benchmark (a second of one name is refused); take one out again (a test's own).
+register, unregister = BENCHMARKS.register, BENCHMARKS.unregister
 
 
 def ranked_benchmarks() -> tuple[str, ...]:
