@@ -21,7 +21,7 @@ from adapters.files import write_json
 from adapters.metrics import METRIC_NAMES, average
 from adapters.profiles import find_profile, profile_name
 from adapters.benchmarks import BENCHMARKS
-from adapters.records import is_ok, metrics_of
+from adapters.records import failed_records, is_ok, metrics_of
 from coordinator.results.failures import failure_summary
 from coordinator.results.run_files import Manifest, Results, current_profile_names
 from memoria import defaults as engine
@@ -163,7 +163,7 @@ def reduce_run(outcomes: list[dict], context: RunContext, *, elapsed_seconds: fl
     `commit`: the code's (default: this checkout's); `peak_rss_bytes`: of the process that ran every item (a
     local run); `farm`: a farm run's block, in both files (the analyzer reads results files only)."""
     context = replace(context, scoring_profile=profile_name(context.scoring_profile))
-    records = gather_records(outcomes)
+    records = gather_records(fail_colliding_items(outcomes))
     check_one_run(records)
     tally = compute_metrics(records, outcomes, context)
     results = build_results(records, tally, context, commit=commit or git_commit(),
@@ -178,11 +178,57 @@ def gather_records(outcomes: list[dict]) -> list[dict]:
     return [current_profile_names(r) for outcome in outcomes for r in outcome["records"]]
 
 
+def fail_colliding_items(outcomes: list[dict]) -> list[dict]:
+    """The outcomes with every item that holds a question id twice, or one another item holds too, failed.
+
+    Two records of one question id cannot both stand in a results file, and which is the question's is not the
+    reducer's to guess: each item holding such an id becomes one failed record named after the item (its
+    questions are not known apart), the error naming the question and every item that holds it; every other
+    item keeps its records. Repeated until no id repeats (a failed item's record could take another's id)."""
+    outcomes = list(outcomes)
+    failed: set[int] = set()
+    while True:
+        holders: dict[str, list[int]] = defaultdict(list)
+        for index, outcome in enumerate(outcomes):
+            for record in outcome["records"]:
+                holders[record["question_id"]].append(index)
+        colliding = {qid: places for qid, places in holders.items() if len(places) > 1}
+        to_fail = sorted({i for places in colliding.values() for i in places} - failed)
+        if not colliding:
+            return outcomes
+        if not to_fail:  # only failed items' own records repeat: two items of one id (a reader lets none through)
+            check_one_run(gather_records(outcomes))
+        for index in to_fail:
+            outcomes[index] = _collision_outcome(outcomes, index, colliding)
+        failed.update(to_fail)
+
+
+def _collision_outcome(outcomes: list[dict], index: int, colliding: dict[str, list[int]]) -> dict:
+    """Item `index`'s outcome as one failed record named after it, saying which question id collided where."""
+    outcome, item_ids = outcomes[index], [o["item_id"] for o in outcomes]
+    item = outcome["item_id"]
+    said = []
+    for qid, places in colliding.items():
+        if index in places:
+            others = sorted({item_ids[p] for p in places if p != index})
+            said.append(f"question {qid} is held twice by item {item}" if not others else
+                        f"question {qid} is also item {', '.join(others)}'s")
+    error = (f"item {item}: {'; '.join(said)}; their records cannot be told apart, so the item is failed "
+             "and every other item kept")
+    first = outcome["records"][0] if outcome["records"] else {}
+    records = failed_records({"item_id": item}, error, "question_id", first.get("worker"), first.get("attempt", 1))
+    return {**outcome, "records": records}
+
+
 def check_one_run(records: list[dict]) -> None:
     """Refuse records that hold a question twice: two runs' records, or one item's twice."""
-    ids = [r["question_id"] for r in records]
-    if len(ids) != len(set(ids)):
-        raise ResultsError("records hold a question twice; refusing to reduce")
+    seen: dict[str, str] = {}
+    for record in records:
+        qid = record["question_id"]
+        if qid in seen:
+            raise ResultsError(f"question {qid}: records of items {seen[qid]} and {record.get('item_id')} hold it "
+                               "twice; refusing to reduce")
+        seen[qid] = record.get("item_id")
 
 
 def _consulted(cache: dict) -> bool:

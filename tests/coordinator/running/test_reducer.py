@@ -90,3 +90,32 @@ def test_a_run_measures_its_own_peak_memory_not_an_earlier_runs():
     else:  # a sandbox that ignores clear_refs: never a peak below what the process reached
         assert seen["after"] >= seen["with_block"]
     assert seen["took"] == (Path("/proc/self/status").exists() and seen["after"] < seen["with_block"])
+
+
+def test_a_question_id_two_items_hold_fails_those_items_only_and_names_item_and_question(tmp_path):
+    """Two personas whose ids collide (or one persona holding a query twice) used to make the reducer refuse the
+    whole run: every other item's results were lost. Only the items holding the id fail, each named with it."""
+    from adapters.records import outcome
+    from coordinator.results.run_files import ResultsFile
+    from coordinator.running.reducer import write_results
+    from tests.factories import record
+
+    outcomes = [outcome("Ann", [record("Ann:Q:1", "Ann"), record("Ann:2", "Ann")]),
+                outcome("Ann:Q", [record("Ann:Q:1", "Ann:Q")]),
+                outcome("Bo", [record("Bo:1", "Bo"), record("Bo:1", "Bo")]),
+                outcome("Cy", [record("Cy:1", "Cy"), record("Cy:2", "Cy", hit=False)])]
+    context = run_context(benchmark="realmem", benchmark_title="RealMem", scoring_profile=REALMEM_PROFILE,
+                          k_values=(5, 10))
+    results, manifest = reduce_run(outcomes, context, elapsed_seconds=0.0, commit="c")
+    by_id = {r["question_id"]: r for r in results["records"]}
+    assert set(by_id) == {"Ann", "Ann:Q", "Bo", "Cy:1", "Cy:2"}
+    assert by_id["Cy:1"]["status"] == by_id["Cy:2"]["status"] == "ok"  # the other item is kept, scored
+    assert results["metrics"]["all"]["evaluable"]["session"] == 2
+    assert not results["complete"] and results["failures"]["item_ids"] == ["Ann", "Ann:Q", "Bo"]
+    assert by_id["Ann"]["error"].startswith("item Ann: question Ann:Q:1 is also item Ann:Q's")
+    assert "item Ann:Q: question Ann:Q:1 is also item Ann's" in by_id["Ann:Q"]["error"]
+    assert "item Bo: question Bo:1 is held twice by item Bo" in by_id["Bo"]["error"]
+    assert by_id["Bo"]["field"] == "question_id"
+    assert outcomes[0]["records"][0]["status"] == "ok"  # its input untouched
+    path, _ = write_results(results, manifest, tmp_path / "run.json")
+    assert ResultsFile.read(path)["failures"]["items_without_question_ids"] == ["Ann", "Ann:Q", "Bo"]
