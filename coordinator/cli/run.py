@@ -177,8 +177,8 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
 
         click.echo(f"note: running on this machine alone: a cluster is up here (.memfarm/cluster.json) but no "
                    f"--broker or MEMFARM_BROKER is set; to run on it: {env_line('.memfarm')}", err=True)
-    if optimize and spec.retrieval_mode != "full":
-        raise click.UsageError("--optimize tunes the ranking weights of --retrieval-mode full")
+    if optimize and (spec.retrieval_mode != "full" or spec.system_name != "memoria"):
+        raise click.UsageError("--optimize tunes the ranking weights of --system memoria --retrieval-mode full")
     for one in spec.ablations():
         if broker:
             from coordinator.cli.farm import watch_and_reduce
@@ -270,11 +270,11 @@ def staging_line(stats: dict, used_memory: int | None) -> str:
 
 def _optimize(results_path: Path, step_size: float, objective_name: str, dry_run: bool, save_to) -> None:
     from adapters.files import write_json
-    from coordinator.results.optimize import optimise, tuned_on
+    from coordinator.results.optimize import optimise, run_weights, tuned_on
     from coordinator.results.run_files import ResultsFile
 
     results = ResultsFile.read(results_path)
-    weights = results["settings_system"]["ranking"]["weights"]
+    weights = run_weights(results)
     report = optimise(results["records"], weights, step=step_size, objective_name=objective_name)
     click.echo(f"optimise {report['objective']} over {report['questions']} questions: "
                f"{report['before']:.4f} -> {report['after']:.4f}")
@@ -308,11 +308,11 @@ def optimize(results_file, step_size, objective, folds, dry_run_weights, save_we
             raise click.UsageError("--json writes a held-out check: give --held-out FOLDS")
         _optimize(Path(results_file), step_size, objective, dry_run_weights, save_weights)
         return
-    from coordinator.results.optimize import held_out
+    from coordinator.results.optimize import held_out, run_weights
     from coordinator.results.run_files import ResultsFile
 
     results = ResultsFile.read(results_file)
-    report = held_out(results["records"], results["settings_system"]["ranking"]["weights"], folds, step_size,
+    report = held_out(results["records"], run_weights(results), folds, step_size,
                       objective)
     click.echo(f"held out: {report['items']} items in {report['folds']} folds, {report['questions']} questions; "
                f"each fold scored with the run's weights and with weights tuned on the other folds")

@@ -9,6 +9,8 @@ stores, so no model or index is touched; only the candidates a run kept
 
 from __future__ import annotations
 
+import math
+import unicodedata
 from pathlib import Path
 
 from adapters.defaults import DEFAULT_OBJECTIVE
@@ -50,6 +52,20 @@ def objective(questions: list[dict], weights: dict[str, float], name: str = DEFA
         metrics = question_metrics(turns, session_of, q["gold_sessions"], q["gold_turns"], k_values=(k,))
         total += (metrics[level] or {}).get(metric, 0.0)
     return total / len(questions)
+
+
+def run_weights(results: dict) -> dict[str, float]:
+    """The ranking weights a run used (`settings_system.ranking.weights`): what tuning starts from. A run that ranks
+    by no weights (an arm, an outside system, a Memoria mode other than `full`) has none, said in one line."""
+    system = results.get("settings_system") if isinstance(results.get("settings_system"), dict) else {}
+    ranking = system.get("ranking") if isinstance(system.get("ranking"), dict) else {}
+    weights = ranking.get("weights")
+    if not isinstance(weights, dict) or not weights:
+        raise ResultsError(f"{results.get('_path') or 'results file'}: system {system.get('name')!r} "
+                           f"(mode {system.get('retrieval_mode')!r}) ranks by no weights (no field "
+                           "settings_system.ranking.weights); optimize tunes runs of --system memoria "
+                           "--retrieval-mode full")
+    return weights
 
 
 def optimise(records: list[dict], weights: dict[str, float], step: float = 0.02, objective_name: str = DEFAULT_OBJECTIVE,
@@ -174,30 +190,79 @@ def _texts(value) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
+#: The tuned weights files the harness ships (a benchmark's own, `Benchmark.memoria_weights`).
+SHIPPED_WEIGHTS = Path(__file__).resolve().parent.parent.parent / "adapters" / "weights"
+#: Largest size a weight may have: the signals are scores near [0, 1], and a weight of 1e308 overflows them.
+MAX_WEIGHT = 1000.0
+
+
 def tuning_record(path: str | Path, dataset_sha256: str, file_checksums=(), item_ids=None,
                   benchmark: str | None = None) -> dict:
     """A run's `tuning` block: its weights file, the data that file was tuned on (None: not said), and whether
     that is this run's data: its dataset's checksum, or (a folder, or a file of one, tuned on) any of its files',
     or, on the same benchmark, any of its items (`item_ids()`, read only where no checksum says so already: a
-    development persona cut to fewer sessions, a tuned conversation in a larger file)."""
+    development persona cut to fewer sessions, a tuned conversation in a larger file).
+
+    What marks the tuning is the weights' values and the data, not names: weights whose values are a shipped tuned
+    file's (a copy with its `tuned_on` left out) were tuned where that file says (`same_weights_as`), and item ids
+    are compared as `comparable_id` writes them (a zero-width space or a compatibility form hides no persona)."""
     data = read_json(path, "weights file", ResultsError)
     origin = data.get("tuned_on") if isinstance(data, dict) and isinstance(data.get("tuned_on"), dict) else None
+    shipped = None
+    if origin is None:
+        shipped = _shipped_tuning(data.get("weights", data) if isinstance(data, dict) else None)
+        origin = shipped[1] if shipped else None
     checksums, items = _tuned_on(origin)
     same = dataset_sha256 in checksums or bool(checksums & set(file_checksums))
     common = []
     if not same and items.get(benchmark) and item_ids is not None:
-        common = sorted(items[benchmark] & set(item_ids()))
+        tuned = {comparable_id(i) for i in items[benchmark]}
+        common = sorted(i for i in item_ids() if comparable_id(i) in tuned)
         same = bool(common)
     return {"weights_file": str(path), "tuned_on": origin, "tuned_on_this_data": same,
-            "label": TUNED_LABEL if same else None, **({"items_tuned_on": common} if common else {})}
+            "label": TUNED_LABEL if same else None, **({"items_tuned_on": common} if common else {}),
+            **({"same_weights_as": shipped[0]} if shipped else {})}
+
+
+def comparable_id(item_id: str) -> str:
+    """An item id as tuning compares it: format characters (Unicode category Cf: zero-width spaces and joiners,
+    bidirectional marks) removed, NFKC-normalised, case-folded and stripped."""
+    kept = "".join(c for c in unicodedata.normalize("NFKC", item_id) if unicodedata.category(c) != "Cf")
+    return unicodedata.normalize("NFKC", kept).casefold().strip()
+
+
+def _shipped_tuning(weights) -> tuple[str, dict] | None:
+    """(file name, its `tuned_on`) of the shipped tuned weights file whose values `weights` holds, or None.
+    A signal one side leaves out counts as 0 on that side."""
+    if not isinstance(weights, dict) or not all(_is_number(v) for v in weights.values()):
+        return None
+    for file in sorted(SHIPPED_WEIGHTS.glob("*.json")):
+        known = read_json(file, "weights file", ResultsError)
+        theirs, origin = known.get("weights"), known.get("tuned_on")
+        if not isinstance(theirs, dict) or not isinstance(origin, dict):
+            continue
+        if all(math.isclose(float(weights.get(n, 0.0)), float(theirs.get(n, 0.0)), rel_tol=1e-9, abs_tol=1e-12)
+               for n in set(weights) | set(theirs)):
+            return file.name, origin
+    return None
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def load_weights(path: str | Path) -> dict[str, float]:
+    """The weights of a weights file ({signal: number} or {"weights": {...}}): known signals, finite numbers of
+    size at most `MAX_WEIGHT`; anything else refused in one line naming the file and the signal."""
     data = read_json(path, "weights file", ResultsError)
     weights = data.get("weights", data) if isinstance(data, dict) else None
-    if not isinstance(weights, dict) or not all(isinstance(v, (int, float)) for v in weights.values()):
+    if not isinstance(weights, dict) or not all(_is_number(v) for v in weights.values()):
         raise ResultsError(f"{path}: expected {{signal: number}} (or {{'weights': {{...}}}})")
     unknown = set(weights) - set(KNOWN_SIGNALS)
     if unknown:
         raise ResultsError(f"{path}: unknown signals {sorted(unknown)}; known: {sorted(KNOWN_SIGNALS)}")
+    for name, value in weights.items():
+        if not math.isfinite(value) or abs(value) > MAX_WEIGHT:
+            raise ResultsError(f"{path}: signal {name}: weight {value!r} is not a finite number of size at most "
+                               f"{MAX_WEIGHT:g}")
     return {k: float(v) for k, v in weights.items()}

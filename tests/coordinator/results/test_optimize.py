@@ -192,3 +192,60 @@ def test_a_held_out_check_needs_two_items():
     record = {"item_id": "q1", "metrics": {"x": 1}, "candidates": [{}]}
     with pytest.raises(ResultsError, match="two items at least"):
         held_out([record], {}, folds=2)
+
+
+def test_optimize_on_a_run_that_ranks_by_no_weights_says_so_in_one_line(tmp_path):
+    """An arm, an outside system or a Memoria mode other than full has no ranking weights: optimize (and its
+    held-out check) said `KeyError: 'ranking'` before its own message."""
+    data = write_dataset(tmp_path / "data.json", questions=2, seed=3, scale=0.02)
+    out = tmp_path / "arm.json"
+    made = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", "recency",
+                                     "--output", str(out)])
+    assert made.exit_code == 0, made.output
+    for extra in ([], ["--held-out", "2"]):
+        result = CliRunner().invoke(main, ["optimize", str(out), *extra])
+        assert result.exit_code == 2 and not isinstance(result.exception, KeyError), result.output
+        assert f"{out}: system 'recency'" in result.output and "ranks by no weights" in result.output
+        assert len(result.output.strip().splitlines()) == 1
+    again = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", "recency",
+                                      "--optimize", "--output", str(tmp_path / "again.json")])
+    assert again.exit_code == 2 and "--system memoria --retrieval-mode full" in again.output
+    assert not (tmp_path / "again.json").exists()  # refused before the run, not after it
+
+
+def test_a_copy_of_shipped_tuned_weights_without_tuned_on_is_still_tuned_on_its_data(tmp_path):
+    """`--weights` naming a copy of RealMem's weights with `tuned_on` left out made an in-sample run look held out:
+    the values are the shipped file's, so its tuning is theirs."""
+    from coordinator.results.optimize import SHIPPED_WEIGHTS
+
+    shipped = json.loads((SHIPPED_WEIGHTS / "realmem.json").read_text())
+    copy = tmp_path / "mine.json"
+    copy.write_text(json.dumps({"weights": {n: v for n, v in shipped["weights"].items() if v}}))  # zeros left out
+    record = tuning_record(copy, "cc" * 32, (), lambda: ["Kim_Ji_young"], "realmem")
+    assert record["tuned_on_this_data"] and record["same_weights_as"] == "realmem.json"
+    assert record["tuned_on"] == shipped["tuned_on"] and record["items_tuned_on"] == ["Kim_Ji_young"]
+    moved = {**shipped["weights"], "semantic": shipped["weights"]["semantic"] + 0.05}
+    copy.write_text(json.dumps({"weights": moved}))
+    assert not tuning_record(copy, "cc" * 32, (), lambda: ["Kim_Ji_young"], "realmem")["tuned_on_this_data"]
+
+
+@pytest.mark.parametrize("name", ["Kim\u200b_Ji_young", "\ufeffKim_Ji_young\u2060", "Ｋｉｍ_Ｊｉ_ｙｏｕｎｇ",
+                                  "kim_ji_young"])
+def test_a_persona_renamed_by_invisible_or_compatibility_characters_is_still_the_one_tuned_on(tmp_path, name):
+    """A zero-width space in `person_name` made a tuned persona look like another one."""
+    weights = tmp_path / "w.json"
+    weights.write_text(json.dumps({"weights": {"semantic": 1.0},
+                                   "tuned_on": {"benchmark": "realmem", "items": ["Kim_Ji_young"]}}))
+    record = tuning_record(weights, "dd" * 32, (), lambda: [name, "Other"], "realmem")
+    assert record["tuned_on_this_data"] and record["items_tuned_on"] == [name]
+
+
+@pytest.mark.parametrize("value", ["1e308", "-1e308", "Infinity", "NaN", "1e400", "1001"])
+def test_weights_that_are_not_finite_or_absurd_are_refused_naming_file_and_signal(tmp_path, value):
+    """A weight of 1e308 was accepted and overflowed every score."""
+    path = tmp_path / "w.json"
+    path.write_text('{"weights": {"semantic": 0.3, "recency": %s}}' % value)
+    with pytest.raises(ResultsError, match=r"w\.json: signal recency: weight .* not a finite number"):
+        load_weights(path)
+    path.write_text('{"weights": {"semantic": 0.3, "recency": 1000}}')
+    assert load_weights(path)["recency"] == 1000.0
