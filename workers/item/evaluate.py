@@ -219,7 +219,7 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, 
             ingest_ms += (time.perf_counter() - t0) * 1000
         for step in range(max([item.get("steps", 0), *[s + 1 for s in by_step], *[s + 1 for s in asking]])):
             for position, question in asking.get(step, ()):
-                records[position] = asker.ask(position, question, empty=not held)
+                records[position] = asker.ask(position, question, memory=held)
             new = by_step.get(step, [])
             if new:
                 t0 = time.perf_counter()
@@ -293,17 +293,21 @@ class _Asker:
         self.recall_ms = self.scoring_ms = 0.0
         self.on_question, self.asked = on_question, 0
 
-    def ask(self, position: int, question: dict, empty: bool = False) -> dict:
-        """The record of one question; `empty`: memory holds nothing yet, so the system is not asked."""
+    def ask(self, position: int, question: dict, memory: list[dict] | None = None) -> dict:
+        """The record of one question. `memory`: the docs memory holds when it is asked (a stepped item; None: every
+        doc of the item); a hit naming any other (a later session's, the query's own) is dropped and said, as an
+        unknown id is, and the ranking's depth counts what memory held. Memory holding nothing is not asked."""
+        known = self.by_id if memory is None else {d["external_id"]: d for d in memory}
+        empty = memory is not None and not memory
         task = make_task(question, self.label, position, self.depth)
         t0 = time.perf_counter()
         hits = [] if empty else self.system.retrieve(task["label"], task["question"], task["top_k"])
         runtime_ms = (time.perf_counter() - t0) * 1000
         self.recall_ms += runtime_ms
-        measures = (_context_measures(self.system, task, question, hits, self.by_id, runtime_ms)
+        measures = (_context_measures(self.system, task, question, hits, known, runtime_ms)
                     if self.packs and not empty else None)
         t1 = time.perf_counter()
-        hits, problems = clean_hits(hits, self.by_id, task["top_k"])
+        hits, problems = clean_hits(hits, known, task["top_k"])
         candidates = []
         for rank, hit in enumerate(hits[:self.top_k], start=1):
             eid = hit["external_id"]
@@ -317,7 +321,7 @@ class _Asker:
             ranking=[self.native[hit["external_id"]] for hit in hits], runtime_ms=runtime_ms, worker=self.worker,
             attempt=self.attempt,
             diagnostics={"system": diagnostics_of(self.system) if not empty else {}, "rejected_hits": problems,
-                         "ranking_depth": {"asked": task["top_k"], "returned": len(hits), "docs": len(self.by_id)}})
+                         "ranking_depth": {"asked": task["top_k"], "returned": len(hits), "docs": len(known)}})
         if measures:
             record["measures"] = measures
         self.scoring_ms += (time.perf_counter() - t1) * 1000
