@@ -15,6 +15,7 @@ import statistics
 from pathlib import Path
 
 from adapters.records import is_ok
+from adapters.terminal import printable
 from adapters.systems import SYSTEMS as BUILT_IN
 from coordinator.benches.common import (fresh_workdir, generated_longmemeval, measure_memfarm, metric as summary_metric,
                                        write_bench)
@@ -60,7 +61,7 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
                 continue
             out = workdir / f"{benchmark}_{len(files)}_{re.sub(r'[^A-Za-z0-9_.-]+', '-', label)}.json"
             args = ["run", benchmark, "--dataset", str(path), *options, "--output", str(out), *dataset_args]
-            seconds, rss = measure_memfarm(args)
+            seconds, rss = measure_memfarm(args, written=out)
             files[label] = (out, seconds, rss)
         rows += _dataset_rows(benchmark, files, resamples)
     data = {"datasets": {"locomo": str(locomo), "longmemeval": f"generated: {questions} questions, scale {scale}",
@@ -71,24 +72,32 @@ def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cach
     return "\n".join(_table(rows) + ["* a control arm: it knows nothing of the question (adapters/systems/arms.py)"]
                      + (["† weights tuned on this dataset: not a held-out figure"] if any(r["tuned_on_this_data"]
                                                                                           for r in rows) else [])
-                     + [f"skipped {k}: {v}" for k, v in skipped.items()] + [f"wrote {path}"])
+                     + _incomplete_lines(rows) + [f"skipped {k}: {v}" for k, v in skipped.items()]
+                     + [f"wrote {path}"])
 
 
 def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
     """One flat row per system: its metrics, and each metric's difference from the reference with the interval
     and the Holm-adjusted p of `memfarm compare` over this dataset's table."""
     from coordinator.results.compare import compare_files
+    from coordinator.results.failures import failure_summary
     from coordinator.results.run_files import ManifestFile, ResultsFile
 
     labels = list(files)
     loaded = [ResultsFile.read(files[label][0]) for label in labels]
+    failures = [failure_summary(results["records"], results.get("benchmark_key")) for results in loaded]
+    # an item that failed before its questions were read (an unreadable persona) has no questions to score as
+    # misses: it is left out of every file's comparison alike, and said on each row of the dataset
+    unread = sorted({item for failed in failures for item in failed["items_without_question_ids"]})
     by_key = {}
     if len(loaded) > 1:  # the table lists each metric in turn, and under it every other file in order
-        table = compare_files(loaded, [m for m, _ in METRICS], resamples=resamples, count_failed_as_miss=True)
+        compared = [_without_items(results, unread) for results in loaded] if unread else loaded
+        table = compare_files(compared, [m for m, _ in METRICS], resamples=resamples, count_failed_as_miss=True,
+                              checked=bool(unread))
         for position, entry in enumerate(table["comparisons"]):
             by_key[(labels[1 + position % (len(labels) - 1)], entry["metric"])] = entry
     rows = []
-    for label, results in zip(labels, loaded):
+    for label, results, failed in zip(labels, loaded, failures):
         out, seconds, rss = files[label]
         manifest = ManifestFile.read(str(out).removesuffix(".json") + ".manifest.json")
         summary = results["metrics"]["all"]
@@ -97,7 +106,8 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
         runtimes = [r["runtime_ms"] for r in results["records"] if is_ok(r)]
         row = {"dataset": benchmark, "system": label, "config": results.get("settings_system", {}).get("retrieval_mode"),
                "n": summary["evaluable"]["session"],
-               "failed_items": sum(1 for item in manifest["items"] if item.get("status") == "failed")}
+               "complete": not failed["item_ids"], "failed_items": failed["items"],
+               "failed_item_ids": failed["item_ids"], "compared_without_items": unread}
         for metric, column in METRICS:
             level, _, rest = metric.partition(":")
             name, _, k = rest.partition("@")
@@ -117,6 +127,25 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
                    wall_s=round(seconds, 1), peak_rss_mib=round(rss / 2**20, 1))
         rows.append(row)
     return rows
+
+
+def _without_items(results: dict, items: list[str]) -> dict:
+    """A checked results file's view without the records of `items` (compared as the board compares: checked
+    once when read, then slimmed)."""
+    return {**results, "records": [r for r in results["records"] if r.get("item_id") not in items]}
+
+
+def _incomplete_lines(rows: list[dict]) -> list[str]:
+    """One line per row whose run failed items: which, and what its means and comparison leave out."""
+    lines = []
+    for row in rows:
+        if not row.get("complete", True):
+            lines.append(printable(f"! {row['dataset']} {row['system']}: incomplete, {row['failed_items']} failed item(s) "
+                         f"({', '.join(row['failed_item_ids'])}); its means leave them out"
+                         + (f"; compared without {', '.join(row['compared_without_items'])}, whose questions "
+                            "were never read" if row.get("compared_without_items") else
+                            "; compared with their questions scored as misses")))
+    return lines
 
 
 def _fairness(manifest: dict, results: dict) -> dict:
@@ -149,7 +178,8 @@ def _table(rows: list[dict]) -> list[str]:
                  f"{r['session_recall_all_5_ci_high']:+.3f}]" if r["session_recall_all_5_delta"] is not None
                  else "reference")
         p = f"{r['session_recall_all_5_p_holm']:.3g}" if r.get("session_recall_all_5_p_holm") is not None else "-"
-        mark = " *" if r.get("arm") else " †" if r.get("tuned_on_this_data") else ""
+        mark = (" *" if r.get("arm") else " †" if r.get("tuned_on_this_data") else "") + (
+            " !" if not r.get("complete", True) else "")
         lines.append(f"{r['dataset']:<12}{r['system'] + mark:<16}{r['n']:>5}{r['session_recall_all_5']:>7.3f}{delta:>26}"
                      f"{p:>8}{r['session_recall_any_5']:>7.3f}{r['session_ndcg_10']:>7.3f}"
                      f"{r['turn_recall_any_10']:>7.3f}{r['ingest_ms_per_turn'] or 0:>9.2f}"

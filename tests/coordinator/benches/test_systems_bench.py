@@ -130,3 +130,30 @@ def test_a_newly_declared_system_gets_its_rows_and_its_line_in_the_mode_help():
     assert SystemInfo("lone", object, "Lone", ()).variants == (("lone", None, None),)
     assert SystemInfo("floor", object, "the floor", (), arm=True).variants == (("floor arm", None, None),)
     assert BY_NAME["mode"].help_for([new]).endswith("(newcomer: deep, its default, shallow or wide).")
+
+
+def test_an_unreadable_persona_is_a_row_marked_incomplete_and_every_other_row_is_written(tmp_path, realmem_dir):
+    """One persona that cannot be read is one failed item with no question ids in every system's run: the
+    pairing refused it and the bench ended with no file. Now each row says it, and the rest are compared."""
+    from coordinator.benches.systems import _dataset_rows, _incomplete_lines, _table
+
+    folder = tmp_path / "personas"
+    folder.mkdir()
+    realmem_persona(realmem_dir / "Kim_Ji_young_dialogues_256k.json", 6, folder / "Kim_Ji_young_dialogues_256k.json")
+    (folder / "Zed_dialogues_256k.json").write_text(json.dumps({"_metadata": {"person_name": "Zed"}}))
+    files = {}
+    for label, system in (("recency arm", "recency"), ("random arm", "random")):
+        out = tmp_path / f"{system}.json"
+        result = CliRunner().invoke(main, ["run", "realmem", "--dataset", str(folder), "--system", system,
+                                           "--output", str(out)])
+        assert out.is_file(), result.output
+        files[label] = (out, 1.0, 2**27)
+    rows = _dataset_rows("realmem", files, 100)
+    assert [r["system"] for r in rows] == ["recency arm", "random arm"]
+    for row in rows:
+        assert not row["complete"] and row["failed_items"] == 1 and row["failed_item_ids"] == ["Zed"]
+        assert row["compared_without_items"] == ["Zed"] and row["n"] > 0
+    assert rows[1]["session_recall_all_5_delta"] is not None  # compared on the persona both evaluated
+    assert "random arm * !" in _table(rows)[2]
+    lines = _incomplete_lines(rows)
+    assert len(lines) == 2 and lines[0].startswith("! realmem recency arm: incomplete, 1 failed item(s) (Zed)")
