@@ -29,9 +29,28 @@ from workers.farm.ledger_scripts import BEGIN, FAIL, FINISH, HEARTBEAT, LUA_NUMB
 from workers.ledger_values import (MAX_META_BYTES, MAX_UNPACKED_BYTES, STAGED_FIELDS, LedgerValueError,
                                         check_fields, check_info, check_item_id, check_meta, kind_checked,
                                         shown, unpack)
-from workers.farm.staging_codec import dictionary_id, join_sessions, pack, unpack_session
+from workers import ledger_values
+from workers.farm.staging_codec import dictionary_id, join_sessions, unpack_session
 
 logger = logging.getLogger(__name__)
+
+
+class OutcomeTooLarge(MemfarmError):
+    """An item's outcome larger than a ledger value may be read back: every attempt would make the same one, so
+    the item fails once, for good, rather than being stored, refused by the reducer and queued again."""
+
+
+def packed_outcome(item_id: str, outcome: dict) -> bytes:
+    """`outcome` as the ledger stores it (compressed JSON); `OutcomeTooLarge` where its JSON is past the bound the
+    reducer reads a ledger value to (`ledger_values.MAX_UNPACKED_BYTES`), checked before it is stored."""
+    raw = json.dumps(outcome, ensure_ascii=False).encode()
+    bound = ledger_values.MAX_UNPACKED_BYTES
+    if len(raw) > bound:
+        raise OutcomeTooLarge(
+            f"item {shown(item_id)}: its outcome is {len(raw):,} bytes of JSON, more than the {bound:,} a farm "
+            f"ledger value may hold (workers/ledger_values.py MAX_UNPACKED_BYTES), so the reducer could never read "
+            f"it; lower --top-k (each record keeps its top_k candidates), or run it locally, which has no such bound")
+    return zlib.compress(raw, 6)
 
 #: Run ids are key parts and file names: letters, digits, dot, dash, underscore; bounded. Checked with
 #: `fullmatch`: a `$` would let a final newline through.
@@ -187,7 +206,7 @@ class Ledger:
         """Store the outcome (compressed) and mark the item done, if `attempt` is still the current one."""
         k = self._item_keys(run_id, item_id)
         return bool(self._finish(keys=[k["state"], k["attempts"], k["info"], k["lease"], k["outcome"], k["events"]],
-                                 args=[item_id, attempt, time.time(), pack(outcome)]))
+                                 args=[item_id, attempt, time.time(), packed_outcome(item_id, outcome)]))
 
     def fail(self, run_id: str, item_id: str, attempt: int, error: str, final: bool = False,
              max_attempts: int | None = None) -> bool:

@@ -18,7 +18,7 @@ from adapters.terminal import printable
 from workers.farm.app import TASK_NAME, app, broker_url, lease_seconds
 from workers.farm.config import start, worker_config
 from workers.farm.connection import connect
-from workers.farm.ledger import Ledger, stale_after
+from workers.farm.ledger import Ledger, OutcomeTooLarge, stale_after
 from workers.ledger_values import shown
 from workers.farm.run_meta import RunMeta
 from workers.farm.run_settings import checked_settings
@@ -239,6 +239,10 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
             outcome.update(run_id=run_id, embedding_signature=signature_of(system),
                            code_version=CODE_VERSION)
             return "done" if ledger.finish(run_id, item_id, attempt, outcome) else "superseded"
+        except OutcomeTooLarge as exc:  # every attempt would make the same outcome: failed once, for good
+            logger.error("item %s of run %s failed: %s", item_id, run_id, exc)
+            ledger.fail(run_id, item_id, attempt, str(exc), final=True)
+            return "failed"
         except ModelFilesError as exc:  # this machine's model is not the one checked: no attempt here can help
             logger.error("item %s of run %s refused: %s", item_id, run_id, exc)
             ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {exc}", final=True)
