@@ -36,3 +36,17 @@ def record(question_id: str = "q1", item_id: str = "c1", *, hit: bool | None = T
     made = question_record(question, item_id, candidates, level="turn", k_values=k_values, profile=profile,
                            worker="test", attempt=1)
     return {**made, **fields}
+
+
+def remade_header(results: dict) -> dict:
+    """`results` (a results file's JSON whose records a test edited) with its counts and means made again from its
+    records, as the reducer makes them: the reader recomputes them, so an edit that leaves them stale is refused
+    before anything the test means to show."""
+    from coordinator.results import summary
+
+    group_key = ",".join(key[3:] for key in results["metrics"] if key.startswith("by_"))
+    results.update(summary.counts(results["records"], results["scoring_profile"]))
+    results["metrics"] = summary.summarize(results["records"], group_key)
+    results["metrics_by_profile"] = summary.by_profile(results["records"], group_key, results["scoring_profile"],
+                                                       summary.shares_corpus(results.get("benchmark_key")))
+    return results

@@ -132,6 +132,7 @@ def load_run(path: str | Path) -> dict:
         "dataset_checksum": data.get("dataset_checksum"), "scoring_profile": data.get("scoring_profile"),
         "corpus": data.get("corpus") or data.get("scoring_profile"),
         "question_ids": ids, "question_set": question_set(ids), "pairing": pairing.pairing_of(data),
+        "decisions": pairing.decisions(data),
         "judged": judged, "support": summary.get("support"), "summary": summary,
         "seconds_per_question": (elapsed / question_count) if elapsed and question_count else None,
         "peak_rss_bytes": data.get("peak_rss_bytes"),
@@ -220,7 +221,9 @@ def identity(run: dict) -> tuple:
 
 def group_runs(runs: list[dict]) -> list[dict]:
     """Runs grouped by what pairs their questions; each group knows why it stands apart from the others of its
-    benchmark. Groups come by benchmark, the largest first."""
+    benchmark. Groups come by benchmark, the largest first. Runs of one dataset that disagree on which questions are
+    abstentions or excluded are refused (`pairing.refuse_contradictions`), whichever groups they would fall in."""
+    pairing.refuse_contradictions([(run["path"], run["pairing"], run["decisions"]) for run in runs])
     keyed: dict[tuple, list[dict]] = {}
     for run in runs:
         keyed.setdefault(identity(run), []).append(run)

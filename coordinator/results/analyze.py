@@ -17,7 +17,7 @@ from adapters.records import is_ok
 from adapters.terminal import printable as shown
 from coordinator.results import pairing
 from coordinator.results.measures_table import MEASURES_NOTE, cell, render_rows, row_of
-from coordinator.results.report import METRIC_ORDER, headline_lines
+from coordinator.results.report import METRIC_ORDER, headline_lines, tuning_lines
 from coordinator.results.run_files import ResultsFile
 
 RANK_BUCKETS = ((1, 1), (2, 3), (4, 5), (6, 10), (11, 30), (31, 50))
@@ -110,6 +110,8 @@ def analyze(results: dict) -> dict:
                 "max_shift": max((m.get("max_shift", 0) for m in mmr), default=0)},
         "recall_at_k": {k: _rate(sum(1 for x in ranks if x is not None and x <= k), n) for k in K_VALUES},
         "official": results["metrics"]["all"],
+        # weights tuned on this very dataset make numbers that are not held out: said under the headline, as a run says
+        "tuned": tuning_lines(results),
         "phases_ms": results.get("phases_ms") or {},
         "embedding_store": results.get("embedding_store") or {},
         "groups": {"key": group_key[3:] if group_key else None,
@@ -131,7 +133,7 @@ def render_analysis(report: dict) -> str:
                 if report["corpus"] != report["scoring_profile"] else "")
              + f" | {report['questions']} questions, {report['evaluable']} evaluable, "
              f"{report['abstentions']} abstentions, {report['failed']} failed",
-             *headline_lines(report["official"]),
+             *headline_lines(report["official"]), *report["tuned"],
              "", "retrieved / top-1 / top-3 (first gold turn, else gold session)"]
     lines += [f"  {name:<10} {_fmt_rate(entry)}" for name, entry in report["rates"].items()]
     lines.append("")
@@ -189,7 +191,9 @@ def render_analysis(report: dict) -> str:
 
 
 def compare(files: list[dict], force: bool = False) -> list[dict]:
-    """One row per file; refuses to line up files that do not pair (`pairing`) unless forced."""
+    """One row per file; refuses to line up files that do not pair (`pairing`) unless forced, and files of one
+    dataset that disagree on which questions are abstentions or excluded even then (`pairing.refuse_contradictions`)."""
+    pairing.refuse_contradictions(pairing.views(files))
     first = pairing.pairing_of(files[0]) if files else {}
     for other in files[1:] if not force else ():
         differ = pairing.differences(pairing.pairing_of(other), first)

@@ -37,6 +37,7 @@ import re
 from adapters import metrics as m
 from adapters.errors import ResultsError
 from adapters.records import STATUSES, is_ok, status_of
+from coordinator.results import summary
 from coordinator.results.failures import failure_summary
 from adapters.profiles import PROFILES, TOLERANCE, Scored, profile_name
 
@@ -65,6 +66,7 @@ def check_results(results: dict) -> None:
             raise ResultsError(f"{path}: question {qid}: field status is {record.get('status')!r}, "
                                f"not one of {', '.join(STATUSES)}")
     _check_header(results, path, records)
+    _check_tuning(results.get("tuning"), path)
     profile = profile_name(results.get("scoring_profile"))
     judged_only = bool(records) and all(r.get("judgement") is not None for r in records)
     # a run judged by substrings has no scoring profile: none of its records holds metrics to score
@@ -72,6 +74,40 @@ def check_results(results: dict) -> None:
         raise ResultsError(f"{path}: field scoring_profile is {profile!r}, not one of {', '.join(PROFILES)}")
     for record in records:
         _check_record(record, path, profile)
+    _check_means(results, path, records)
+
+
+#: The `tuning` block's fields (`optimize.tuning_record` writes them): name -> (required, test of its value, what it
+#: must be). Every reader of the block (the run's table, analyze, compare, the board, bench systems) reads these.
+_TUNING_FIELDS = {
+    "weights_file": (True, lambda v: isinstance(v, str), "a text"),
+    "tuned_on_this_data": (True, lambda v: type(v) is bool, "true or false"),
+    "tuned_on": (False, lambda v: v is None or isinstance(v, dict), "an object or null"),
+    "label": (False, lambda v: v is None or isinstance(v, str), "a text or null"),
+    "items_tuned_on": (False, lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v),
+                       "a list of texts"),
+}
+
+
+def _check_tuning(tuning, path: str) -> None:
+    """The run's `tuning` block: null, or an object whose every field `_TUNING_FIELDS` names is of its type."""
+    if tuning is None:
+        return
+    if not isinstance(tuning, dict):
+        raise ResultsError(f"{path}: field tuning is {type(tuning).__name__}, not an object or null")
+    for name, (required, test, said) in _TUNING_FIELDS.items():
+        if name not in tuning:
+            if required:
+                raise ResultsError(f"{path}: field tuning.{name} is missing")
+            continue
+        if not test(tuning[name]):
+            raise ResultsError(f"{path}: field tuning.{name} is {_said(tuning[name])}, not {said}")
+
+
+def _said(value) -> str:
+    """A value as a message names it, cut short (a hostile file's value may be long)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check_header(results: dict, path: str, records: list[dict]) -> None:
@@ -119,6 +155,60 @@ def _check_summary(summary, path: str, records: list[dict]) -> None:
         if given != recomputed:
             raise ResultsError(f"{path}: field metrics.all.support is {given!r} but the judged records make "
                                f"it {recomputed!r}")
+
+
+#: Fields of the header's means that every reader reads: a header without them is refused, not read as empty.
+_MEANS_REQUIRED = ("all", "evaluable")
+
+
+def _check_means(results: dict, path: str, records: list[dict]) -> None:
+    """The header's counts, and every mean, denominator and ceiling of `metrics` and of each `metrics_by_profile`
+    block, computed again from the records by the functions the reducer wrote them with (`summary`); a value the
+    records do not give, or give otherwise, is refused naming the field and both values. A field the header leaves
+    out (an older file's turn ceiling) is shown by no reader, but the means' denominators are never left out."""
+    profile = results.get("scoring_profile")
+    for field, count in summary.counts(records, profile).items():
+        if field in results and (type(results[field]) is not int or results[field] != count):
+            raise ResultsError(f"{path}: field {field} is {_said(results[field])} but the records make it {count}")
+    if results.get("metrics") is not None:
+        recomputed = summary.summarize(records, _group_key(results["metrics"]))
+        _agrees(results["metrics"], recomputed, f"{path}: field metrics")
+    blocks = results.get("metrics_by_profile")
+    if blocks is None:
+        return
+    if not isinstance(blocks, dict) or not all(isinstance(b, dict) for b in blocks.values()):
+        raise ResultsError(f"{path}: field metrics_by_profile is not an object of blocks")
+    shared = summary.shares_corpus(results.get("benchmark_key"))
+    for name, block in blocks.items():
+        recomputed = {"own_corpus": shared or name == profile, "corpus": profile,
+                      **summary.summarize(records, _group_key(block), name)}
+        _agrees(block, recomputed, f"{path}: field metrics_by_profile.{name}")
+
+
+def _group_key(block: dict) -> str:
+    """The fields a header's block groups its records by (`by_question_type`, ...), as the reducer is given them."""
+    return ",".join(key[3:] for key in block if isinstance(key, str) and key.startswith("by_"))
+
+
+def _agrees(given, recomputed, where: str) -> None:
+    """`given` (the header's) holds only what `recomputed` (the records') holds, each number within `TOLERANCE`."""
+    if isinstance(recomputed, dict):
+        if not isinstance(given, dict):
+            raise ResultsError(f"{where} is {_said(given)} but the records make it an object")
+        for key, value in given.items():
+            if key not in recomputed:
+                raise ResultsError(f"{where}.{key} is {_said(value)} but the records give no such field")
+            _agrees(value, recomputed[key], f"{where}.{key}")
+        missing = [key for key in _MEANS_REQUIRED if key in recomputed and key not in given]
+        if missing:
+            raise ResultsError(f"{where}.{missing[0]} is missing; the records make it {_said(recomputed[missing[0]])}")
+        if where.endswith(".evaluable") and given.keys() != recomputed.keys():
+            raise ResultsError(f"{where} is {_said(given)} but the records make it {_said(recomputed)}")
+        return
+    numbers = all(type(v) in (int, float) for v in (given, recomputed))
+    if not (abs(given - recomputed) <= TOLERANCE if numbers else type(given) is type(recomputed)
+            and given == recomputed):
+        raise ResultsError(f"{where} is {_said(given)} but the records make it {recomputed!r}")
 
 
 def _check_support(support, where: str) -> None:

@@ -71,6 +71,7 @@ def compare_files(files: list[dict], metrics=DEFAULT_METRICS, *, resamples: int 
     baseline = files[0]
     for other in files[1:]:
         _check_identity(baseline, other)
+    pairing.refuse_contradictions(pairing.views(files))  # a file cannot choose which of its questions are compared
     for results in files if not checked else ():
         if not isinstance(results, ResultsFile):  # a file read by `ResultsFile.read` was checked when read
             check_results(results)

@@ -294,6 +294,7 @@ def html_report(files: list[dict], board: str | None = None) -> str:
             parts.append(farm_section(f["farm"], index, chart_data))
         report = analyze(f)
         parts.append(f"<h2>{html.escape(Path(f['_path']).name)}</h2>")
+        parts += [f"<p class='note tuned'>{html.escape(line)}</p>" for line in report["tuned"]]
         for name in (f"groups_{index}.png", f"ranks_{index}.png"):
             if name in chart_data:
                 parts.append(_image(f"{name} of {_name(f)}", chart_data[name]))

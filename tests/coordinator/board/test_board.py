@@ -22,7 +22,7 @@ from coordinator.cli import main
 from coordinator.results.run_files import ResultsFile
 from coordinator.results.compare import bootstrap_interval, compare_files
 from coordinator.running.reducer import write_results
-from tests.factories import run_context
+from tests.factories import remade_header, run_context
 
 RESAMPLES = 500  # enough for an interval to be an interval; the statistics' own tests live with compare
 
@@ -66,6 +66,7 @@ def test_runs_of_the_same_questions_form_one_group_and_another_dataset_its_own(t
     dropped = copy.deepcopy(made[1])
     dropped[0]["records"] = dropped[0]["records"][:-2]
     dropped[0]["question_count"] = len(dropped[0]["records"])  # a file that agrees with itself: fewer questions
+    remade_header(dropped[0])
     dropped[0]["system"] = "fewer"
     paths = write_runs(tmp_path, runs + [other, dropped])
     groups = board_data.group_runs([board_data.load_run(p) for p in paths])
@@ -127,6 +128,7 @@ def test_an_incomplete_run_stays_on_its_leaderboard_marked_and_unpaired(tmp_path
     broken["complete"], broken["failed"] = False, 1
     broken["failures"] = {"items": 1, "item_ids": [failed["item_id"]], "questions": 1,
                           "question_ids": [failed["question_id"]], "items_without_question_ids": []}
+    remade_header(broken)
     paths = write_runs(tmp_path, runs)
     (group,) = board_data.build_data(paths, resamples=RESAMPLES)["groups"]
     last = group["rows"][-1]
@@ -183,6 +185,7 @@ def hostile_runs(made) -> list[tuple[dict, dict]]:
             for c in record["candidates"]:
                 c["text"] = HOSTILE + c["text"]
                 c["metadata"]["session_id"] = HOSTILE + c["metadata"]["session_id"]
+        remade_header(results)
     return runs
 
 

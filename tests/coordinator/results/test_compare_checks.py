@@ -20,7 +20,7 @@ from coordinator.results.compare import compare_files, paired
 from coordinator.results.score import score_rankings
 from coordinator.running.reducer import reduce_run
 from tests.coordinator.results.test_compare import HITS_A, HITS_B, results_file
-from tests.factories import run_context
+from tests.factories import remade_header, run_context
 
 
 def _edit(path, change) -> str:
@@ -246,6 +246,7 @@ def test_a_file_whose_gold_was_changed_to_fit_its_metrics_is_refused_against_the
         record["metrics"] = {"session": level_metrics(["D9", "D8"], ["D9"], (5, 10)),
                              "turn": level_metrics(["D9:1", "D8:2"], ["D9:1"], (5, 10))}
         record["metrics_by_profile"]["expected-text"] = record["metrics"]
+        remade_header(data)  # the header agrees with the edited records
     b = _edit(results_file(tmp_path / "b.json", HITS_B, mode="full"), regold)
     check_results(ResultsFile.read(b))  # consistent in itself ...
     result = compare(a, b)
