@@ -14,7 +14,7 @@ from pathlib import Path
 
 from adapters.errors import MemfarmError
 from coordinator.benches.common import fresh_workdir, measure_memfarm, sharing_statistics, write_bench
-from coordinator.running.reducer import summarize
+from coordinator.results.summary import summarize
 from memoria.defaults import DEFAULT_EMBEDDER, EMBEDDER_BACKENDS
 
 

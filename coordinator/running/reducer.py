@@ -18,12 +18,12 @@ from adapters import defaults as harness
 from adapters.benchmarks.adamem.measures import run_measures
 from adapters.errors import ResultsError
 from adapters.files import write_json
-from adapters.metrics import METRIC_NAMES, average
-from adapters.profiles import find_profile, profile_name
-from adapters.benchmarks import BENCHMARKS
-from adapters.records import failed_records, is_ok, metrics_of
+from adapters.metrics import METRIC_NAMES
+from adapters.profiles import profile_name
+from adapters.records import failed_records, is_ok
 from coordinator.results.failures import failure_summary
 from coordinator.results.run_files import Manifest, Results, current_profile_names
+from coordinator.results.summary import by_profile, counts, shares_corpus, summarize
 from memoria import defaults as engine
 from workers.item.run_context import RunContext
 
@@ -46,67 +46,6 @@ def settings_snapshot() -> dict:
             for name, v in vars(module).items() if name.isupper() and not name.startswith("_")}
 
 
-def _support(records: list[dict]) -> dict:
-    """Substring-judged records (AdaMem episodes): passed and stale counts, with the denominator."""
-    judged = [r["judgement"] for r in records]
-    return {"queries": len(judged), "passed": sum(j["passed"] for j in judged),
-            "stale_hits": sum(1 for j in judged if j["forbidden_found"]),
-            "pass_rate": (sum(j["passed"] for j in judged) / len(judged)) if judged else None}
-
-
-def _block(records: list[dict], profile: str | None = None) -> dict:
-    block = average(records, profile)
-    judged = [r for r in records if r.get("judgement")]
-    if judged:
-        block["support"] = _support(judged)
-    ceiling = recall_all_ceiling(records, profile)
-    if ceiling:
-        block["ceiling"] = ceiling
-    return block
-
-
-def recall_all_ceiling(records: list[dict], profile: str | None = None) -> dict | None:
-    """The most session recall_all@K any system could reach on these questions: the share of the scored ones with
-    at most K gold sessions (a question with more cannot have them all in its top K). From the gold alone."""
-    gold = []
-    for record in records:
-        session = (metrics_of(record, profile) or {}).get("session")
-        if session and isinstance(record.get("gold"), dict):
-            gold.append((len(record["gold"].get("sessions") or []), session))
-    if not gold:
-        return None
-    ks = sorted({int(key.partition("@")[2]) for _, session in gold for key in session if key.startswith("recall_all@")})
-    return {"session": {f"recall_all@{k}": sum(1 for count, _ in gold if count <= k) / len(gold) for k in ks}}
-
-
-def summarize(records: list[dict], group_key: str | None, profile: str | None = None) -> dict:
-    """Averages over every record and per group; `profile`: under that profile (default: the chosen one)."""
-    ok = [r for r in records if is_ok(r)]
-    summary = {"all": _block(ok, profile)}
-    for key in (group_key or "").split(","):  # a benchmark may group by several fields ("question_type,item_id")
-        if not key:
-            continue
-        groups = defaultdict(list)
-        for record in ok:
-            if metrics_of(record, profile) or record.get("judgement"):
-                groups[str(record.get(key, ""))].append(record)
-        summary[f"by_{key}"] = {g: _block(rs, profile) for g, rs in sorted(groups.items())}
-    return summary
-
-
-def by_profile(records: list[dict], group_key: str | None, chosen: str | None, shared_corpus: bool = False) -> dict:
-    """Every profile's averages, each saying which corpus its numbers were computed on.
-
-    A run gives its system the chosen profile's corpus; another profile's
-    numbers on that corpus are comparable between runs but are not that
-    profile's own (`own_corpus: false`), so they are never to be cited as such,
-    unless the benchmark's profiles all score one corpus (`shared_corpus`).
-    """
-    profiles = sorted({p for r in records for p in (r.get("metrics_by_profile") or {})})
-    return {p: {"own_corpus": shared_corpus or p == chosen, "corpus": chosen, **summarize(records, group_key, p)}
-            for p in profiles}
-
-
 #: The phases of an item, in the order a person reads them.
 PHASES = ("parse_ms", "cache_ms", "encode_ms", "extract_ms", "index_ms", "recall_ms", "scoring_ms")
 
@@ -126,16 +65,6 @@ def _short(record: dict) -> bool:
     """Did the system return fewer docs than it was asked for (the official profile asks for all)?"""
     depth = (record.get("diagnostics") or {}).get("ranking_depth") or {}
     return depth.get("returned", 0) < min(depth.get("asked", 0), depth.get("docs", 0))
-
-
-def scored_without_gold(records: list[dict], profile: str | None) -> int:
-    """Scored questions with no gold turn: under a profile that scores them anyway (`scores_without_gold`: the
-    official one, where a question none of whose user turns has `has_answer` still counts in every mean, recall_any
-    0 and recall_all 1), say how many."""
-    spec = find_profile(profile)
-    if spec is None or not spec.scores_without_gold:
-        return 0
-    return sum(1 for r in records if r.get("metrics") and not (r.get("gold") or {}).get("turns"))
 
 
 @dataclass(frozen=True)
@@ -236,28 +165,22 @@ def _consulted(cache: dict) -> bool:
     return bool(cache.get("consulted", cache.get("reason") != "no cache"))
 
 
-def _shares_corpus(benchmark: str) -> bool:
-    known = BENCHMARKS.get(benchmark)
-    return bool(known and known.shared_corpus)
-
-
 def compute_metrics(records: list[dict], outcomes: list[dict], context: RunContext) -> Tally:
     """The averages (overall, per group, per profile) and the counts both files report."""
     ok = [r for r in records if is_ok(r)]
     summary = summarize(records, context.group_key)
+    counted = counts(records, context.scoring_profile)  # as the reader counts them again
 
     def stat(name: str) -> int:
         return sum(o.get("stats", {}).get(name, 0) for o in outcomes)
 
     return Tally(
-        abstentions=sum(1 for r in ok if r.get("abstention")),
-        excluded=sum(1 for r in ok if r.get("excluded") and not r.get("abstention")),
+        abstentions=counted["abstentions_excluded"], excluded=counted["excluded"],
         failed=[r for r in records if not is_ok(r)],
-        evaluable=sum(1 for r in ok if r.get("metrics")),
-        without_gold=scored_without_gold(ok, context.scoring_profile),
+        evaluable=counted["retrieval_evaluable"], without_gold=counted["scored_without_gold"],
         summary=summary,
         by_profile=by_profile(records, context.group_key, context.scoring_profile,
-                              shared_corpus=_shares_corpus(context.benchmark)),
+                              shared_corpus=shares_corpus(context.benchmark)),
         short=sum(1 for r in ok if _short(r)),
         phases=phase_totals(outcomes),
         # texts encoded by the model vs served from the machine's store (of those, from the farm's shared

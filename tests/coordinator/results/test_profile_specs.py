@@ -8,7 +8,7 @@ from adapters.errors import ResultsError
 from adapters.profiles import profile
 from coordinator.results.checks import check_results
 from coordinator.results.report import metrics_table, profile_lines
-from coordinator.running.reducer import scored_without_gold
+from coordinator.results.summary import scored_without_gold
 from tests.adapters.test_profiles import TOY, TOY_NOTE, toy_profile
 
 BLOCK = {"session": {"recall_all@5": 1.0}, "turn": None, "evaluable": {"session": 1, "turn": 0}}
