@@ -57,6 +57,9 @@ MODE_SOURCES = {
 }
 #: Modes whose candidates go through the ranking pipeline.
 RANKED_MODES = ("full",)
+#: Sources that read vectors (the question's against the turns' or the windows'). A mode that submits none of
+#: them and ranks nothing reads no vector, so its memory encodes none: neither its turns nor its questions.
+VECTOR_SOURCES = ("faiss", "fusion", "window")
 #: Ranking parts of a ranked mode that can be switched off by name (their weight set to 0), beside its sources.
 RANKING_SWITCHES = ("sentence", "session", "feedback", "name", "quoted", "date", "temporal",
                     "session_bm25", "session_centroid", "session_recency")

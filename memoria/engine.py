@@ -291,7 +291,7 @@ class MemoryInterface:
         query_vector, embed_ms, dense_query = None, 0.0, query
         if mode in defaults.RANKED_MODES and self.speaker_strip:
             dense_query = without_names(query, self.view().speakers)
-        if mode in defaults.RANKED_MODES or {"faiss", "fusion", "window"} & set(submitted):
+        if reads_vectors(mode, submitted):
             t0 = time.perf_counter()
             query_vector = self.counted("questions").encode([dense_query])[0]
             embed_ms = _ms(t0)
@@ -367,6 +367,13 @@ class MemoryInterface:
     def restore(self, directory: str | Path) -> None:
         """Replace this state with the one snapshotted in `directory`."""
         read_snapshot(self, directory)
+
+
+def reads_vectors(mode: str, sources) -> bool:
+    """Whether `mode`, submitting `sources`, reads any vector: it ranks (the ranking reads the turns' and their
+    sentences' vectors) or a source searches vectors (`defaults.VECTOR_SOURCES`). One that reads none needs no
+    vector encoded, for its memory or its questions."""
+    return mode in defaults.RANKED_MODES or bool(set(defaults.VECTOR_SOURCES) & set(sources))
 
 
 def _round_robin(lists: dict[str, list[tuple[int, float]]], order: list[str]) -> list[tuple[int, float, dict]]:

@@ -49,8 +49,12 @@ class BatchLoader:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         vectors = None
         started = time.perf_counter()
-        if not skip_embedding and texts:
-            vectors = self.memory.counted("turns").encode(texts, batch_size=batch_size)
+        if not skip_embedding and texts:  # a text said twice is encoded once: its vector depends on it alone
+            distinct = list(dict.fromkeys(texts))
+            vectors = self.memory.counted("turns").encode(distinct, batch_size=batch_size)
+            if len(distinct) < len(texts):
+                row = {text: n for n, text in enumerate(distinct)}
+                vectors = vectors[[row[text] for text in texts]]
         encoded = time.perf_counter()
         derived = extract_many(texts, metadatas, parallel=parallel_extract, max_workers=max_workers)
         extracted = time.perf_counter()

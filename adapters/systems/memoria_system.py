@@ -14,6 +14,7 @@ from adapters.systems.contract import (AddsOnIngest, CountsWork, EncodesAhead, D
 from adapters.threads import model_threads
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
+from memoria.engine import reads_vectors
 from memoria.settings import MemoriaSettings
 
 
@@ -29,6 +30,9 @@ class Parts(NamedTuple):
     switched_off: tuple[str, ...]
     #: Windows cost encoding: only a mode that submits the window source, with a weight on it, builds them.
     windows: bool
+    #: Whether anything the mode asks reads a vector (`memoria.engine.reads_vectors`); where nothing does, no
+    #: text is encoded at all (`bm25`, `raw` without `faiss`).
+    vectors: bool
 
 
 def plan_parts(mode: str, without=(), weights: dict | None = None) -> Parts:
@@ -50,7 +54,7 @@ def plan_parts(mode: str, without=(), weights: dict | None = None) -> Parts:
     sources = tuple(s for s in defaults.MODE_SOURCES[mode] if s not in without and (s != "window" or windows))
     if not sources:
         raise ValueError(f"mode {mode} without {', '.join(without)} has no source left to ask")
-    return Parts(sources, tuple(part for part in without if part in switches), windows)
+    return Parts(sources, tuple(part for part in without if part in switches), windows, reads_vectors(mode, sources))
 
 
 class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAsked, CountsWork, Diagnoses,
@@ -109,6 +113,8 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdent
                                                      model_files=model_files_sha256(self.embedder_name))
         self.memory = MemoryInterface(embedder=embedder, settings=self.settings)
         self.sources, self.switched_off = parts.sources, parts.switched_off
+        #: Whether this mode reads vectors; where it reads none, its turns are stored without any.
+        self.encodes = parts.vectors
         if self.sources != defaults.MODE_SOURCES[mode]:
             self.memory.mode_sources[mode] = self.sources
         self.last_diagnostics: dict = {}
@@ -141,7 +147,10 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdent
         from memoria.model_files import model_files_sha256
         from memoria.version import BUILD_VERSION
 
-        return {"engine_code": BUILD_VERSION, "model_files": model_files_sha256(self.embedder_name)}
+        identity = {"engine_code": BUILD_VERSION, "model_files": model_files_sha256(self.embedder_name)}
+        if not self.encodes:  # a state without vectors is another entry: a mode that reads them never restores it
+            identity["variant"] = "no-vectors"
+        return identity
 
     @property
     def config(self) -> dict:
@@ -178,7 +187,7 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdent
         metadatas = [_metadata(d) for d in docs]
         loader = BatchLoader(self.memory)
         loader.insert_batch(
-            texts, metadatas, batch_size=self.batch_size,
+            texts, metadatas, batch_size=self.batch_size, skip_embedding=not self.encodes,
             parallel_extract=self.parallel_extract, max_workers=self.max_workers,
         )
         self.ingest_timings = dict(loader.timings)  # vectors go into FAISS inside the insert: index_ms holds it
@@ -190,7 +199,8 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdent
 
     def encode_ahead(self, docs: list[dict]) -> None:
         """The vectors of `docs` made now, served when they are ingested in steps (`MemoryInterface.encode_ahead`);
-        sentence pieces only in a mode that ranks, the one reader of them."""
+        sentence pieces only in a mode that ranks, the one reader of them; nothing in a mode that reads no vector."""
+        docs = docs if self.encodes else []
         self.memory.encode_ahead([d["text"] for d in docs], [_metadata(d) for d in docs], batch_size=self.batch_size,
                                  ranked=self.mode in defaults.RANKED_MODES)
 

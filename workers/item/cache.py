@@ -47,9 +47,16 @@ KEY_FIELDS = (("format_version", "cache format version"), ("item_hash", "item co
               ("embedding_signature", "embedding signature"), ("build", "index-building code or model files"))
 
 
-def entry_name(item_id: str, system: str) -> str:
-    """A fixed-length, file-system-safe name that no other (system, item id) pair shares."""
-    return hashlib.sha256(json.dumps([system, item_id]).encode()).hexdigest()[:40]
+def entry_name(item_id: str, system: str, variant: str | None = None) -> str:
+    """A fixed-length, file-system-safe name that no other (system, item id, variant) shares. A `variant` (what a
+    system's build identity names so, such as a state built without vectors) lies beside the entry without one,
+    so that runs of one item in modes that build different states do not replace each other's entry."""
+    key = [system, item_id] if variant is None else [system, item_id, variant]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:40]
+
+
+def _variant(expected: dict) -> str | None:
+    return (expected.get("build") or {}).get("variant")
 
 
 class ItemCache:
@@ -65,8 +72,8 @@ class ItemCache:
                                "cache could read it and forge entries; keep it elsewhere (MEMFARM_CACHE_KEY_FILE)")
         self._key = load_cache_key(key_file)
 
-    def folder(self, item_id: str, system: str) -> Path:
-        return self.directory / entry_name(item_id, system)
+    def folder(self, item_id: str, system: str, variant: str | None = None) -> Path:
+        return self.directory / entry_name(item_id, system, variant)
 
     def _check(self, folder: Path, item_id: str, system: str, expected: dict) -> str | None:
         """None if the copied entry in `folder` is valid for `expected`; else why not."""
@@ -155,7 +162,7 @@ class ItemCache:
         """Restore `system` from the cache; returns None on a hit, else the rebuild reason (never raises)."""
         if self.rebuild:
             return "--rebuild-cache"
-        source = self.folder(item_id, system.name)
+        source = self.folder(item_id, system.name, _variant(expected))
         if not os.path.lexists(source):
             return "no cache entry"
         try:
@@ -176,7 +183,7 @@ class ItemCache:
 
         Returns None when stored, else why not (a full disk, a race lost to an identical writer):
         a failed store is logged and the item goes on, uncached."""
-        target = self.folder(item_id, system.name)
+        target = self.folder(item_id, system.name, _variant(expected))
         staging = None
         try:
             staging = Path(tempfile.mkdtemp(dir=self.directory, prefix=".write-"))

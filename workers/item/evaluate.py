@@ -202,6 +202,9 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, 
     for position, question in enumerate(item["questions"]):
         asking.setdefault(question["step"], []).append((position, question))
     adds = adds_on_ingest(system)
+    # a step's docs are added after its questions, so those of the last step asked, and any after it, serve none
+    last = max(asking, default=-1)
+    needed = [doc for step, step_docs in sorted(by_step.items()) if step < last for doc in step_docs]
     meter.start_counting()
     asker = _Asker(system, item, label, {d["external_id"]: d for d in docs}, native, top_k, top_k, k_values,
                    profile, worker, attempt, on_question)
@@ -214,13 +217,13 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, 
     try:
         if ahead:  # every doc's vector in one batch, held apart from memory until its step (contract.EncodesAhead)
             t0 = time.perf_counter()
-            ahead.encode_ahead(docs)
+            ahead.encode_ahead(needed)
             meter.phases["encode_ms"] += (time.perf_counter() - t0) * 1000
             ingest_ms += (time.perf_counter() - t0) * 1000
-        for step in range(max([item.get("steps", 0), *[s + 1 for s in by_step], *[s + 1 for s in asking]])):
+        for step in range(last + 1):
             for position, question in asking.get(step, ()):
                 records[position] = asker.ask(position, question, memory=held)
-            new = by_step.get(step, [])
+            new = by_step.get(step, []) if step < last else []
             if new:
                 t0 = time.perf_counter()
                 if not adds:
@@ -236,7 +239,8 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, 
                          cache={"hit": False, "reason": "memory grows in steps: no one state to cache",
                                 "consulted": False},
                          build_ms=ingest_ms,
-                         stats={"docs": len(docs), "ingest_steps": len(by_step), "added_on_ingest": adds})
+                         stats={"docs": len(docs), "docs_ingested": len(held), "ingest_steps": len([
+                             s for s in by_step if s < last]), "added_on_ingest": adds})
 
 
 class _Meter:

@@ -69,6 +69,24 @@ def _steps_of(item):
     return dict(zip((d["external_id"] for d in docs), (t["step"] for t in item["turns"] if t["text"])))
 
 
+def _served_docs(item) -> list[dict]:
+    """The docs a stepped run ingests: those of the steps before the last one with a question (a step's docs are
+    added after its questions, so later ones would serve nothing)."""
+    last = max(q["step"] for q in item["questions"])
+    step_of = _steps_of(item)
+    return [d for d in make_docs(item)[0] if step_of[d["external_id"]] < last]
+
+
+def test_a_stepped_run_ingests_nothing_after_its_last_question(short_persona):
+    """The persona's last sessions come after its last question: they are neither ingested nor encoded."""
+    system = AddingRecordingSystem()
+    outcome = evaluate_item(short_persona, system, top_k=10)
+    served = [d["external_id"] for d in _served_docs(short_persona)]
+    assert len(served) < len(_steps_of(short_persona)), "the persona has sessions after its last question"
+    assert [eid for kind, ids in system.events if kind == "ingest" for eid in ids] == served
+    assert outcome["stats"]["docs_ingested"] == len(served)
+
+
 def _rankings(outcome):
     return [[(c["id"], c["score"]) for c in record["candidates"]] for record in outcome["records"]]
 
@@ -88,8 +106,8 @@ def test_no_system_ever_holds_a_later_session_when_it_answers(short_persona, sys
     assert len(outcome["records"]) == len(short_persona["questions"])
     assert outcome["stats"]["added_on_ingest"] is (system_class is AddingRecordingSystem)
     ingests = [ids for kind, ids in system.events if kind == "ingest"]
-    if system_class is AddingRecordingSystem:  # each step's docs once, in order
-        assert [eid for ids in ingests for eid in ids] == list(step_of)
+    if system_class is AddingRecordingSystem:  # each step's docs once, in order, up to the last question
+        assert [eid for ids in ingests for eid in ids] == [d["external_id"] for d in _served_docs(short_persona)]
     else:  # reset, then every doc so far
         assert all(ids == list(step_of)[:len(ids)] for ids in ingests)
 
@@ -102,8 +120,8 @@ def test_adding_each_step_and_giving_everything_again_rank_alike(short_persona):
 
 
 def _pieces_of(item, max_pieces: int) -> set[str]:
-    """The distinct sentence pieces of an item's docs, as Memoria splits a stored row."""
-    return {piece for d in make_docs(item)[0] for piece in row_pieces(d["text"], _metadata(d), max_pieces)}
+    """The distinct sentence pieces of the docs a stepped run ingests, as Memoria splits a stored row."""
+    return {piece for d in _served_docs(item) for piece in row_pieces(d["text"], _metadata(d), max_pieces)}
 
 
 def _fast_and_slow_agree(item, mode, embedder, slow_class, weights=None):
@@ -113,7 +131,7 @@ def _fast_and_slow_agree(item, mode, embedder, slow_class, weights=None):
     fast_outcome = evaluate_item(item, fast, top_k=20)
     slow_outcome = evaluate_item(item, slow, top_k=20)
     # encoded ahead: each turn once, in one batch, and not again at its step
-    assert fast_outcome["stats"]["texts_encoded_by_kind"]["turns"] == len({t["text"] for t in item["turns"]})
+    assert fast_outcome["stats"]["texts_encoded_by_kind"]["turns"] == len({d["text"] for d in _served_docs(item)})
     slow_turns = slow_outcome["stats"]["texts_encoded_by_kind"]["turns"]
     assert slow_turns >= fast_outcome["stats"]["texts_encoded_by_kind"]["turns"]
     # ... and so is each sentence piece (the ranking reads them): none is encoded again when its turn is ranked
@@ -144,10 +162,10 @@ def test_the_same_holds_with_the_real_model(embedder, realmem_dir, tmp_path):
                          ids=["bm25 mode", "full without sentence", "full without pieces", "full with two pieces"])
 def test_pieces_are_encoded_ahead_only_where_a_ranking_reads_them(short_persona, mode, given, ahead):
     """A mode that does not rank, or a ranking without the sentence signal or without pieces, reads no piece: none
-    is encoded, ahead or later."""
+    is encoded, ahead or later; `bm25` reads no vector at all, so encodes no turn either."""
     system = MemoriaSystem(mode=mode, embedder=WordEmbedder(), parallel_extract=False, **given)
     encoded = evaluate_item(short_persona, system, top_k=10)["stats"]["texts_encoded_by_kind"]
-    assert encoded["turns"] == len({d["text"] for d in make_docs(short_persona)[0]})
+    assert encoded["turns"] == (0 if mode == "bm25" else len({d["text"] for d in _served_docs(short_persona)}))
     assert encoded["pieces"] == (len(_pieces_of(short_persona, 2)) if ahead else 0)
 
 
