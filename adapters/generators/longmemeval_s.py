@@ -267,6 +267,8 @@ def _question(rng, seed, index, qtype, abstention, sessions_per_q, pool, quirks,
         "haystack_session_ids": [sid for _, sid, _ in placed],
         "haystack_sessions": [turns for _, _, turns in placed],
         "answer_session_ids": evidence_ids,
+        # the mark a generated file carries and the published one never does: its results say "generated"
+        "memfarm_generated": f"memfarm synth longmemeval, seed {seed}",
     }
     return record
 

@@ -8,7 +8,7 @@ extract-questions, convert), `sources` (ingest, recall), `bench` and `bench_syst
 """
 
 # imported for their commands, which register themselves on `main`
-from coordinator.cli import bench, bench_systems, check, cluster, data, farm, results, run, sources  # noqa: F401
+from coordinator.cli import bench, bench_systems, check, cluster, data, datasets, farm, results, run, sources  # noqa: F401
 from coordinator.cli.root import main, point_at_manual
 
 point_at_manual(main)  # after every command has registered, so each one's --help names its manual page

@@ -35,12 +35,20 @@ def cluster():
 @click.option("--tls", is_flag=True, help="Redis speaks TLS only, with a private CA and certificates made here.")
 @click.option("--redis-maxmemory", "maxmemory", default=DEFAULT_REDIS_MAXMEMORY, show_default=True,
               help="Redis's memory cap (Redis's notation: 2gb, 512mb); full, it refuses writes and evicts nothing.")
-def cluster_up(count, address, state_dir, redis_port, flower_port, no_flower, cache_dir, tls, maxmemory):
+@click.option("--allow-system", "allowed", multiple=True,
+              help="A system besides the built-in ones that this machine's workers may run (file.py:Class or "
+                   "module:Class) or a server they may call (http[s]://HOST:PORT), passed to each `memfarm worker`; "
+                   "repeatable. Without it they refuse a run of any other system.")
+def cluster_up(count, address, state_dir, redis_port, flower_port, no_flower, cache_dir, tls, maxmemory, allowed):
     """Start redis-server (users with passwords, optionally TLS), N workers and Flower; prints the broker URL."""
     from coordinator.operations.cluster import up
+    from coordinator.running.spec import resolved_system
 
     state = up(Path(state_dir), workers=count, redis_port=redis_port, flower_port=None if no_flower else flower_port,
-               cache_dir=cache_dir, tls=tls, address=address, maxmemory=maxmemory)
+               cache_dir=cache_dir, tls=tls, address=address, maxmemory=maxmemory,
+               allowed=[resolved_system(name) for name in allowed])
+    for name in state["settings"].get("allowed_systems") or ():
+        click.echo(printable(f"workers may also run: {name}"))
     click.echo(f"broker: {redact(state['broker'])} (password in {state_dir}/cluster.json)")
     if "remote_worker" in state["brokers"]:
         click.echo(f"workers on other machines: the 'remote_worker' URL in {state_dir}/cluster.json"

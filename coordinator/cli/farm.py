@@ -37,9 +37,7 @@ def watch_and_reduce(cli, broker: str, run_id: str, output) -> Path:
 
     ledger, app = cli.connect(broker)
     display = FarmProgress(sys.stderr)
-    state = watch(ledger, app, run_id, on_progress=display.update, detail=True, on_warning=display.warn)
-    if state["final_failures"]:
-        click.echo(f"{state['final_failures']} items failed for good; see the manifest's farm block", err=True)
+    watch(ledger, app, run_id, on_progress=display.update, detail=True, on_warning=display.warn)
     return reduce_and_write(cli, ledger, run_id, output)
 
 
@@ -111,6 +109,9 @@ def resume_command(cli, run_id, broker, output):
     chosen = resume(ledger, app, run_id)
     click.echo(f"re-enqueued {len(chosen)} items not done", err=True)
     watch_and_reduce(cli, broker, run_id, output)
+    from coordinator.cli.failures import exit_if_failed
+
+    exit_if_failed(cli)
 
 
 @main.command("reduce")
@@ -293,8 +294,9 @@ def _refuse_on_failed_checks(broker: str, cache_dir: str, max_seq_length: int | 
 @machine_option("max_seq_length", help=None)
 @click.option("--quick", is_flag=True, help="Read the model's files instead of loading the model.")
 @machine_option("embedder", help=f"The model to check (default: {DEFAULT_EMBEDDER}).")
-@click.option("--dataset", type=click.Path(dir_okay=False), default=None,
-              help="Also check a dataset file: size, SHA-256, and whether it is the published file.")
+@click.option("--dataset", type=click.Path(), default=None,
+              help="Also check a dataset file, or a folder of them where `run` takes one (RealMem, BEAM): size, "
+                   "SHA-256, and whether it is a published file.")
 def doctor(broker, cache_dir, max_seq_length, quick, embedder, dataset):
     """Check this machine before a long run: Python, packages, torch, the model, Redis, disk, chromium.
 

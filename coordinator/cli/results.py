@@ -33,14 +33,19 @@ from coordinator.results.compare import DEFAULT_METRICS, DEFAULT_PERMUTATIONS, D
 @click.option("--board", "board_dir", type=click.Path(file_okay=False), default="results/board", show_default=True,
               help="The board (`memfarm board`) the HTML report links to.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
+@click.option("--csv", "csv_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write a CSV here: one row per metric, group, level and depth of each file; with --compare, "
+                   "one row per file.")
 @click.option("--profile", type=ProfileChoice(), default=None,
               help="Read the files under this scoring profile (every run computes all of its benchmark's).")
 def analyze(files, do_compare, force, explain, questions, all_files, results_dir, plot_dir, html_file, board_dir,
-            as_json, profile):
+            as_json, csv_file, profile):
     """Read result files (and nothing else) and report on them."""
     from coordinator.results import analyze as analysis
     from coordinator.results.run_files import ResultsFile
 
+    if csv_file and (all_files or explain):
+        raise click.UsageError("--csv writes the analysis or the --compare table, not --all or --explain")
     if all_files:
         click.echo(json.dumps(analysis.summarize_directory(results_dir), indent=1))
         return
@@ -56,6 +61,10 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
     if do_compare:
         rows = analysis.compare(loaded, force=force)
         click.echo(json.dumps(rows, indent=1) if as_json else printable_text(analysis.render_compare(rows)))
+        if csv_file:
+            from coordinator.cli.csv_tables import write_rows
+
+            click.echo(f"csv: {write_rows(csv_file, rows)}", err=True)
     elif explain:
         companion = None
         if questions:
@@ -71,6 +80,10 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
             report = analysis.analyze(results)
             click.echo(json.dumps(report, indent=1, default=str) if as_json
                        else printable_text(analysis.render_analysis(report)))
+        if csv_file:
+            from coordinator.cli.csv_tables import metric_rows, write_rows
+
+            click.echo(f"csv: {write_rows(csv_file, [row for r in loaded for row in metric_rows(r)])}", err=True)
     if plot_dir or html_file:
         from coordinator.results import plots
 
@@ -97,7 +110,10 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
               help="Pair an incomplete run anyway, scoring each of its failed questions as a miss (0).")
 @click.option("--json", "json_output", type=click.Path(dir_okay=False), default=None,
               help="Also write the table, with the question ids of every win, loss and tie, as JSON here.")
-def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss, json_output):
+@click.option("--csv", "csv_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write the table as CSV here: one row per metric and system (wins, losses and ties as counts, "
+                   "the interval as ci95_low and ci95_high).")
+def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss, json_output, csv_file):
     """Compare systems question by question: FILES are results files, the first the baseline.
 
     Paired differences with bootstrap intervals, exact McNemar (hit or miss) or sign-flip (graded)
@@ -128,6 +144,10 @@ def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss,
 
         write_json(json_output, {**provenance(), **table})  # what made it, so a figure quoted from it is traced
         click.echo(f"comparison: {json_output}")
+    if csv_file:
+        from coordinator.cli.csv_tables import write_rows
+
+        click.echo(f"comparison csv: {write_rows(csv_file, table['comparisons'])}")
 
 
 @main.command()
@@ -147,6 +167,7 @@ def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss,
 def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, output):
     """Score a rankings file from any system with the metric code of the runs."""
     from adapters.files import file_sha256
+    from adapters.benchmarks.contract import companion_of
     from coordinator.running.reducer import reduce_run
     from coordinator.results.score import score_rankings
     from dataclasses import replace
@@ -155,8 +176,8 @@ def score(ctx, benchmark, dataset, rankings, level, scoring_profile, questions, 
 
     cli = ctx.obj
     scoring_profile = scoring_profile or default_profile(benchmark)
-    if questions and benchmark != "longmemeval":
-        raise click.UsageError(f"--questions is the LongMemEval companion file; it means nothing for {benchmark}")
+    if questions and companion_of(BENCHMARKS[benchmark].reader) is None:  # asked of its declaration, not its name
+        raise click.UsageError(f"--questions is a companion file of a benchmark that reads one; {benchmark} reads none")
     if scoring_profile not in BENCHMARKS[benchmark].profiles:
         raise click.UsageError(f"--profile {scoring_profile} does not apply to {benchmark}; "
                                f"its profiles: {', '.join(BENCHMARKS[benchmark].profiles)}")

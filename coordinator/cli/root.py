@@ -30,6 +30,7 @@ class CliContext:
         self.broker: str | None = None
         self._ledger = None
         self._app = None
+        self.failed_items = 0  # items failed in the results files this command wrote: a run then exits non-zero
 
     def connect(self, broker: str):
         """(ledger, Celery app) for `broker`; one clear error for a wrong password or a missing server."""
@@ -40,14 +41,24 @@ class CliContext:
             self.broker, self._ledger, self._app = broker, RunLedger(connect(broker)), make_app(broker)
         return self._ledger, self._app
 
-    @staticmethod
-    def write_results(run_results: dict, manifest: dict, output: str | Path | None) -> Path:
-        """Write the results file and manifest, print the metric table and both paths."""
+    def write_results(self, run_results: dict, manifest: dict, output: str | Path | None) -> Path:
+        """Write the results file and manifest, print the metric table, each reason items failed for, once, and
+        both paths."""
+        from adapters.benchmarks import BENCHMARKS
+        from coordinator.cli.failures import failure_lines
         from coordinator.running.reducer import write_results
         from coordinator.results.report import metrics_table
 
         results_path, manifest_path = write_results(run_results, manifest, output)
         click.echo(printable_text(metrics_table(run_results)))
+        declared = BENCHMARKS.get(str(run_results.get("benchmark_key")))
+        if declared and run_results.get("benchmark") != declared.title:  # a generated stand-in says so
+            click.echo(printable(f"benchmark: {run_results.get('benchmark')}: not the published {declared.title} "
+                                 f"file, so these are not {declared.title} scores"))
+        failures = failure_lines(manifest)
+        for line in failures:
+            click.echo(line, err=True)
+        self.failed_items += len({f.get("item_id") for f in manifest.get("failures") or ()})
         click.echo(f"results:  {results_path}\nmanifest: {manifest_path}")
         return results_path
 
@@ -67,7 +78,8 @@ class _Cli(click.Group):
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.pass_context
 def main(ctx, verbose):
-    """Benchmark farm for agent-memory retrieval (LongMemEval-S, LoCoMo, AdaMem episodes)."""
+    """Benchmark farm for agent-memory retrieval (LongMemEval-S and -M, LoCoMo, RealMem, BEAM, AdaMem episodes;
+    `memfarm datasets` lists them)."""
     from adapters.redaction import RedactingFilter, redact
     from memoria.model_files import offline_environment
 
@@ -136,7 +148,7 @@ MANUAL_PAGES = {
     "cluster revoke-machine": "security.md", "cluster flower-login": "farm.md", "cluster renew-certs": "security.md",
     "analyze": "results.md", "compare": "results.md", "score": "results.md", "rankings": "results.md",
     "optimize": "full-mode.md",
-    "synth": "datasets.md", "extract-questions": "datasets.md", "convert": "datasets.md",
+    "synth": "datasets.md", "datasets": "datasets.md", "extract-questions": "datasets.md", "convert": "datasets.md",
     "ingest": "sources.md", "recall": "sources.md",
     "bench": "benchmarks.md", "bench embedders": "embedders.md", "bench encoders": "embedders.md",
     "bench batch-rows": "embedders.md", "bench shared-verify": "embedders.md", "bench coldrun": "cost.md",

@@ -179,16 +179,48 @@ def run(ctx, broker, optimize, step_size, objective, dry_run_weights, save_weigh
                    f"--broker or MEMFARM_BROKER is set; to run on it: {env_line('.memfarm')}", err=True)
     if optimize and (spec.retrieval_mode != "full" or spec.system_name != "memoria"):
         raise click.UsageError("--optimize tunes the ranking weights of --system memoria --retrieval-mode full")
-    for one in spec.ablations():
-        if broker:
-            from coordinator.cli.farm import watch_and_reduce
+    started: list[str] = []  # the farm runs this command staged, the last one being watched
+    try:
+        for one in spec.ablations():
+            if broker:
+                from coordinator.cli.farm import watch_and_reduce
 
-            run_id = _submit(cli, broker, one)
-            results_path = watch_and_reduce(cli, broker, run_id, one.output)
-        else:
-            results_path = _run_local(cli, one)
-        if optimize:
-            _optimize(results_path, step_size, objective, dry_run_weights, save_weights)
+                run_id = _submit(cli, broker, one, staged=started)
+                results_path = watch_and_reduce(cli, broker, run_id, one.output)
+            else:
+                results_path = _run_local(cli, one)
+            if optimize:
+                _optimize(results_path, step_size, objective, dry_run_weights, save_weights)
+    except KeyboardInterrupt:
+        click.echo(interrupted_line(spec, started[-1] if started else None, farm=bool(broker)), err=True)
+        sys.exit(INTERRUPTED_EXIT)
+    from coordinator.cli.failures import exit_if_failed
+
+    exit_if_failed(cli)
+
+
+#: The exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED_EXIT = 130
+
+
+def interrupted_line(spec, run_id: str | None, farm: bool) -> str:
+    """The one line a run stopped by Ctrl-C prints: what is kept, and how to go on."""
+    from adapters.defaults import EMBEDDING_STORE_FILE
+
+    if farm and run_id:
+        return printable(f"interrupted: run {run_id} goes on on the workers; watch it with `memfarm status {run_id}` "
+                         f"and write its results with `memfarm resume {run_id}` (it enqueues what is not done, "
+                         "waits and reduces)")
+    if farm:
+        return ("interrupted while staging: `memfarm runs` lists what reached the farm (`memfarm forget RUN` "
+                "removes a run staged in part); the same command stages it afresh")
+    if not spec.cache_dir:
+        return ("interrupted: nothing is kept (no --cache-dir); with --cache-dir DIR the same command would resume "
+                "from the items already done")
+    store = (f" and the embedding store ({Path(spec.cache_dir) / EMBEDDING_STORE_FILE})"
+             if spec.embedding_store else "")
+    return printable(f"interrupted: the items done are kept in the per-item cache under {spec.cache_dir}{store}; "
+                     "the same command resumes from them")
 
 
 FARM_THREADS = "--threads is for local runs: a farm's workers take theirs from `memfarm worker --torch-threads`"
@@ -240,19 +272,22 @@ def _run_local(cli, spec) -> Path:
     return cli.write_results(results, manifest, spec.output)
 
 
-def _submit(cli, broker: str, spec) -> str:
+def _submit(cli, broker: str, spec, staged: list[str] | None = None) -> str:
+    """Stage and enqueue one run; its id is added to `staged` as soon as it is known."""
     from coordinator.running.farm_run import submit as stage_and_enqueue
 
     ledger, app = cli.connect(broker)
     bars = []
     with ExitStack() as stack:
-        run_id, staged = stage_and_enqueue(
+        run_id, items = stage_and_enqueue(
             ledger, app, spec, broker,
             on_start=lambda total: bars.append(stack.enter_context(
                 click.progressbar(length=total, label="staging", file=sys.stderr))),
             on_item=lambda _: bars[0].update(1))
+    if staged is not None:
+        staged.append(run_id)
     click.echo(f"run id: {run_id}", err=True)
-    click.echo(f"enqueued {len(staged)} items of run {run_id}", err=True)
+    click.echo(f"enqueued {len(items)} items of run {run_id}", err=True)
     click.echo(staging_line(ledger.staging_stats, ledger.meta(run_id).get("staging", {}).get("redis_used_memory")),
                err=True)
     return run_id

@@ -16,6 +16,7 @@ import re
 import secrets
 import shutil
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -49,7 +50,10 @@ def check_bind_address(address: str) -> str:
 
 
 def up(state_dir: Path, workers: int, redis_port: int | None, flower_port: int | None, cache_dir: str,
-       tls: bool = False, address: str = "127.0.0.1", maxmemory: str = DEFAULT_REDIS_MAXMEMORY) -> dict:
+       tls: bool = False, address: str = "127.0.0.1", maxmemory: str = DEFAULT_REDIS_MAXMEMORY,
+       allowed: Sequence[str] = ()) -> dict:
+    """Start the farm; `allowed`: systems besides the built-in ones its workers may run (`worker --allow-system`),
+    kept in its state so that `restart` starts them the same way."""
     address = check_bind_address(address)
     maxmemory = check_maxmemory(maxmemory)
     state_file = state_dir / "cluster.json"
@@ -57,7 +61,8 @@ def up(state_dir: Path, workers: int, redis_port: int | None, flower_port: int |
         raise MemfarmError(f"a cluster is already up ({state_file}); run `memfarm cluster down` first "
                            "(or `memfarm cluster restart` to start what of it is dead)")
     settings = {"port": redis_port or free_port(), "address": address, "tls": tls, "workers": workers,
-                "flower_port": flower_port, "cache_dir": cache_dir, "maxmemory": maxmemory}
+                "flower_port": flower_port, "cache_dir": cache_dir, "maxmemory": maxmemory,
+                "allowed_systems": list(allowed)}
     state = {"settings": settings, "users": {role: secrets.token_urlsafe(18) for role in ACL_RULES},
              "admin": secrets.token_urlsafe(18), "machines": {}, "pids": {}, "started": time.time()}
     if tls:
@@ -137,7 +142,9 @@ def _start_redis(state_dir: Path, state: dict) -> None:
 
 def _start_worker(state_dir: Path, state: dict, number: int) -> None:
     proc = start_worker(state["brokers"]["worker"], f"worker{number}", f"{state['settings']['cache_dir']}/worker{number}",
-                        state_dir / "logs" / f"worker{number}.log", _client_env(state))
+                        state_dir / "logs" / f"worker{number}.log", _client_env(state),
+                        extra=[part for name in state["settings"].get("allowed_systems") or ()
+                               for part in ("--allow-system", name)])
     state["pids"][f"worker{number}"] = proc.pid
 
 

@@ -16,22 +16,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from coordinator.operations.datasets import KNOWN_DATASETS  # the published LongMemEval files: size and SHA-256
+
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 #: Free space under the cache directory below which a run is refused (FAIL) or warned about (WARN).
 CACHE_FAIL_BYTES = 512 * 2**20
 CACHE_WARN_BYTES = 5 * 2**30
 #: Besides these, the package that ships the default model (`memoria.model_files.PACKAGED`).
 PACKAGES = ("torch", "sentence-transformers", "faiss-cpu", "rank-bm25", "celery", "redis", "flower", "click")
-
-
-#: Published files whose numbers others cite: (title, name, size in bytes, SHA-256). The M file is 2.7 GB, so
-#: a file is hashed only when its size or its name is one of these: any other file is cheap to check.
-KNOWN_DATASETS = (
-    ("LongMemEval-S (cleaned)", "longmemeval_s_cleaned.json", 277_383_467,
-     "d6f21ea9d60a0d56f34a05b609c79c88a451d2ae03597821ea3d5a9678c3a442"),
-    ("LongMemEval-M (cleaned)", "longmemeval_m_cleaned.json", 2_737_100_077,
-     "9d79e5524794a2e6900a3aa9cb7d9152c5a3e8319c9a87c25494ba1eacee495f"),
-)
 
 
 @dataclass(frozen=True)
@@ -230,8 +222,10 @@ def dataset_check(path: str | Path) -> Check:
     from adapters.files import file_sha256
 
     path = Path(path)
+    if path.is_dir():
+        return folder_check(path)
     if not path.is_file():
-        return Check("dataset", FAIL, f"{path}: no such file", "give the path of the downloaded file")
+        return Check("dataset", FAIL, f"{path}: no such file or folder", "give the path of the downloaded file")
     size = path.stat().st_size
     candidates = [known for known in KNOWN_DATASETS if size == known[2] or path.name == known[1]]
     if not candidates:
@@ -248,6 +242,19 @@ def dataset_check(path: str | Path) -> Check:
                                           "stand beside published ones",
                          "download the file again from the LongMemEval release")
     return Check("dataset", OK, f"{detail}: the size of a published file, not its content")
+
+
+def folder_check(path: Path) -> Check:
+    """A folder of dataset files (RealMem's personas, BEAM's chats), as `run` takes one: each JSON file under it
+    named by checksum, in one line (`memfarm datasets verify` lists each)."""
+    from adapters.errors import MemfarmError
+    from coordinator.operations.datasets import summary, verify
+
+    try:
+        verdicts = verify(path)
+    except MemfarmError as exc:
+        return Check("dataset", FAIL, str(exc), "give the folder of the downloaded files")
+    return Check("dataset", OK, f"{path.name}/: {summary(verdicts)} (memfarm datasets verify {path} names each)")
 
 
 def chromium_check() -> Check:

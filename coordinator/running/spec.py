@@ -265,6 +265,16 @@ class RunSpec:
     def open_dataset(self):
         return self.info.open(self.dataset, self.questions, self.scoring_profile)
 
+    def title(self) -> str:
+        """The benchmark's title for this run's results: "(generated)" where the file is a generated stand-in."""
+        if not (self.info.description and self.dataset):
+            return self.info.title
+        try:  # a reader that says its file is generated (a `generated()` answering true) takes `description`
+            generated = getattr(self.open_dataset(), "generated", None)
+            return self.info.description if callable(generated) and generated() else self.info.title
+        except (MemfarmError, OSError, ValueError):  # an unreadable file: the run itself says why
+            return self.info.title
+
     def dataset_sha256(self) -> str:
         return self.dataset_checksums()[0]
 
@@ -306,7 +316,7 @@ class RunSpec:
         file_checksums = file_checksums[:self.limit]  # a folder holds one item a file, in name order: those run
         return RunContext(
             benchmark=info.name,
-            benchmark_title=info.title,
+            benchmark_title=self.title(),
             group_key=info.group_key,
             dataset_path=str(Path(self.dataset).resolve()) if self.dataset else info.source,
             dataset_sha256=checksum,

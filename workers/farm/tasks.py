@@ -196,9 +196,21 @@ def incompatibility(run: RunMeta, system) -> str | None:
     return None
 
 
+class ItemFailed(Exception):
+    """An attempt that failed or was refused, raised so that Celery (and Flower) count the task a failure. The
+    ledger has recorded it first and stays the source of truth: the message is acknowledged all the same
+    (Celery acknowledges a late-acked task that raises), so a refusing worker does not take it again and
+    again; the coordinator decides whether the item is queued again."""
+
+
 @app.task(name=TASK_NAME, bind=True)
 def evaluate_item_task(self, run_id: str, item_id: str) -> str:
-    return process_item(_ledger(), run_id, item_id, self.request.hostname or "worker")
+    ledger = _ledger()
+    said = process_item(ledger, run_id, item_id, self.request.hostname or "worker")
+    if said in ("refused", "failed"):
+        error = (ledger.info(run_id, item_id).get("error") or said).splitlines()[0]
+        raise ItemFailed(f"item {shown(item_id)} of run {shown(run_id)} {said}: {error}")
+    return said
 
 
 def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:

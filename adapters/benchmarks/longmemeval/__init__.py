@@ -14,4 +14,4 @@ from adapters.defaults import EXPECTED_TEXT_PROFILE
 BENCHMARK = register(Benchmark(
     "longmemeval", "LongMemEval-S", "longmemeval_s_cleaned.json (xiaowu0162/LongMemEval)", "question",
     Kind.WHOLE_HISTORY, LongMemEval, profiles=(EXPECTED_TEXT_PROFILE, OFFICIAL.name),
-    default_profile=OFFICIAL.name))
+    default_profile=OFFICIAL.name, description="LongMemEval-S (generated)"))

@@ -94,6 +94,11 @@ def damaged(ids: list[str], sessions: list[list], answer_ids: list[str]) -> tupl
     return None
 
 
+#: The field `memfarm synth longmemeval` writes in every question of a generated file and the published file never
+#: has: its results are titled as generated (`Benchmark.description`), not as LongMemEval-S.
+GENERATED_FIELD = "memfarm_generated"
+
+
 class LongMemEval(StreamedDataset):
     """Turns a LongMemEval-S file into items, one per question."""
 
@@ -117,6 +122,11 @@ class LongMemEval(StreamedDataset):
 
     def item_id(self, raw, index: int) -> str:
         return question_id(raw, index)
+
+    def generated(self) -> bool:
+        """Whether the file was made by memfarm's generator (its first question carries `GENERATED_FIELD`)."""
+        first = next(iter(iter_array(self.path)), None)
+        return isinstance(first, dict) and GENERATED_FIELD in first
 
     def build(self, raw, qid: str) -> Item:
         return self._item(raw, qid)

@@ -386,11 +386,11 @@ def test_a_data_error_the_adapter_does_not_anticipate_fails_one_record(redis_ser
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(raw))
     local = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(bad), "--output", str(tmp_path / "l.json")])
-    assert local.exit_code == 0, local.output
+    assert local.exit_code == 1, local.output  # results written, the failed item said and the status non-zero
     workers(redis_server.url, "w1").wait_ready()
     farm = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(bad), "--output", str(tmp_path / "f.json")],
                               env={"MEMFARM_BROKER": redis_server.url})
-    assert farm.exit_code == 0, farm.output
+    assert farm.exit_code == 1, farm.output
     for name in ("l.json", "f.json"):
         results = json.loads((tmp_path / name).read_text())
         assert [r["status"] for r in results["records"]] == ["ok", "ok", "failed", "ok", "ok"]
