@@ -42,17 +42,21 @@ def dataset_sha256(path: str | Path) -> str:
     return dataset_checksums(path)[0]
 
 
-def dataset_checksums(path: str | Path) -> tuple[str, list[str]]:
+def dataset_checksums(path: str | Path, files: list[Path] | None = None) -> tuple[str, list[str]]:
     """A `--dataset`'s checksum (`dataset_sha256`) and, for a folder, each of its JSON files' own, in name order
-    (for a file, none), each file read once: one file of a folder is data the folder's run was on too."""
+    (for a file, none), each file read once: one file of a folder is data the folder's run was on too.
+
+    `files`: the files of the folder its benchmark reads, in its order, where they are not its top-level `*.json`
+    (BEAM's chats, nested folders deep); each is named in the checksum by its path under the folder, which for a
+    top-level file is its name, so a folder of top-level files has the same checksum either way."""
     path = Path(path)
     if not path.is_dir():
         return file_sha256(path), []
-    digest, files = hashlib.sha256(), []
-    for file in json_files(path):
-        files.append(file_sha256(file))
-        digest.update(f"{file.name}\0{files[-1]}\n".encode())
-    return digest.hexdigest(), files
+    digest, checksums = hashlib.sha256(), []
+    for file in json_files(path) if files is None else files:
+        checksums.append(file_sha256(file))
+        digest.update(f"{Path(file).relative_to(path).as_posix()}\0{checksums[-1]}\n".encode())
+    return digest.hexdigest(), checksums
 
 
 def content_hash(value) -> str:

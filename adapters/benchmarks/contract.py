@@ -71,6 +71,15 @@ class Warns(Protocol):
     def warnings(self) -> list[str]: ...
 
 
+@runtime_checkable
+class ListsFiles(Protocol):
+    """The reader reads files of a `--dataset` folder other than its top-level `*.json` (BEAM's chats, nested
+    folders deep): each item's files, in item order, which the dataset's checksums cover; asked of its class."""
+
+    @classmethod
+    def files_of(cls, path: Path) -> list[list[Path]]: ...
+
+
 def _declares(obj, protocol) -> bool:
     """Whether `obj` has every member of `protocol`, looked up without running any."""
     members = [name for name in protocol.__dict__ if not name.startswith("_")]
@@ -94,6 +103,13 @@ def without_companion(reader: type, profile: str) -> str | None:
     """What a run of `reader` (a class) under `profile` lacks without its companion file, where it says so
     (`MissesCompanion`)."""
     return reader.without_companion(profile) if _declares(reader, MissesCompanion) else None
+
+
+def files_of(reader: type, path: str | Path) -> list[list[Path]] | None:
+    """Each item's files of a `--dataset` folder, where `reader` (a class) lists them (`ListsFiles`); None: the
+    folder's top-level `*.json` files, one an item."""
+    path = Path(path)
+    return reader.files_of(path) if path.is_dir() and _declares(reader, ListsFiles) else None
 
 
 def warns(reader) -> bool:
@@ -130,6 +146,9 @@ class Benchmark:
     #: Memoria `full`'s weights tuned for this benchmark (a file of `adapters/weights/`), taken by a run of full with
     #: MiniLM that names no --weights; None: the engine's own.
     memoria_weights: str | None = None
+    #: The level a report's headline reads (`session`: recall_all@5; `turn`: recall_any@10, where the gold is
+    #: finer than its sessions, as BEAM's messages are within batches of about ninety).
+    headline_level: str = "session"
     #: A title for its results where the file is not the published benchmark (a generated stand-in); None: `title`.
     description: str = ""
 

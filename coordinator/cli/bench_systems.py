@@ -64,6 +64,28 @@ def bench_systems(locomo, questions, scale, limit, realmem, realmem_limit, syste
         raise click.BadParameter(str(exc), param_hint="--system") from None
 
 
+@bench.command("beam")
+@click.option("--dataset", type=click.Path(exists=True, file_okay=False), required=True,
+              help="BEAM chats: the chats/ folder, a size folder or a chat folder (the development chats).")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N chats.")
+@click.option("--system", "systems", multiple=True, metavar="LABEL",
+              help="Only these rows (repeatable): bm25s, 'memoria bm25', 'recency arm', 'random arm'; the plain "
+                   "BM25 always.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_beam", show_default=True,
+              help="Where each system's results file and manifest are written (emptied first; a folder holding anything "
+                   "a bench did not make is refused).")
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/beam.json", show_default=True)
+def bench_beam(dataset, limit, systems, workdir, output):
+    """The cheap systems and the arms on BEAM chats at the message level, per chat size and per ability, beside
+    the issue's plain BM25 (rank-bm25's Okapi over lower-cased alphanumeric tokens) over the same messages."""
+    from coordinator.benches.beam import run_beam_bench
+
+    try:
+        click.echo(run_beam_bench(dataset, output, workdir=workdir, limit=limit, only=tuple(systems)))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--system") from None
+
+
 @bench.command("open-files")
 @click.option("--system", default="mempalace", show_default=True, help="The system to run (a built-in's name).")
 @click.option("--questions", type=click.IntRange(4), default=100, show_default=True,

@@ -155,7 +155,7 @@ MANUAL_PAGES = {
     "check-system": "http-systems.md",
     "bench systems": "outside-systems.md", "bench mnem-published": "outside-systems.md",
     "convert mnem-rankings": "outside-systems.md",
-    "board": "board.md", "bench board": "board.md",
+    "board": "board.md", "bench board": "board.md", "bench beam": "beam.md",
 }
 #: Where every command's every option is listed, generated from these commands.
 CLI_REFERENCE = "reference/cli.md"

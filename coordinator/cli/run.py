@@ -86,7 +86,7 @@ def run_options(command):
         click.argument("benchmark", type=BenchmarkChoice()),
         click.option("--dataset", type=click.Path(), default=None,
                      help="The dataset file (not for adamem-synthetic); for realmem, a persona file or a folder of "
-                          "them."),
+                          "them; for beam, BEAM's chats/ folder, a size folder or a chat folder."),
         click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="Companion questions file (LongMemEval) for turn-level gold."),
         *described("mode"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from adapters.benchmarks import BENCHMARKS
 from adapters.profiles import find_profile
 
 TABLE_K = (1, 5, 10)
@@ -10,8 +11,11 @@ TABLE_K = (1, 5, 10)
 METRIC_ORDER = ("recall_all", "recall_any", "ndcg_any")
 
 
-def headline_lines(summary: dict) -> list[str]:
-    """Session recall_all@5 with its denominator, then recall_any@5 as the diagnostic it is."""
+def headline_lines(summary: dict, level: str = "session") -> list[str]:
+    """Session recall_all@5 with its denominator, then recall_any@5 as the diagnostic it is; at the turn level (a
+    benchmark whose gold is finer than its sessions, BEAM's messages), turn recall_any@10 and recall_all@10."""
+    if level == "turn":
+        return turn_headline_lines(summary)
     session, n = summary.get("session") or {}, (summary.get("evaluable") or {}).get("session", 0)
     strict = session.get("recall_all@5")
     if strict is None:
@@ -21,6 +25,26 @@ def headline_lines(summary: dict) -> list[str]:
     if session.get("recall_any@5") is not None:
         lines.append(f"  (diagnostic: session recall_any@5 {session['recall_any@5']:.3f}, any answer session)")
     return lines
+
+
+def turn_headline_lines(summary: dict) -> list[str]:
+    """Turn recall_any@10 with its denominator, then recall_all@10 beside the most any system reaches."""
+    turn, n = summary.get("turn") or {}, (summary.get("evaluable") or {}).get("turn", 0)
+    found = turn.get("recall_any@10")
+    if found is None:
+        return []
+    lines = [f"turn recall_any@10 {found:.3f}: {round(found * n)}/{n} questions with an evidence turn in the top 10"]
+    if turn.get("recall_all@10") is not None:
+        ceiling = ((summary.get("ceiling") or {}).get("turn") or {}).get("recall_all@10")
+        lines.append(f"  (turn recall_all@10 {turn['recall_all@10']:.3f}, every evidence turn"
+                     + (f"; a perfect system reaches {ceiling:.3f})" if ceiling is not None else ")"))
+    return lines
+
+
+def _headline_level(results: dict) -> str:
+    """The level the results' benchmark declares its headline at (`Benchmark.headline_level`)."""
+    declared = BENCHMARKS.get(str(results.get("benchmark_key")))
+    return declared.headline_level if declared is not None else "session"
 
 
 def tuning_lines(results: dict) -> list[str]:
@@ -36,7 +60,7 @@ def metrics_table(results: dict) -> str:
     summary = results["metrics"]["all"]
     if "support" in summary:
         return support_table(results)
-    lines = headline_lines(summary) + tuning_lines(results)
+    lines = headline_lines(summary, _headline_level(results)) + tuning_lines(results)
     lines += [""] if lines else []
     lines.append(f"{'level':<8} {'metric':<11}" + "".join(f"{'@' + str(k):>8}" for k in TABLE_K) + f"{'n':>7}")
     for level in ("session", "turn"):

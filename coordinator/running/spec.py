@@ -16,7 +16,7 @@ from adapters.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_TOP_K, EMBEDDING_STO
 from adapters.errors import MemfarmError
 from adapters.files import content_hash, dataset_checksums
 from adapters.benchmarks import Benchmark, benchmark, default_profile
-from adapters.benchmarks.contract import companion_of, warns, without_companion
+from adapters.benchmarks.contract import companion_of, files_of, warns, without_companion
 from adapters.systems import SYSTEMS, describe, make_system
 from adapters.systems.contract import signature_of
 from adapters.systems.settings import BY_NAME, SETTINGS, Kind, Setting, default
@@ -278,11 +278,18 @@ class RunSpec:
     def dataset_sha256(self) -> str:
         return self.dataset_checksums()[0]
 
-    def dataset_checksums(self) -> tuple[str, list[str]]:
-        """The dataset's checksum and, where --dataset is a folder, each JSON file's (`adapters.files`)."""
-        if self.dataset:
-            return dataset_checksums(self.dataset)
-        return content_hash(self.open_dataset().episodes()), []
+    def dataset_checksums(self, items: int | None = None) -> tuple[str, list[str]]:
+        """The dataset's checksum and, where --dataset is a folder, each JSON file's (`adapters.files`): those of
+        the first `items` items (all: None), where the benchmark lists each item's files (BEAM's chats), else
+        the first `items` top-level files, one an item."""
+        if not self.dataset:
+            return content_hash(self.open_dataset().episodes()), []
+        groups = files_of(self.info.reader, self.dataset)
+        if groups is None:
+            checksum, files = dataset_checksums(self.dataset)
+            return checksum, files[:items]
+        checksum, files = dataset_checksums(self.dataset, [file for group in groups for file in group])
+        return checksum, files[:sum(len(group) for group in groups[:items])]
 
     def arguments(self) -> dict:
         """The spec as plain data, what a results file, a manifest and a run's metadata record.
@@ -312,8 +319,7 @@ class RunSpec:
                 cache_dir: str | None = None) -> RunContext:
         """The run context the reducer writes into the results file and manifest."""
         info = self.info
-        checksum, file_checksums = self.dataset_checksums()
-        file_checksums = file_checksums[:self.limit]  # a folder holds one item a file, in name order: those run
+        checksum, file_checksums = self.dataset_checksums(self.limit)  # the files of the items run
         return RunContext(
             benchmark=info.name,
             benchmark_title=self.title(),

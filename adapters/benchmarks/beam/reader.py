@@ -93,6 +93,13 @@ class Beam:
         """Every chat's id (`<size>/<n>`), from the folders alone: nothing is read."""
         return [chat.chat_id for chat in find_chats(self.path)]
 
+    @classmethod
+    def files_of(cls, path: Path) -> list[list[Path]]:
+        """Each chat's files that are read, in chat order (its chat file or parts, then its probing file), those
+        present: what the dataset's checksums cover (`adapters.files.dataset_checksums`)."""
+        return [[file for file in [*(f for _, f in chat.chat_files()), chat.probing_file] if file.is_file()]
+                for chat in find_chats(path)]
+
     def warnings(self) -> list[str]:
         """One line per chat whose files are not BEAM's development files by checksum, or that BEAM reads
         otherwise (a shorter `chat_trunecated.json` beside it; a combined 10M `chat.json` beside its parts)."""
