@@ -15,6 +15,7 @@ from adapters.threads import model_threads
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
 from memoria.engine import reads_vectors
+from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
 
 
@@ -230,10 +231,45 @@ def _metadata(doc: dict) -> dict:
     return {"external_id": doc["external_id"], "label": doc["label"], **doc["props"]}
 
 
+def check_run(*, mode: str, without=(), given: dict, weights_file: str | None, weights: dict | None,
+              embedder: str) -> list[str]:
+    """Memoria's own check of a run's settings, before anything is built: what only the engine reads. Raises
+    ValueError naming the option it refuses; returns warnings about settings given that the run would not use."""
+    if weights_file and mode not in defaults.RANKED_MODES:
+        raise ValueError(f"--weights sets the ranking of --retrieval-mode full, not {mode}")
+    ranked = {spec.name for spec in fields(MemoriaSettings) if spec.metadata["ranked"]}
+    for option in given:
+        if option in ranked and mode not in defaults.RANKED_MODES:
+            raise ValueError(f"{_flag(option)} sets the ranking of --retrieval-mode full, not {mode}")
+    try:
+        parts = plan_parts(mode, without, weights)
+    except ValueError as exc:
+        raise ValueError(f"--without: {exc}") from None
+    try:
+        MemoriaSettings().updated(**given)
+    except SettingsError as exc:
+        raise ValueError(f"{_flag(exc.field)}: {exc.problem}") from None
+    warnings = []
+    windowed = [o for o in ("window_size", "window_overlap") if o in given]
+    if windowed and not parts.windows:
+        warnings.append(f"{_flag(windowed[0])} is not used: windows weigh 0 unless --weights "
+                        "gives `window` a weight, and windows weighing nothing are not built")
+    if "max_pieces" in given:
+        if "sentence" in parts.switched_off or (weights or defaults.weights_for(embedder)).get("sentence", 0.0) <= 0:
+            warnings.append("--max-pieces is not used: sentence vectors weigh 0 (--weights gives `sentence` "
+                            "none, or --without sentence), and sentence vectors weighing nothing are not built")
+    return warnings
+
+
+def _flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
 DESCRIPTION = SystemInfo(
     "memoria", MemoriaSystem, "Memoria",
     ("mode", "batch_size", "max_workers", "without", "max_seq_length", "embedding_store", "embedder_backend",
      "embedder") + tuple(spec.name for spec in fields(MemoriaSettings)),
     modes=defaults.MODES,
     plan=plan_parts,
+    check=check_run,
     compared=("full", "fusion", "bm25"))

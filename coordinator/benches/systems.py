@@ -9,7 +9,6 @@ every comparison of a dataset. A system whose extra is not installed is listed a
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from pathlib import Path

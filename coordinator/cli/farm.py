@@ -12,7 +12,6 @@ import click
 
 from adapters.errors import MemfarmError
 from coordinator.cli.root import broker_option, main, pass_cli
-from coordinator.operations.cluster import DEFAULT_REDIS_MAXMEMORY
 from adapters.systems.settings import BY_NAME, Kind
 from adapters.threads import use_threads
 from memoria.defaults import DEFAULT_EMBEDDER

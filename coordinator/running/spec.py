@@ -21,7 +21,6 @@ from adapters.systems import SYSTEMS, describe, make_system
 from adapters.systems.contract import signature_of
 from adapters.systems.settings import BY_NAME, SETTINGS, Kind, Setting, default
 from memoria import defaults as engine
-from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
 from workers.item.run_context import RunContext
 
@@ -113,26 +112,19 @@ class RunSpec:
                 refuse(option, f"does not apply to {self.benchmark}: each query carries its own top_k and is judged "
                                "by substrings")
         self._check_taken(system, refuse)
-        if self.weights_file and self.retrieval_mode not in engine.RANKED_MODES:
-            raise MemfarmError(f"--weights sets the ranking of --retrieval-mode full, not {self.retrieval_mode}")
-        ranked = {spec.name for spec in fields(MemoriaSettings) if spec.metadata["ranked"]}
         for option, value in {"without": self.without, **self._memoria_given()}.items():  # judged by value
-            if value not in (None, ()):
-                if system is None or option not in system.settings:
-                    raise MemfarmError(f"{_flag(option)} is not a setting of {self.system_name}")
-                if option in ranked and self.retrieval_mode not in engine.RANKED_MODES:
-                    raise MemfarmError(f"{_flag(option)} sets the ranking of --retrieval-mode full, "
-                                       f"not {self.retrieval_mode}")
-        parts = None
-        if system is not None and system.plan:  # the system's own rules for its parts, before it is built
+            if value not in (None, ()) and (system is None or option not in system.settings):
+                raise MemfarmError(f"{_flag(option)} is not a setting of {self.system_name}")
+        if self.weights_file and (system is None or system.check is None):
+            raise MemfarmError(f"--weights is not a setting of {self.system_name}")
+        warnings = []
+        if system is not None and system.check:  # what only the system reads, checked by its own declaration
             try:
-                parts = system.plan(self.retrieval_mode, self.without, self._weights())
+                warnings += system.check(mode=self.retrieval_mode, without=self.without, given=self._memoria_given(),
+                                         weights_file=self.weights_file, weights=self._weights(),
+                                         embedder=self.embedder)
             except ValueError as exc:
-                raise MemfarmError(f"--without: {exc}") from None
-        try:
-            MemoriaSettings().updated(**self._memoria_given())
-        except SettingsError as exc:
-            raise MemfarmError(f"{_flag(exc.field)}: {exc.problem}") from None
+                raise MemfarmError(str(exc)) from None
         if not farm:
             for option in ("max_attempts", "run_id", "shared_embeddings"):
                 refuse(option, "is a farm setting: give --broker (or MEMFARM_BROKER) to run on the farm")
@@ -145,20 +137,10 @@ class RunSpec:
         if self.shared_embeddings and not self.embedding_store:
             raise MemfarmError("--shared-embeddings shares what each worker's embedding store holds: "
                                "drop --no-embedding-store")
-        warnings = []
         taken = self.weights_path()
         if taken and not self.weights_file:
-            warnings.append(f"full takes {info.title}'s own weights, tuned on its development data only "
-                            f"({taken}); --weights FILE for others")
-        windowed = [o for o in ("window_size", "window_overlap") if o in self._memoria_given()]
-        if windowed and parts is not None and not parts.windows:
-            warnings.append(f"{_flag(windowed[0])} is not used: windows weigh 0 unless --weights "
-                            "gives `window` a weight, and windows weighing nothing are not built")
-        if "max_pieces" in self._memoria_given() and parts is not None:
-            weights = self._weights() or engine.weights_for(self.embedder)
-            if "sentence" in parts.switched_off or weights.get("sentence", 0.0) <= 0:
-                warnings.append("--max-pieces is not used: sentence vectors weigh 0 (--weights gives `sentence` "
-                                "none, or --without sentence), and sentence vectors weighing nothing are not built")
+            warnings.insert(0, f"full takes {info.title}'s own weights, tuned on its development data only "
+                               f"({taken}); --weights FILE for others")
         if farm and "cache_dir" in given:
             warnings.append("--cache-dir is not used by a farm run: each worker caches in its own --cache-dir")
         elif self.cache_dir and not farm and system is not None and not system.snapshots:

@@ -10,11 +10,9 @@ its reason. Category 5 (adversarial) is treated as abstention.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from adapters.contracts import Item, Question, Turn
 from adapters.benchmarks.streamed import BadField, StreamedDataset, capped, check_size, check_text, reading
-from adapters.defaults import DEFAULT_SCORING_PROFILE
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
