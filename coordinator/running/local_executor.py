@@ -13,6 +13,7 @@ from adapters.systems.contract import snapshots_of
 from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
 from workers.item.cache import ItemCache
+from workers.farm.ledger import outcome_json
 from workers.item.evaluate import close_after_use, evaluate_item
 from workers.item.peak_memory import peak_rss_bytes, reset_peak_rss
 from workers.item.run_context import RunContext
@@ -37,6 +38,7 @@ def run_items(items, system, context: RunContext, *, cache,
                                     profile=context.scoring_profile, cache=cache,
                                     dataset_sha256=context.dataset_sha256, worker=worker, attempt=1,
                                     on_question=asked)
+            outcome_json(str(item.get("item_id")), outcome)  # the farm's bound on an outcome, held here too
         except Exception as exc:
             logger.error("item %s failed: %s", item.get("item_id"), exc)
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"

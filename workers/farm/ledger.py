@@ -40,17 +40,23 @@ class OutcomeTooLarge(MemfarmError):
     the item fails once, for good, rather than being stored, refused by the reducer and queued again."""
 
 
-def packed_outcome(item_id: str, outcome: dict) -> bytes:
-    """`outcome` as the ledger stores it (compressed JSON); `OutcomeTooLarge` where its JSON is past the bound the
-    reducer reads a ledger value to (`ledger_values.MAX_UNPACKED_BYTES`), checked before it is stored."""
+def outcome_json(item_id: str, outcome: dict) -> bytes:
+    """`outcome` as JSON; `OutcomeTooLarge` where it is past the bound the reducer reads a ledger value to
+    (`ledger_values.MAX_UNPACKED_BYTES`). A local run asks the same, so an item fails alike on the farm and here."""
     raw = json.dumps(outcome, ensure_ascii=False).encode()
     bound = ledger_values.MAX_UNPACKED_BYTES
     if len(raw) > bound:
         raise OutcomeTooLarge(
             f"item {shown(item_id)}: its outcome is {len(raw):,} bytes of JSON, more than the {bound:,} a farm "
             f"ledger value may hold (workers/ledger_values.py MAX_UNPACKED_BYTES), so the reducer could never read "
-            f"it; lower --top-k (each record keeps its top_k candidates), or run it locally, which has no such bound")
-    return zlib.compress(raw, 6)
+            f"it, and a local run holds items to the same bound so that both give the same results; lower "
+            f"--top-k (each record keeps its top_k candidates)")
+    return raw
+
+
+def packed_outcome(item_id: str, outcome: dict) -> bytes:
+    """`outcome` as the ledger stores it (compressed JSON), checked against the bound before it is stored."""
+    return zlib.compress(outcome_json(item_id, outcome), 6)
 
 #: Run ids are key parts and file names: letters, digits, dot, dash, underscore; bounded. Checked with
 #: `fullmatch`: a `$` would let a final newline through.
