@@ -143,7 +143,8 @@ def test_bad_question_is_recorded_and_the_rest_complete(tmp_path):
     bad_id = json.loads(path.read_text())[1]["question_id"]
     out = tmp_path / "out.json"
     result = _run("--dataset", path, "--output", out)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # written, and said: a run with a failed item does not pass
+    assert "haystack_sessions" in result.output, "and says why"
     results = json.loads(out.read_text())
     manifest = json.loads((tmp_path / "out.manifest.json").read_text())
     assert results["failed"] == 1 and results["question_count"] == 3
