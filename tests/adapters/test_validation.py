@@ -129,7 +129,7 @@ def test_a_run_with_damaged_items_writes_its_files_and_scores_none_of_them(tmp_p
     out = tmp_path / "r.json"
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(path), "--retrieval-mode", "bm25",
                                        "--output", str(out)])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # files written; failed items fail the run
     records = json.loads(out.read_text())["records"]
     assert [r["status"] for r in records] == ["failed", "failed", "ok", "ok"]
     assert [r["field"] for r in records[:2]] == ["question", "haystack_dates"]
