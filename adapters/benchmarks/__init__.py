@@ -37,8 +37,12 @@ def ranked_benchmarks() -> tuple[str, ...]:
 
 
 def declaration_of(reader: type) -> Benchmark:
-    """The benchmark that declares `reader` as its reader (a reader built by hand, outside `Benchmark.open`)."""
-    found = [b for b in BENCHMARKS.values() if b.reader is reader]
+    """The benchmark that declares `reader` as its reader (a reader built by hand, outside `Benchmark.open`), or the
+    nearest class it derives from (a test's subclass of a reader reads as that reader's benchmark)."""
+    for cls in reader.__mro__:
+        found = [b for b in BENCHMARKS.values() if b.reader is cls]
+        if found:
+            break
     if len(found) != 1:
         raise TypeError(f"{reader.__qualname__}: declared by {len(found)} benchmarks; open it through one "
                         "(BENCHMARKS[name].open) instead")

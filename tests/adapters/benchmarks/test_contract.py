@@ -58,6 +58,11 @@ def test_a_reader_built_by_hand_finds_its_declaration_by_its_class():
 
     assert declaration_of(LoCoMo) is BENCHMARKS["locomo"]
     assert LoCoMo("x.json").benchmark is BENCHMARKS["locomo"]
+
+    class Slower(LoCoMo):  # a reader derived from a declared one reads as its benchmark
+        pass
+
+    assert Slower("x.json").benchmark is BENCHMARKS["locomo"]
     with pytest.raises(TypeError, match="declared by 0 benchmarks"):
         declaration_of(_Recorder)
 
