@@ -27,6 +27,21 @@ def same_rankings(before, after, label, output):
     click.echo(compare_runs(before, after, output, label))
 
 
+@devtools.command("docs-figures")
+@click.option("--write", is_flag=True, help="Write every figure as its file gives it now (and each {{ }} macro out).")
+@click.option("--check", is_flag=True, help="List each figure not as its file gives it now; exit 1 if any (default).")
+@click.argument("pages", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+def docs_figures(write, check, pages):
+    """The manual's figures against their files in results/published/: checked, or written into docs/*.md."""
+    from devtools.docs_figures import refresh_pages
+
+    if write and check:
+        raise click.UsageError("--write or --check, not both")
+    report, current = refresh_pages(pages, write=write)
+    click.echo("\n".join(report))
+    raise SystemExit(0 if current else 1)
+
+
 @devtools.command("realmem-metrics")
 @click.option("--checkout", type=click.Path(exists=True, file_okay=False), required=True,
               help="A checkout of RealMem's repository (AvatarMemory/RealMemBench).")

@@ -1,5 +1,6 @@
 """MkDocs hooks (`hooks:` in mkdocs.yml): the published results files go into the site, every page is checked
-for figures typed by hand, then its `fig` / `fig_table` macros are rendered (devtools/docs_figures.py).
+for figures typed by hand and for figures not as their files give them now, then its `fig` / `fig_table`
+figures are rendered from their files (devtools/docs_figures.py).
 
 A failure stops the build with one line naming the page and the figure; nothing is left half rendered."""
 
@@ -15,7 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # MkDocs loads this file by its path, not as part of a package
     sys.path.insert(0, str(ROOT))
 
-from devtools.docs_figures import PUBLISHED, FigureError, render_figures, untraceable_figures  # noqa: E402
+from devtools.docs_figures import (  # noqa: E402
+    PUBLISHED,
+    WRITE_COMMAND,
+    FigureError,
+    render_figures,
+    stale_figures,
+    untraceable_figures,
+)
 
 
 def on_files(files, config):
@@ -29,7 +37,8 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown, page, config, files):
-    """Refuse a page with a hand-typed figure; render its macros from the published files."""
+    """Refuse a page with a hand-typed figure, or with a figure not as its file gives it now (a `{{ }}` macro
+    not written out included); render its figures from the published files."""
     name = f"docs/{page.file.src_uri}"
     typed = untraceable_figures(markdown)
     if typed:
@@ -37,6 +46,11 @@ def on_page_markdown(markdown, page, config, files):
         raise PluginError(f"{name}: {len(typed)} figure(s) typed by hand, not rendered from results/published/ "
                           f"(use fig / fig_table, or mark a non-measured paragraph <!-- not measured -->): {listing}")
     try:
+        stale = stale_figures(markdown, ROOT, name)
+        if stale:
+            listing = "; ".join(str(figure) for figure in stale[:5])
+            raise PluginError(f"{name}: {len(stale)} figure(s) not as their files give them now: {listing}; "
+                              f"run `{WRITE_COMMAND}` to write them")
         rendered, _ = render_figures(markdown, ROOT, name, "../" * page.file.src_uri.count("/"))
     except FigureError as exc:
         raise PluginError(str(exc)) from None
