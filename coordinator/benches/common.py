@@ -20,9 +20,11 @@ from adapters.errors import MemfarmError
 from adapters.files import write_json
 from coordinator.running.reducer import git_commit
 
-#: A wrapper process runs the `memfarm` child, so that RUSAGE_CHILDREN holds that child's peak alone.
+#: A wrapper process runs the `memfarm` child, so that RUSAGE_CHILDREN holds that child's peak alone. The child's
+#: standard output (its table; the results file holds the same) is dropped, its standard error is the wrapper's.
 _CHILD_WRAPPER = ("import resource,subprocess,sys,time;t=time.perf_counter();"
-                  "p=subprocess.run([sys.executable,'-m','coordinator.cli',*sys.argv[1:]],capture_output=True);"
+                  "p=subprocess.run([sys.executable,'-m','coordinator.cli',*sys.argv[1:]],"
+                  "stdout=subprocess.DEVNULL);"
                   "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss*1024);"
                   "sys.exit(p.returncode)")
 
@@ -59,17 +61,21 @@ def child_command(args: list[str]) -> list[str]:
     return [sys.executable, "-c", _CHILD_WRAPPER, *args]
 
 
-def measure_memfarm(args: list[str], broker: str | None = None, written: str | Path | None = None
-                    ) -> tuple[float, int]:
+def measure_memfarm(args: list[str], broker: str | None = None, written: str | Path | None = None,
+                    show_progress: bool = False) -> tuple[float, int]:
     """Wall seconds and peak RSS in bytes of one `memfarm ARGS` child, measured by a fresh wrapper process.
 
     `broker` reaches the child in its environment (MEMFARM_BROKER), never among its arguments. `written`: the
     results file the child writes; a run that wrote it and ends non-zero because items failed is measured, not
-    refused (its failed items are in the file, for the bench to report)."""
+    refused (its failed items are in the file, for the bench to report). `show_progress`: the child's progress
+    lines (its standard error) reach this process's standard error as they come; otherwise they are kept, and the
+    last of them are in the error a failed child raises."""
     env = dict(os.environ, MEMFARM_BROKER=broker) if broker else None
-    proc = subprocess.run(child_command(args), capture_output=True, text=True, env=env)
+    proc = subprocess.run(child_command(args), stdout=subprocess.PIPE,
+                          stderr=None if show_progress else subprocess.PIPE, text=True, env=env)
     if proc.returncode != 0 and not (proc.returncode == 1 and written is not None and Path(written).is_file()):
-        raise RuntimeError(f"memfarm {' '.join(args)} failed (exit {proc.returncode})")
+        said = "\n".join((proc.stderr or "").strip().splitlines()[-5:])
+        raise RuntimeError(f"memfarm {' '.join(args)} failed (exit {proc.returncode})" + (f":\n{said}" if said else ""))
     seconds, rss = proc.stdout.split()
     return float(seconds), int(rss)
 
@@ -78,11 +84,13 @@ def measure_memfarm(args: list[str], broker: str | None = None, written: str | P
 WORKDIR_MARKER = ".memfarm-bench-workdir"
 
 
-def fresh_workdir(workdir: str | Path) -> Path:
-    """An empty `workdir`: what an earlier bench left there is removed, so that a cold run is cold.
+def fresh_workdir(workdir: str | Path, keep: bool = False) -> Path:
+    """An empty `workdir`: what an earlier bench left there is removed, so that a cold run is cold (`keep`: what
+    is there stays, for a bench that reuses its own earlier runs).
 
-    Only a bench's own folder is ever emptied (it holds `WORKDIR_MARKER`): a folder that holds anything else, or a
-    symbolic link, is refused before anything is touched, so a mistyped `--workdir results` deletes nothing."""
+    Only a bench's own folder is ever emptied or written into (it holds `WORKDIR_MARKER`): a folder that holds
+    anything else, or a symbolic link, is refused before anything is touched, so a mistyped `--workdir results`
+    deletes nothing."""
     workdir = Path(workdir)
     if workdir.is_symlink():
         raise MemfarmError(f"--workdir {workdir}: is a symbolic link; name a folder of the bench's own")
@@ -92,8 +100,9 @@ def fresh_workdir(workdir: str | Path) -> Path:
         if any(workdir.iterdir()) and not (workdir / WORKDIR_MARKER).is_file():
             raise MemfarmError(f"--workdir {workdir}: holds files no bench made (no {WORKDIR_MARKER} in it), and a "
                                "bench empties its folder first; name a new or empty folder")
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
+        if not keep:
+            shutil.rmtree(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
     (workdir / WORKDIR_MARKER).write_text("made by memfarm bench; emptied by the next bench run here\n")
     return workdir
 

@@ -9,13 +9,16 @@ every comparison of a dataset. A system whose extra is not installed is listed a
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 from pathlib import Path
 
+from adapters.files import dataset_checksums, write_json
 from adapters.records import is_ok
 from adapters.terminal import printable
 from adapters.systems import SYSTEMS as BUILT_IN
+from coordinator.running.reducer import git_commit
 from coordinator.benches.common import (fresh_workdir, generated_longmemeval, measure_memfarm, metric as summary_metric,
                                        write_bench)
 
@@ -29,50 +32,113 @@ METRICS = (("session:recall_all@5", "session_recall_all_5"), ("session:recall_an
 REFERENCE = SYSTEMS[0][0]
 
 
-def run_systems_bench(locomo: str | Path, output, *, workdir: str | Path = "cache/bench_systems",
+def run_systems_bench(locomo: str | Path | None, output, *, workdir: str | Path = "cache/bench_systems",
                       questions: int = 20, scale: float = 0.1, limit: int | None = None,
                       only: tuple[str, ...] = (), extra: tuple[str, ...] = (), resamples: int = 10_000,
-                      realmem: str | Path | None = None, realmem_limit: int | None = None) -> str:
-    """Run the systems (all, or those labelled in `only`; the reference always) and every system `extra` names (a
-    server's URL, a Python class; a row under its own spelling) on both datasets; write one row per dataset and
-    system, and return the printed table."""
+                      realmem: str | Path | None = None, realmem_limit: int | None = None,
+                      longmemeval: bool = True, reference: str = REFERENCE, reuse: bool = False,
+                      progress=None) -> str:
+    """Run the systems (all, or those labelled in `only`; the reference always, first) and every system `extra`
+    names (a server's URL, a Python class; a row under its own spelling) on each dataset given (a LoCoMo file,
+    a generated LongMemEval-S file unless `longmemeval` is false, RealMem personas); write one row per dataset
+    and system, and return the printed table.
+
+    `reuse`: a run whose command and dataset (by checksum) match one this bench made in `workdir` before, with
+    this version of the farm, is read from its results file instead of being run again. `progress(line)` is told
+    of each run as it starts and ends, and the runs' own progress lines reach standard error."""
     import importlib.util
 
-    workdir = fresh_workdir(workdir)
-    unknown = [name for name in only if name not in dict(SYSTEMS)]
+    unknown = [name for name in (*only, reference) if name not in dict(SYSTEMS)]
     if unknown:
         raise ValueError(f"unknown system label(s) {', '.join(unknown)}; choose from {', '.join(dict(SYSTEMS))}")
-    selected = only or extra
-    chosen = [(label, options) for label, options in SYSTEMS if not selected or label in only or label == REFERENCE]
-    chosen += [(spec, ["--system", spec]) for spec in extra]
-    # `limit` cuts the LoCoMo file to its first conversations; the generated file is sized by `questions`.
-    datasets = {"locomo": (Path(locomo), ["--limit", str(limit)] if limit else []),
-                "longmemeval": (generated_longmemeval(workdir, questions, scale, seed=7), [])}
+    datasets = {}
+    if locomo:  # `limit` cuts the LoCoMo file to its first conversations; the generated file is sized by `questions`
+        datasets["locomo"] = (Path(locomo), ["--limit", str(limit)] if limit else [])
+    if not datasets and not realmem:
+        raise ValueError("no dataset: give --locomo, --realmem or both")
+    workdir = fresh_workdir(workdir, keep=reuse)
+    if longmemeval:
+        datasets["longmemeval"] = (generated_longmemeval(workdir, questions, scale, seed=7), [])
     if realmem:  # memory grows a session at a time; each persona is one item
         datasets["realmem"] = (Path(realmem), ["--limit", str(realmem_limit)] if realmem_limit else [])
-    rows, skipped = [], {}
+    selected = only or extra
+    chosen = [(reference, dict(SYSTEMS)[reference])]
+    chosen += [(label, options) for label, options in SYSTEMS
+               if label != reference and (not selected or label in only)]
+    chosen += [(spec, ["--system", spec]) for spec in extra]
+    say = progress or (lambda line: None)
+    ledger = _Ledger(workdir / "runs.json")  # every run is noted, so that a later bench can reuse it
+    rows, skipped, runs, total = [], {}, 0, len(datasets) * len(chosen)
     for benchmark, (path, dataset_args) in datasets.items():
-        files = {}
+        files, checksum = {}, dataset_checksums(path)[0]
         for label, options in chosen:
+            runs += 1
             info = BUILT_IN.get(options[options.index("--system") + 1])
             if info and info.optional and importlib.util.find_spec(info.vendor_module) is None:
                 skipped[label] = f"{info.vendor_module} is not installed ({info.install} in the checkout)"
+                say(f"[{runs}/{total}] {benchmark} {label}: skipped, {skipped[label]}")
                 continue
             out = workdir / f"{benchmark}_{len(files)}_{re.sub(r'[^A-Za-z0-9_.-]+', '-', label)}.json"
-            args = ["run", benchmark, "--dataset", str(path), *options, "--output", str(out), *dataset_args]
-            seconds, rss = measure_memfarm(args, written=out)
+            args = ["run", benchmark, "--dataset", str(path), *options, *dataset_args]
+            kept = ledger.find(args, checksum) if reuse else None
+            if kept:
+                files[label] = (workdir / kept["file"], kept["seconds"], kept["rss"])
+                say(f"[{runs}/{total}] {benchmark} {label}: reused {workdir / kept['file']} (ran in "
+                    f"{kept['seconds']:.0f} s)")
+                continue
+            say(f"[{runs}/{total}] {benchmark} {label}: running memfarm {' '.join(args)}")
+            seconds, rss = measure_memfarm([*args, "--output", str(out)], written=out, show_progress=bool(progress))
             files[label] = (out, seconds, rss)
+            ledger.keep(args, checksum, out.name, seconds, rss)
+            say(f"[{runs}/{total}] {benchmark} {label}: done in {seconds:.0f} s")
         rows += _dataset_rows(benchmark, files, resamples)
-    data = {"datasets": {"locomo": str(locomo), "longmemeval": f"generated: {questions} questions, scale {scale}",
+    data = {"datasets": {**({"locomo": str(locomo)} if locomo else {}),
+                         **({"longmemeval": f"generated: {questions} questions, scale {scale}"} if longmemeval else {}),
                          **({"realmem": str(realmem)} if realmem else {})},
-            "limit": limit, "reference": REFERENCE, "metrics": [m for m, _ in METRICS], "rows": rows,
-            "skipped": skipped}
+            "limit": limit, "reference": reference, "metrics": [m for m, _ in METRICS], "rows": rows,
+            "skipped": skipped, "reused": bool(reuse)}
     path = write_bench("systems", data, output)
     return "\n".join(_table(rows) + ["* a control arm: it knows nothing of the question (adapters/systems/arms.py)"]
                      + (["† weights tuned on this dataset: not a held-out figure"] if any(r["tuned_on_this_data"]
                                                                                           for r in rows) else [])
                      + _incomplete_lines(rows) + [f"skipped {k}: {v}" for k, v in skipped.items()]
                      + [f"wrote {path}"])
+
+
+class _Ledger:
+    """The runs a bench made in its folder (`runs.json`): for each command and dataset checksum, under the farm's
+    commit (a change not yet committed is not told apart), the results file it wrote and what the run cost, so `--reuse` can read it instead of running again.
+    A file named again by another command drops the older entry; an entry whose file is gone is not found."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.entries = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError):
+            self.entries = {}
+        if not isinstance(self.entries, dict):
+            self.entries = {}
+
+    @staticmethod
+    def _key(args: list[str], checksum: str) -> str:
+        return json.dumps([git_commit(), checksum, *args])
+
+    def find(self, args: list[str], checksum: str) -> dict | None:
+        from coordinator.results.run_files import ResultsFile
+
+        entry = self.entries.get(self._key(args, checksum))
+        if not isinstance(entry, dict) or not (self.path.parent / str(entry.get("file"))).is_file():
+            return None
+        try:  # a file that no longer reads as a results file is run again
+            ResultsFile.read(self.path.parent / entry["file"])
+        except Exception:  # noqa: BLE001 - any reason it does not read is a reason to run it again
+            return None
+        return entry
+
+    def keep(self, args: list[str], checksum: str, file: str, seconds: float, rss: int) -> None:
+        self.entries = {k: v for k, v in self.entries.items() if not isinstance(v, dict) or v.get("file") != file}
+        self.entries[self._key(args, checksum)] = {"file": file, "seconds": seconds, "rss": rss}
+        write_json(self.path, self.entries)
 
 
 def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:

@@ -27,39 +27,53 @@ def bench_ablation(locomo, questions, scale, workdir, output):
 
 
 @bench.command("systems")
-@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), required=True)
-@click.option("--questions", type=click.IntRange(2), default=20, show_default=True,
+@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A LoCoMo file (give it, --realmem, or both).")
+@click.option("--questions", type=click.IntRange(1), default=20, show_default=True,
               help="Questions of the generated LongMemEval-S file.")
 @click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.1, show_default=True,
               help="Haystack size of the generated file (1.0: the real file's ~48 sessions a question).")
+@click.option("--longmemeval/--no-longmemeval", default=True, show_default=True,
+              help="Also run every system on a generated LongMemEval-S file.")
 @click.option("--limit", type=click.IntRange(1), default=None,
               help="Only the first N conversations of the LoCoMo file (the generated file is sized by --questions).")
 @click.option("--realmem", type=click.Path(exists=True), default=None,
               help="RealMem persona files (a file or a folder, e.g. the development personas): a third dataset.")
 @click.option("--realmem-limit", type=click.IntRange(1), default=None, help="Only the first N personas.")
 @click.option("--system", "systems", multiple=True, metavar="SYSTEM",
-              help="Only these rows (repeatable; memoria full, the reference, always runs): a row's label "
+              help="Only these rows (repeatable; the reference always runs): a row's label "
                    "('mnem dense'), or another system, a server (http://HOST:PORT[/PREFIX]) or a Python class, "
                    "as a row of its own.")
+@click.option("--reference", default="memoria full", show_default=True, metavar="LABEL",
+              help="The row every other row is compared with, question by question (a row's label).")
+@click.option("--reuse", is_flag=True,
+              help="Read a run from the results file this bench made in --workdir for the same command and dataset "
+                   "(same checksum, same commit of the farm) instead of running it again; the folder is not "
+                   "emptied. Without it every run is cold.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_systems", show_default=True,
-              help="Where each system's results file and manifest are written (emptied first; a folder holding anything "
-                   "a bench did not make is refused).")
+              help="Where each system's results file and manifest are written (emptied first unless --reuse; a "
+                   "folder holding anything a bench did not make is refused).")
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/systems.json", show_default=True)
-def bench_systems(locomo, questions, scale, limit, realmem, realmem_limit, systems, workdir, output):
+def bench_systems(locomo, questions, scale, longmemeval, limit, realmem, realmem_limit, systems, reference, reuse,
+                  workdir, output):
     """Every system and control arm side by side (Memoria's modes, AdaMem, mem0, mnem, MemPalace, bm25s, Qdrant,
     LanceDB, txtai, Engrava, random, recency; `--system` picks) on a LoCoMo file, a generated LongMemEval-S file
-    and RealMem personas where given, each against Memoria full with paired intervals and Holm-adjusted p."""
+    and RealMem personas where given, each against the reference (Memoria full) with paired intervals and
+    Holm-adjusted p. Each run is announced as it starts and ends, with its own progress lines under it."""
     from adapters.systems.http_client import is_http_system
     from coordinator.benches.systems import SYSTEMS, run_systems_bench
     from coordinator.running.spec import resolved_system
 
+    if not locomo and not realmem:
+        raise click.UsageError("no dataset: give --locomo, --realmem or both")
     labels = dict(SYSTEMS)
     only = tuple(s for s in systems if s in labels or not (is_http_system(s) or ":" in s))
     extra = tuple(resolved_system(s) for s in systems if s not in only)
     try:
         click.echo(run_systems_bench(locomo, output, workdir=workdir, questions=questions, scale=scale,
                                      limit=limit, only=only, extra=extra, realmem=realmem,
-                                     realmem_limit=realmem_limit))
+                                     realmem_limit=realmem_limit, longmemeval=longmemeval, reference=reference,
+                                     reuse=reuse, progress=lambda line: click.echo(line, err=True)))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--system") from None
 
