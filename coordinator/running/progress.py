@@ -89,13 +89,17 @@ class QuestionProgress:
     """Progress inside an item: a LoCoMo conversation or a RealMem persona is one item of many questions, asked
     for minutes. `line(item_id, done, total)` says how many are asked, at what rate and when the item ends;
     `due(done, total)` whether a line is worth printing where the output is no terminal (every `every` seconds,
-    and the item's last question)."""
+    and the item's last question). `done` 0 is an item preparing before its first question (a persona's turns
+    encoded ahead, minutes on a long one): said as such, and its time is not counted in the questions' rate."""
 
     def __init__(self, every: float = 30.0, clock=time.monotonic):
         self.every, self.clock = every, clock
         self.item, self.started, self.printed = None, 0.0, None
 
     def line(self, item_id: str, done: int, total: int) -> str:
+        if done == 0:
+            self.item = None  # the questions' clock starts at the first one asked
+            return f"{printable(item_id)}: encoding its history ahead, then {total} questions"
         now = self.clock()
         if item_id != self.item:
             self.item, self.started, self.printed = item_id, now, None

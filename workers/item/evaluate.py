@@ -112,7 +112,8 @@ def evaluate_item(
     already marked malformed becomes its failed records at once; an exception while building or asking
     propagates, so that the caller decides (the local executor records it, a farm task retries it); a vendor's
     BaseException propagates as a `SystemCrash`, so that both callers see an error. `on_question(done, total)`,
-    where given, is called after each question is asked (progress inside a long item).
+    where given, is called after each question is asked (progress inside a long item), and with `done` 0 before
+    an item in steps encodes its history ahead.
     """
     worker = worker or socket.gethostname()
     if item.get("error"):
@@ -216,6 +217,8 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, 
     ahead = encoder_ahead_of(system)
     try:
         if ahead:  # every doc's vector in one batch, held apart from memory until its step (contract.EncodesAhead)
+            if on_question:
+                on_question(0, len(item["questions"]))
             t0 = time.perf_counter()
             ahead.encode_ahead(needed)
             meter.phases["encode_ms"] += (time.perf_counter() - t0) * 1000

@@ -55,8 +55,11 @@ def test_progress_inside_an_item_says_questions_asked_a_rate_and_an_estimate():
 
     now = [100.0]
     progress = QuestionProgress(every=30.0, clock=lambda: now[0])
-    assert progress.line("Kenta", 0, 150).startswith("Kenta: 0/150 questions")
+    # before its first question an item in steps encodes its history ahead: said, and left out of the rate
+    assert progress.line("Kenta", 0, 150) == "Kenta: encoding its history ahead, then 150 questions"
     assert progress.due(0, 150)
+    now[0] += 120.0
+    assert progress.line("Kenta", 1, 150) == "Kenta: 1/150 questions, ETA ?" and progress.due(1, 150)
     now[0] += 10.0
     assert progress.line("Kenta", 50, 150) == "Kenta: 50/150 questions, 5.0/s, ETA 20s"
     assert not progress.due(50, 150), "off a terminal: a line at most every 30 s"

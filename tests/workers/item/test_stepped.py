@@ -236,3 +236,23 @@ class CountingWordEmbedder(WordEmbedder):
     def encode(self, texts, batch_size=32, **options):
         self.calls += 1
         return super().encode(texts, batch_size, **options)
+
+
+class AheadRecordingSystem(AddingRecordingSystem):
+    """A user's class that encodes ahead: it notes when it was asked to."""
+
+    def encode_ahead(self, docs):
+        self.events.append(("encode_ahead", [d["external_id"] for d in docs]))
+
+
+def test_an_item_that_encodes_ahead_says_so_before_it_does_and_then_counts_its_questions(short_persona):
+    system, said = AheadRecordingSystem(), []
+    evaluate_item(short_persona, system, top_k=10,
+                  on_question=lambda done, total: said.append((done, total, len(system.events))))
+    total = len(short_persona["questions"])
+    # said first (minutes on a long persona), before anything is encoded; then one call per question asked
+    assert said[0] == (0, total, 1) and system.events[1][0] == "encode_ahead", system.events[:2]
+    assert [done for done, _, _ in said] == list(range(total + 1))
+    without, plain = [], AddingRecordingSystem()
+    evaluate_item(short_persona, plain, top_k=10, on_question=lambda done, total: without.append(done))
+    assert without == list(range(1, total + 1)), "a system that encodes nothing ahead has nothing to announce"
