@@ -84,10 +84,11 @@ def make_system(name: str, **settings):
 
 
 def describe(system) -> dict:
-    """What the manifest discloses about a system: its own `config`, or at least its name and class."""
+    """What the manifest discloses about a system: its own `config`, or at least its name and class (and no
+    retrieval mode: a class that declares none has none, rather than its name standing in for one)."""
     config = config_of(system)
     if isinstance(config, dict) and config:
         return {"name": system.name, **config}
-    return {"name": system.name, "retrieval_mode": system.name,
+    return {"name": system.name, "retrieval_mode": None,
             "class": f"{type(system).__module__}.{type(system).__qualname__}"}
 

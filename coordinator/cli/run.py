@@ -226,7 +226,8 @@ FARM_THREADS = "--threads is for local runs: a farm's workers take theirs from `
 
 
 def _run_local(cli, spec) -> Path:
-    from adapters.systems.contract import config_of
+    from adapters.systems import describe
+    from coordinator.results.labels import run_label
     from coordinator.running.local_executor import run_local
     from coordinator.running.progress import ItemProgress, QuestionProgress
 
@@ -234,8 +235,8 @@ def _run_local(cli, spec) -> Path:
 
     with ExitStack() as stack:  # the bar's length is known only once the dataset is scanned
         def start(total, system):
-            click.echo(printable(f"{spec.benchmark}: {total} items ({system.name}, "
-                                 f"{(config_of(system) or {}).get('retrieval_mode', spec.retrieval_mode)})"), err=True)
+            mode = describe(system).get("retrieval_mode")
+            click.echo(printable(f"{spec.benchmark}: {total} items ({run_label(system.name, mode)})"), err=True)
             bars.append(stack.enter_context(click.progressbar(
                 length=total, label="items", show_eta=True, show_pos=True, file=sys.stderr,
                 item_show_func=lambda o: o["item_id"][:16] if o else "")))

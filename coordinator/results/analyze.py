@@ -128,7 +128,8 @@ def _fmt_rate(entry: dict) -> str:
 def render_analysis(report: dict) -> str:
     lines = [f"== {shown(report['file'])}",
              f"{shown(report['benchmark'])} | system {shown(report['system'])} | "
-             f"mode {shown(report['retrieval_mode'])} | profile {shown(report['scoring_profile'])}"
+             + (f"mode {shown(report['retrieval_mode'])} | " if report["retrieval_mode"] is not None else "")
+             + f"profile {shown(report['scoring_profile'])}"
              + (f" (on the {shown(report['corpus'])} corpus, not its own)"
                 if report["corpus"] != report["scoring_profile"] else "")
              + f" | {report['questions']} questions, {report['evaluable']} evaluable, "
@@ -284,8 +285,9 @@ def render_explain(report: dict) -> str:
              f"outranked: {report['outranked']}/{report['evaluable']}"]
     for e in report["worst"]:
         lines.append("")
-        lines.append(f"[{e['kind']}] {shown(e['question_id'])} (expected rank {e['expected_rank']}): "
-                     f"{shown(e['query'])}")
+        where = (f"its first gold at rank {e['expected_rank']}" if e["expected_rank"] is not None
+                 else "no gold in its ranking")
+        lines.append(f"[{e['kind']}] {shown(e['question_id'])} ({where}): {shown(e['query'])}")
         lines.append(f"  expected: {shown(e['expected'])[:160]}")
         if e.get("winner"):
             lines.append(f"  winner:   {shown(e['winner']['text'])}")
