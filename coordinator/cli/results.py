@@ -23,7 +23,8 @@ from coordinator.results.compare import DEFAULT_METRICS, DEFAULT_PERMUTATIONS, D
 @click.option("--compare", "do_compare", is_flag=True,
               help="One row per file: session recall_all@5, R@1/3/5/10 and NDCG@10.")
 @click.option("--force", is_flag=True, help="Compare files of different benchmarks or profiles anyway.")
-@click.option("--explain", type=click.IntRange(1), default=None, help="The N worst questions, explained.")
+@click.option("--explain", type=click.IntRange(1), default=None,
+              help="Under the analysis, the N worst questions explained (with --json: its \"explain\" field).")
 @click.option("--questions", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Companion questions file for --explain.")
 @click.option("--all", "all_files", is_flag=True, help="Summarise every results JSON in --results-dir as JSON.")
@@ -71,10 +72,11 @@ def analyze(files, do_compare, force, explain, questions, all_files, results_dir
             from adapters.benchmarks.longmemeval.reader import load_companion
 
             companion = load_companion(questions)
-        for results in loaded:
-            report = analysis.explain(results, explain, companion)
-            click.echo(json.dumps(report, indent=1) if as_json
-                       else printable_text(analysis.render_explain(report)))
+        for results in loaded:  # the analysis, and under it the worst questions explained
+            report, worst = analysis.analyze(results), analysis.explain(results, explain, companion)
+            click.echo(json.dumps({**report, "explain": worst}, indent=1, default=str) if as_json else
+                       printable_text(analysis.render_analysis(report) + f"\n\nthe {explain} worst questions\n"
+                                      + analysis.render_explain(worst)))
     else:
         for results in loaded:
             report = analysis.analyze(results)

@@ -128,6 +128,17 @@ def test_explain_splits_never_retrieved_and_outranked(files):
     assert report["average_signal_advantage"]["token"] == pytest.approx(-0.4)
 
 
+def test_explain_is_printed_under_the_analysis_and_says_where_the_gold_ranked(files):
+    said = CliRunner().invoke(main, ["analyze", str(files[0]), "--explain", "2"])
+    assert said.exit_code == 0, said.output
+    analysis_at, worst_at = said.output.index(f"== {files[0]}"), said.output.index("the 2 worst questions")
+    assert analysis_at < worst_at, "the worst questions are added under the analysis, not in its place"
+    assert "None" not in said.output and "(no gold in its ranking)" in said.output
+    assert "(its first gold at rank " in said.output
+    data = json.loads(CliRunner().invoke(main, ["analyze", str(files[0]), "--explain", "2", "--json"]).output)
+    assert data["explain"]["never_retrieved"] == 1 and "questions" in data
+
+
 def test_all_summarises_a_directory_and_skips_foreign_files(files, tmp_path):
     (tmp_path / "notes.json").write_text(json.dumps({"hello": 1}))
     (tmp_path / "a.manifest.json").write_text("{}")
