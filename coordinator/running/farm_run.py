@@ -157,9 +157,12 @@ def _detail(ledger: RunLedger, run_id: str, states: dict[str, str], remaining: i
                       for item_id, info in infos.items() if states[item_id] == STARTED), reverse=True)
     ends = sorted(float(info["finished_at"]) for i, info in infos.items()
                   if states[i] in (DONE, FAILED_FINAL) and info.get("finished_at"))[-ETA_WINDOW_ITEMS:]
+    # items per second over the recent window: up to now while items remain (a stalled run slows), up to the last
+    # end once none does, so a finished run keeps the rate it ran at however long after it is asked
+    until = now if remaining else (ends[-1] if ends else now)
     recent = None
-    if len(ends) >= 2 and now > ends[0]:
-        recent = (len(ends) - 1) / (now - ends[0])  # items per second over the recent window
+    if len(ends) >= 2 and until > ends[0]:
+        recent = (len(ends) - 1) / (until - ends[0])
     return {"worker_rates": rates,
             "slowest": [{"item_id": i, "worker": w, "age_seconds": round(age, 1)} for age, i, w in running[:3]],
             "throughput_per_minute": recent * 60 if recent else None,

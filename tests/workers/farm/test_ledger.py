@@ -393,6 +393,14 @@ def test_progress_detail_rates_slowest_and_recent_eta(ledger):
     # 3 ends at 130, 160, 190: 2 more items in the 70 s since the first; 2 items left -> 70 s
     assert state["throughput_per_minute"] == 60 * 2 / 70 and state["eta_seconds"] == 70.0
     assert "worker_rates" not in progress(ledger, "r1", per_worker=False, now=200.0)
+    # the run finished: asked an hour later (`memfarm status`), its rate is the one it ran at, as `run` showed it
+    ledger.finish("r1", "d", 1, {"records": []})
+    ledger.r.hset(ledger._key("r1", "info", "d"), "finished_at", 200.0)
+    ledger.begin("r1", "e", "w1", stale_after=STALE, max_attempts=3)
+    ledger.finish("r1", "e", 1, {"records": []})
+    ledger.r.hset(ledger._key("r1", "info", "e"), mapping={"started_at": 190.0, "finished_at": 210.0})
+    late = progress(ledger, "r1", now=3800.0)
+    assert late["complete"] and late["throughput_per_minute"] == 60 * 4 / 80
 
 
 # -- sessions staged once ---------------------------------------------------------------------------------------
