@@ -269,7 +269,27 @@ def _run_local(cli, spec) -> Path:
             click.echo(f"  rebuilt {line}", err=True)
         for reason, count in Counter(cache["not_cached"].values()).most_common():
             click.echo(f"  not cached, {count} of {len(manifest['items'])} items: {reason}", err=True)
+        line = encoded_beside_hits(manifest)
+        if line:
+            click.echo(line, err=True)
     return cli.write_results(results, manifest, spec.output)
+
+
+def encoded_beside_hits(manifest: dict) -> str | None:
+    """Why a run whose items came from the cache still took minutes: the texts its mode reads that no run before
+    it had encoded (`full` after `fusion`: the sentence pieces only `full` ranks), by kind."""
+    cache = manifest["cache"]
+    missed = set(cache.get("rebuild_reasons") or {}) | set(cache.get("not_cached") or {})
+    restored = [item for item in manifest.get("items") or [] if item["item_id"] not in missed]
+    kinds = Counter()
+    for item in restored:
+        kinds.update({kind: count for kind, count in (item["stats"].get("texts_encoded_by_kind") or {}).items()
+                      if kind != "questions" and count})
+    if not restored or not kinds:
+        return None
+    said = ", ".join(f"{count} {kind}" for kind, count in kinds.most_common())
+    return (f"  the {len(restored)} items from the cache still encoded what this mode reads and no earlier run had "
+            f"({said}): a mode's first run after another encodes what only it reads; its next run reads them back")
 
 
 def _submit(cli, broker: str, spec, staged: list[str] | None = None) -> str:
