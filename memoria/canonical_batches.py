@@ -21,11 +21,12 @@ kinds, or other thread counts, may differ in the last bits (about 1e-7), below t
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 
 import numpy as np
 
-from memoria import defaults
+from memoria import defaults, encoder_watch
 
 
 def padded_width(length: int, max_length: int, step: int = defaults.CANONICAL_PAD_STEP) -> int:
@@ -55,22 +56,30 @@ def encode_sentence_transformer(model, texts: list[str], batch_size: int, max_le
     `CANONICAL_BATCH_ROWS` rows whatever `batch_size` says (it stays the callers' unit of work).
 
     Texts are stripped as SentenceTransformer does before tokenizing; the model's own modules (transformer,
-    mean pooling) run on each batch, then L2 normalisation.
+    mean pooling) run on each batch, then L2 normalisation. An installed watcher (`memoria.encoder_watch`)
+    hears what each call ran.
     """
     import torch
 
+    started = time.perf_counter()
     texts = [str(t).strip() for t in texts]
     out = np.zeros((len(texts), dimension), dtype=np.float32)
     if not texts:
         return out
     tokenizer = model.tokenizer
     lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
+    batches = canonical_batches(lengths, defaults.CANONICAL_BATCH_ROWS, max_length)
     with torch.inference_mode():
-        for width, indices in canonical_batches(lengths, defaults.CANONICAL_BATCH_ROWS, max_length):
+        for width, indices in batches:
             features = tokenizer([texts[i] for i in full_rows(indices)], padding="max_length", truncation=True,
                                  max_length=width, return_tensors="pt")
             features = {name: tensor.to(model.device) for name, tensor in features.items()}
             pooled = model(features)["sentence_embedding"][:len(indices)]
             pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)
             out[indices] = pooled.cpu().numpy()
+    if encoder_watch.WATCHERS:
+        encoder_watch.tell(encoder_watch.EncoderCall(
+            tuple(texts), tuple(lengths),
+            tuple((width, len(indices), max(len(indices), defaults.CANONICAL_BATCH_ROWS)) for width, indices in batches),
+            time.perf_counter() - started))
     return out

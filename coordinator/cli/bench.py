@@ -270,3 +270,22 @@ def bench_board(questions, runs, workdir, output):
     from coordinator.benches.board_build import run_board_bench
 
     click.echo(run_board_bench(questions, runs, workdir, output))
+
+
+@bench.command("floor")
+@click.option("--locomo", type=click.Path(exists=True, dir_okay=False), default="../shared/data/locomo_dev5.json",
+              show_default=True, help="A LoCoMo file; its first conversation is measured.")
+@click.option("--realmem", type=click.Path(exists=True, file_okay=False), default="../shared/data/realmem_dev5",
+              show_default=True, help="A folder of RealMem personas; the smallest file is measured.")
+@click.option("--realmem-sessions", type=click.IntRange(0), default=50, show_default=True,
+              help="Only the persona's first N sessions (0: the whole persona).")
+@click.option("--beam", type=click.Path(exists=True, file_okay=False), default="../shared/data/beam_dev",
+              show_default=True, help="The BEAM development folder; its chat chats/100K/1 is measured.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_floor", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/floor.json", show_default=True)
+def bench_floor(locomo, realmem, realmem_sessions, beam, workdir, output):
+    """Each benchmark's item, cold, in each mode: model calls, rows, padding and time against the encoder's floor."""
+    from coordinator.benches.floor import run_floor_bench
+
+    click.echo(run_floor_bench(locomo, realmem, beam, realmem_sessions=realmem_sessions or None, workdir=workdir,
+                               output=output, progress=click.echo))
