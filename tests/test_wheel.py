@@ -3,6 +3,7 @@ benchmark and builds a board from any folder, importing nothing from the checkou
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -15,8 +16,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_a_wheel_of_the_tree_installs_and_its_memfarm_runs_from_another_folder(tmp_path):
+    # built from a copy of what the wheel is made of, so the build's own folders are not left in the checkout
+    source = tmp_path / "source"
+    for name in ("pyproject.toml", "README.md"):
+        (source / name).parent.mkdir(exist_ok=True)
+        shutil.copy2(ROOT / name, source / name)
+    for package in ("memoria", "adapters", "workers", "coordinator"):
+        shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-                            "--wheel-dir", str(tmp_path / "dist"), str(ROOT)],
+                            "--wheel-dir", str(tmp_path / "dist"), str(source)],
                            capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert built.returncode == 0, built.stderr[-2000:]
     wheel = next((tmp_path / "dist").glob("memoria_farm-*.whl"))
