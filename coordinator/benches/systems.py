@@ -4,7 +4,9 @@ RealMem personas, each against Memoria full question by question, with what it c
 Each system runs as its own `memfarm run` child (so its wall time and peak RSS are its own) with the same docs,
 the same top_k and the same embedder; the paired statistics are `memfarm compare`'s (`coordinator.results.compare`):
 the strict session recall_all@5 first, a 95% paired bootstrap interval of the difference, Holm's adjustment over
-every comparison of a dataset. A system whose extra is not installed is listed as skipped, never scored 0.
+a dataset's comparisons of each metric (`verdicts.adjust`, the rule of `memfarm compare` and the board), and under
+the table each system's verdict against the reference in one line. A system whose extra is not installed is listed
+as skipped, never scored 0.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from adapters.files import dataset_checksums, write_json
 from adapters.records import is_ok
 from adapters.terminal import printable
 from adapters.systems import SYSTEMS as BUILT_IN
+from coordinator.results.verdicts import p_text
 from coordinator.running.reducer import git_commit
 from coordinator.benches.common import (fresh_workdir, generated_longmemeval, measure_memfarm, metric as summary_metric,
                                        write_bench)
@@ -101,7 +104,8 @@ def run_systems_bench(locomo: str | Path | None, output, *, workdir: str | Path 
     return "\n".join(_table(rows) + ["* a control arm: it knows nothing of the question (adapters/systems/arms.py)"]
                      + (["† weights tuned on this dataset: not a held-out figure"] if any(r["tuned_on_this_data"]
                                                                                           for r in rows) else [])
-                     + _incomplete_lines(rows) + [f"skipped {k}: {v}" for k, v in skipped.items()]
+                     + _incomplete_lines(rows) + verdict_lines(rows)
+                     + [f"skipped {k}: {v}" for k, v in skipped.items()]
                      + [f"wrote {path}"])
 
 
@@ -147,6 +151,7 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
     from coordinator.results.compare import compare_files
     from coordinator.results.failures import failure_summary
     from coordinator.results.run_files import ManifestFile, ResultsFile
+    from coordinator.results.verdicts import verdict
 
     labels = list(files)
     loaded = [ResultsFile.read(files[label][0]) for label in labels]
@@ -181,7 +186,9 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
             low, high = entry.get("ci95") or (None, None)
             row[f"{column}_delta"] = _round(entry.get("delta"))
             row[f"{column}_ci_low"], row[f"{column}_ci_high"] = _round(low), _round(high)
-            row[f"{column}_p_holm"] = _round(entry.get("p_holm"), 4)
+            row[f"{column}_p_holm"] = _significant(entry.get("p_holm"))
+            row[f"{column}_holm_family"] = entry.get("holm_family")
+            row[f"{column}_verdict"] = verdict({**entry, "baseline": labels[0], "system": label}) if entry else None
         ceiling = (summary.get("ceiling") or {}).get("session") or {}
         row.update(arm=bool((manifest.get("system") or {}).get("control_arm")),
                    tuned_on_this_data=bool((results.get("tuning") or {}).get("tuned_on_this_data")),
@@ -233,6 +240,23 @@ def _round(value, digits: int = 4):
     return None if value is None else round(float(value), digits)
 
 
+def _significant(value, digits: int = 3):
+    """A p-value kept to `digits` significant digits: rounded to decimals, a small p would read 0."""
+    return None if value is None else float(f"{float(value):.{digits}g}")
+
+
+def verdict_lines(rows: list[dict]) -> list[str]:
+    """Under the table, each system's verdict against the reference on the strict metric, one line each, with
+    the number of comparisons Holm adjusted over (a dataset's systems on that metric)."""
+    said = [r for r in rows if r.get("session_recall_all_5_verdict")]
+    if not said:
+        return []
+    from coordinator.results.verdicts import EXPLAINED
+
+    return (["verdicts on session:recall_all@5 (each system against the reference on its dataset):"]
+            + [printable(f"  {r['dataset']}: {r['session_recall_all_5_verdict']}") for r in said] + [EXPLAINED])
+
+
 def _table(rows: list[dict]) -> list[str]:
     lines = [f"{'dataset':<12}{'system':<16}{'n':>5}{'all@5':>7}{'Δ all@5 [95% CI]':>26}{'p_holm':>8}{'any@5':>7}"
              f"{'nDCG10':>7}{'tR@10':>7}{'ms/turn':>9}{'p50 ms':>8}{'RSS MiB':>9}"]
@@ -242,7 +266,7 @@ def _table(rows: list[dict]) -> list[str]:
         delta = (f"{r['session_recall_all_5_delta']:+.3f} [{r['session_recall_all_5_ci_low']:+.3f},"
                  f"{r['session_recall_all_5_ci_high']:+.3f}]" if r["session_recall_all_5_delta"] is not None
                  else "reference")
-        p = f"{r['session_recall_all_5_p_holm']:.3g}" if r.get("session_recall_all_5_p_holm") is not None else "-"
+        p = p_text(r.get("session_recall_all_5_p_holm")) if r.get("session_recall_all_5_p_holm") is not None else "-"
         mark = (" *" if r.get("arm") else " †" if r.get("tuned_on_this_data") else "") + (
             " !" if not r.get("complete", True) else "")
         lines.append(f"{r['dataset']:<12}{r['system'] + mark:<16}{r['n']:>5}{r['session_recall_all_5']:>7.3f}{delta:>26}"

@@ -51,16 +51,19 @@ def wrap(text: str, chars: int = LEGEND_CHARS, lines: int = LEGEND_LINES) -> lis
     return out or [""]
 
 
-def _frame(title: str, x_label: str, y_label: str, body: list[str], legend: list[tuple[str, str, bool]]) -> str:
+def _frame(title: str, x_label: str, y_label: str, body: list[str], legend: list[tuple[str, str, bool]],
+           below: int = 0) -> str:
+    """The chart around `body`: title, axes' names, plot box and legend; `below` more pixels under the plot for
+    tick labels of several lines."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     entries = [(wrap(label), fill, dashed) for label, fill, dashed in legend]
     lines = sum(len(text) for text, _, _ in entries) + max(0, len(entries) - 1) * 0.25
-    height = max(HEIGHT, math.ceil(TOP + 8 + lines * LEGEND_LINE_HEIGHT + 10))  # a long legend makes it taller
+    height = max(HEIGHT + below, math.ceil(TOP + 8 + lines * LEGEND_LINE_HEIGHT + 10))  # a long legend: taller
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
              f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">',
              f'<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>',
              f'<text x="{LEFT}" y="20" font-size="13" font-weight="bold">{_e(title)}</text>',
-             f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 10}" text-anchor="middle">{_e(x_label)}</text>',
+             f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT + below - 10}" text-anchor="middle">{_e(x_label)}</text>',
              f'<text transform="translate(14 {TOP + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">'
              f'{_e(y_label)}</text>',
              f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
@@ -118,13 +121,33 @@ def recall_curves(title: str, y_label: str, series: list[dict]) -> str:
     return _frame(title, "K (log scale)", y_label, body, legend)
 
 
+#: Tick labels of the bars chart: at most this many lines each, in this font size (px) and line height.
+TICK_LINES, TICK_FONT, TICK_LINE_HEIGHT = 3, 10, 11
+#: The average width of a character of the tick labels' sans-serif font, in px, as the labels are measured.
+TICK_CHAR_WIDTH = 5.8
+
+
+def tick_labels(categories: list[str], chars: int, lines: int = TICK_LINES) -> list[list[str]]:
+    """Each category's label in at most `lines` lines of `chars` characters (`wrap`: broken after `-`, `_`, `/`,
+    `.` or a space), all different: where two would read the same (a name past the lines, cut with an ellipsis),
+    each of those is numbered by its place (`3: single-…`), so no two bars share a label."""
+    wrapped = [wrap(category, chars, lines) for category in categories]
+    joined = [" ".join(label) for label in wrapped]
+    for index, label in enumerate(wrapped):
+        if joined.count(joined[index]) > 1:
+            wrapped[index] = wrap(f"{index + 1}: {categories[index]}", chars, lines)
+    return wrapped
+
+
 def grouped_bars(title: str, y_label: str, categories: list[str], series: list[dict]) -> str:
-    """Bars per category, one per series (`label`, `colour`, `values` aligned with `categories`, None: no bar)."""
+    """Bars per category, one per series (`label`, `colour`, `values` aligned with `categories`, None: no bar).
+    Category names wrap under their bars (`tick_labels`); each carries its full name as an SVG `<title>`."""
     plot_w = WIDTH - LEFT - RIGHT
     body = _y_grid()
     slot = plot_w / max(1, len(categories))
     width = slot * 0.8 / max(1, len(series))
     base = _y(0.0)
+    ticks = tick_labels(categories, max(4, int(slot / TICK_CHAR_WIDTH)))
     for c, category in enumerate(categories):
         start = LEFT + c * slot + slot * 0.1
         for s_index, s in enumerate(series):
@@ -134,9 +157,49 @@ def grouped_bars(title: str, y_label: str, categories: list[str], series: list[d
             top = _y(value)
             body.append(f'<rect x="{start + s_index * width:.1f}" y="{top:.1f}" width="{max(width - 1, 1):.1f}" '
                         f'height="{max(base - top, 0.5):.1f}" fill="{s["colour"]}"/>')
-        body.append(f'<text x="{LEFT + c * slot + slot / 2:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">'
-                    f'{_e(_clip(category, max(6, int(slot / 6.5))))}</text>')
-    return _frame(title, "question type", y_label, body, [(s["label"], s["colour"], False) for s in series])
+        centre = LEFT + c * slot + slot / 2
+        spans = "".join(f'<tspan x="{centre:.1f}" dy="{0 if n == 0 else TICK_LINE_HEIGHT}">{_e(line)}</tspan>'
+                        for n, line in enumerate(ticks[c]))
+        body.append(f'<text class="tick" x="{centre:.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle" '
+                    f'font-size="{TICK_FONT}"><title>{_e(category)}</title>{spans}</text>')
+    return _frame(title, "question type", y_label, body, [(s["label"], s["colour"], False) for s in series],
+                  below=(TICK_LINES - 1) * TICK_LINE_HEIGHT)
+
+
+#: The width of a character of a dot's tag in the cost chart, in px (11 px sans-serif), and a tag's height.
+TAG_CHAR_WIDTH, TAG_HEIGHT = 6.5, 12
+
+
+def place_tags(dots: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+    """(x, y, text) of each dot's tag so that no two tags overlap: dots that sit within a tag's height of each
+    other share one tag (`#1, #3`); each tag goes right of its dot, or the first of a few nearby places that
+    overlaps no dot and no tag placed before (left of the dot, above, below), in the order the dots are given."""
+    clusters: list[list] = []
+    for x, y, text in dots:
+        near = next((c for c in clusters if abs(c[0] - x) < 8 and abs(c[1] - y) < 8), None)
+        if near:
+            near[2].append(text)
+        else:
+            clusters.append([x, y, [text]])
+    placed = [(x - 6, y - 6, x + 6, y + 6) for x, y, _ in dots]  # a tag covers no dot either
+    out = []
+    for x, y, texts in clusters:
+        text = ", ".join(texts)
+        width = len(text) * TAG_CHAR_WIDTH
+        right_edge = WIDTH - RIGHT
+        tries = [(x + 9, y + 4), (x - 9 - width, y + 4), (x + 9, y - 10), (x + 9, y + 18), (x - 9 - width, y - 10),
+                 (x - 9 - width, y + 18), (x + 9, y - 24), (x + 9, y + 32)]
+        tries = [(tx, ty) for tx, ty in tries if tx >= LEFT and tx + width <= right_edge] or tries
+        for tx, ty in tries:
+            box = (tx, ty - TAG_HEIGHT + 2, tx + width, ty + 2)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                break
+        else:
+            tx, ty = tries[0]
+            box = (tx, ty - TAG_HEIGHT + 2, tx + width, ty + 2)
+        placed.append(box)
+        out.append((tx, ty, text))
+    return out
 
 
 def cost_quality(title: str, points: list[dict]) -> str:
@@ -156,11 +219,13 @@ def cost_quality(title: str, points: list[dict]) -> str:
                     body.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{HEIGHT - BOTTOM}" stroke="#eee"/>')
                     body.append(f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">{tick:g}</text>')
             decade *= 10
+        dots = []
         for p in known:
             x = _log_x(p["seconds"], low, high)
             body.append(f'<circle cx="{x:.1f}" cy="{_y(p["value"]):.1f}" r="6" fill="{p["colour"]}" '
                         'stroke="#333" stroke-width="0.5"/>')
-            body.append(f'<text x="{x + 9:.1f}" y="{_y(p["value"]) + 4:.1f}">{_e(p.get("tag", ""))}</text>')
+            dots.append((x, _y(p["value"]), str(p.get("tag", ""))))
+        body += [f'<text class="tag" x="{x:.1f}" y="{y:.1f}">{_e(text)}</text>' for x, y, text in place_tags(dots)]
     elif points:
         body.append(f'<text x="{LEFT + plot_w / 2:.1f}" y="{TOP + 40}" text-anchor="middle">no run records its '
                     'seconds per question</text>')

@@ -4,9 +4,11 @@ Runs are grouped by what makes their questions pair: the benchmark, the
 dataset checksum, the scoring profile and the corpus it gave the system, and
 the question set. A group is one leaderboard. Its rows are ordered by the
 strict metric (session recall_all@5) with a bootstrap interval of the mean,
-and each complete run is paired with the group's leader by
-`compare.compare_files`, the code of `memfarm compare` (exact McNemar,
-paired bootstrap interval, Holm over the leaderboard's rows). A run whose
+and each complete run is paired with the first by `compare.compare_files`,
+the code of `memfarm compare` (exact McNemar, paired bootstrap interval, Holm
+over the leaderboard's rows, the verdict of `verdicts`); the first is called the
+leader only where it is significantly ahead of every other run. Every pair of
+complete runs is compared too (`pairs`, Holm over every pair). A run whose
 items failed stays on its leaderboard, marked, but is paired with nobody: its
 means leave its failed questions out. Runs judged by substrings (AdaMem
 episodes) have no gold ids to rank against and stand in a group of their own.
@@ -29,15 +31,14 @@ import numpy as np
 from adapters.errors import ResultsError
 from coordinator.board.files import find_results
 from coordinator.board.markup import count
-from coordinator.results import compare, pairing
+from coordinator.board import pairs
+from coordinator.board.pairs import STRICT_METRIC, strict_values
+from coordinator.results import compare, pairing, verdicts
 from coordinator.results.pairing import question_set
 from coordinator.results.run_files import ResultsFile
 
 logger = logging.getLogger(__name__)
 
-#: The metric a leaderboard is ordered by and every row is paired on: it separates systems where
-#: recall_any@5 is saturated (LongMemEval-S).
-STRICT_METRIC = compare.DEFAULT_METRICS[0]
 #: The other columns of a leaderboard: (key, level, metric name).
 OTHER_METRICS = (("session_recall_any@5", "session", "recall_any@5"),
                  ("session_ndcg_any@10", "session", "ndcg_any@10"),
@@ -286,14 +287,6 @@ def fold_copies(runs: list[dict]) -> list[dict]:
     return list(kept.values())
 
 
-def _strict_values(run: dict) -> dict:
-    """The strict metric per question, as the paired test reads it."""
-    values = {}
-    for qid, answer in run["runs_of"].items():
-        values[qid] = answer.get("strict") if answer["status"] == "scored" else None
-    return values
-
-
 def mean_interval(values: list[float], *, resamples: int, seed: int) -> list[float] | None:
     """95% percentile bootstrap interval of a mean, by `compare.bootstrap_interval` (the paired test's own)."""
     if not values:
@@ -302,17 +295,21 @@ def mean_interval(values: list[float], *, resamples: int, seed: int) -> list[flo
 
 
 def leaderboard(group: dict, *, resamples: int = compare.DEFAULT_RESAMPLES, seed: int = compare.DEFAULT_SEED) -> dict:
-    """The group's rows, best first by the strict metric, each complete run paired with the leader.
+    """The group's rows, best first by the strict metric, each complete run paired with the first.
 
-    The leader is the complete run with the highest strict mean (ties: by
+    The first is the complete run with the highest strict mean (ties: by
     label). Every other complete run is paired with it in one
     `compare.compare_files` call, so Holm's adjustment runs over the rows of
-    this leaderboard. An incomplete run is ranked after the complete ones and
-    not paired.
+    this leaderboard (`verdicts.adjust`: the same family `memfarm compare`
+    gives these files, the first named first). The first is the leader only
+    where every other complete run is significantly behind it after Holm;
+    otherwise `tied` holds the top runs the test does not tell apart (the first
+    and every run not significantly behind it). An incomplete run is ranked
+    after the complete ones and not paired.
     """
     rows = []
     for run in group["runs"]:
-        values = [v for v in _strict_values(run).values() if v is not None]
+        values = [v for v in strict_values(run).values() if v is not None]
         summary = run["summary"]
         row = {"run": run, "label": run["label"], "strict": float(np.mean(values)) if values else None,
                "n": len(values), "strict_ci95": mean_interval(values, resamples=resamples, seed=seed)}
@@ -324,22 +321,28 @@ def leaderboard(group: dict, *, resamples: int = compare.DEFAULT_RESAMPLES, seed
         row["position"] = position
         row["pair"] = None
     paired = [r for r in rows if r["run"]["complete"] and r["strict"] is not None]
-    leader = paired[0] if paired else None
-    if leader:
-        leader["pair"] = {"leader": True}
+    top = paired[0] if paired else None
+    if top:
+        top["pair"] = {"top": True}
     for row in rows:
         if not row["run"]["complete"]:
             failures = row["run"]["failures"]
             row["pair"] = {"not_paired": f"incomplete run: {count(failures['items'], 'failed item')} "
                                          f"({count(failures['questions'], 'question')}); its means leave them out"}
-        elif row["strict"] is None and leader:
+        elif row["strict"] is None and top:
             row["pair"] = {"not_paired": "no question scored on the strict metric"}
-    if leader and len(paired) > 1:
+    if top and len(paired) > 1:
         table = compare.compare_files([r["run"]["compare_view"] for r in paired], (STRICT_METRIC,),
                                       resamples=resamples, seed=seed, checked=True)
         for row, entry in zip(paired[1:], table["comparisons"]):
-            row["pair"] = entry
-    return {"rows": rows, "leader": leader}
+            entry.update(baseline=top["label"], system=row["label"])  # named as the board names them
+            row["pair"] = {**entry, "verdict": verdicts.verdict(entry)}
+    behind = [r for r in paired[1:] if r["pair"].get("outcome") == verdicts.BEHIND]
+    leader = top if top and len(paired) > 1 and len(behind) == len(paired) - 1 else None
+    tied = [] if leader or not top else [r for r in paired if r is top or r["pair"].get("outcome") != verdicts.BEHIND]
+    if leader:
+        leader["pair"]["leader"] = True
+    return {"rows": rows, "top": top, "leader": leader, "tied": tied}
 
 
 def judged_rows(group: dict) -> list[dict]:
@@ -380,11 +383,18 @@ def build_data(paths: list[str | Path], *, exclude: Path | None = None,
     groups = group_runs(runs)
     for group in groups:
         if group["judged"]:
-            group["rows"], group["leader"] = judged_rows(group), None
+            group["rows"], group["leader"], group["top"], group["tied"], group["pairs"] = \
+                judged_rows(group), None, None, [], []
         else:
             board = leaderboard(group, resamples=resamples, seed=seed)
-            group["rows"], group["leader"] = board["rows"], board["leader"]
+            group["rows"], group["leader"], group["top"], group["tied"] = \
+                board["rows"], board["leader"], board["top"], board["tied"]
+            group["pairs"] = pairs.all_pairs(group, resamples=resamples, seed=seed)
         group["questions"] = question_table(group, group["rows"])
+    for group in groups:  # runs of another question set of the same data, on the questions both hold
+        group["shared"] = [table for other in groups if other is not group
+                           for table in [pairs.shared_pairs(group, other, resamples=resamples, seed=seed)]
+                           if table]
     logger.info("board: %d runs read in %.1f s, paired in %.1f s", len(runs), loaded - started,
                 time.perf_counter() - loaded)
     return {"groups": groups, "runs": len(runs), "files": [str(f) for f in files], "skipped": skipped,

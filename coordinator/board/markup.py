@@ -75,6 +75,3 @@ def group_heading(group: dict) -> str:
             f'profile {e(profile)} · {len(group["question_ids"])} questions '
             f'(set <code>{e(group["question_set"][:12])}</code>)')
 
-
-def p_text(value: float) -> str:
-    return f"{value:.3f}" if value >= 1e-3 else f"{value:.0e}"

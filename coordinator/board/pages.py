@@ -21,8 +21,10 @@ from pathlib import Path
 from adapters.errors import ResultsError
 from coordinator.board import charts
 from coordinator.board.data import OTHER_METRICS
-from coordinator.board.markup import count, crumbs, e, group_heading, num, p_text, page, seconds, sort_value
+from coordinator.board.markup import count, crumbs, e, group_heading, num, page, seconds, sort_value
 from coordinator.board.questions import pair_page, question_page, questions_page
+from coordinator.results import verdicts
+from coordinator.results.verdicts import p_text
 
 #: The file in a board folder that marks it as one: a folder holding it may be replaced by the next build.
 MARKER = ".memfarm-board"
@@ -46,20 +48,98 @@ def _bytes(value) -> str:
 
 def _pair_cells(row: dict, group: dict) -> str:
     pair = row["pair"] or {}
-    if pair.get("leader"):
-        return '<td class="lead" data-v="0">leader</td><td data-v=""></td><td data-v=""></td><td data-v=""></td>'
+    if pair.get("top"):
+        said, tip = ("leader", "significantly ahead of every other complete run after Holm") if pair.get("leader") \
+            else ("#1, not a leader", "the highest strict mean, but not significantly ahead of every other run "
+                                      "after Holm: the others are paired with it")
+        return (f'<td class="lead" data-v="0" title="{e(tip)}">{e(said)}</td><td data-v=""></td><td data-v=""></td>'
+                '<td data-v=""></td>')
     if pair.get("not_paired") or not pair or pair.get("n", 0) == 0:
-        reason = pair.get("not_paired") or ("no question scored in both runs" if pair else "no leader to pair with")
+        reason = pair.get("not_paired") or ("no question scored in both runs" if pair else "no run to pair with")
         return (f'<td class="note" data-v="" title="{e(reason)}">not paired</td><td data-v=""></td>'
                 '<td data-v=""></td><td data-v=""></td>')
     low, high = pair["ci95"]
     wins, losses = pair["wins"]["count"], pair["losses"]["count"]
-    significant = " sig" if pair["p_holm"] < 0.05 else ""
+    significant = " sig" if pair["outcome"] in (verdicts.AHEAD, verdicts.BEHIND) else ""
     return (f'<td class="num{significant}" data-v="{sort_value(pair["delta"])}">{pair["delta"]:+.3f}</td>'
             f'<td class="num ci" data-v="{sort_value(low)}">[{low:+.3f}, {high:+.3f}]</td>'
-            f'<td class="num{significant}" data-v="{sort_value(pair["p_holm"])}">{p_text(pair["p_holm"])}</td>'
-            f'<td class="num" data-v="{wins - losses}"><a href="{group["id"]}/pair-{row["position"]}.html">'
+            f'<td class="num{significant}" data-v="{sort_value(pair["p_holm"])}" title="{e(pair["verdict"])}">'
+            f'{p_text(pair["p_holm"])}</td>'
+            f'<td class="num" data-v="{wins - losses}"><a href="{group["id"]}/{pair_file(1, row["position"])}">'
             f'{wins} / {losses}</a></td>')
+
+
+def pair_file(first: int, second: int) -> str:
+    """The page of two runs of a group (by their places), the higher-placed first."""
+    return f"pair-{first}-{second}.html"
+
+
+def shared_file(table: dict, first: int, second: int) -> str:
+    """The page of a run of this group against a run of another group, on the questions both hold."""
+    return f"shared-g{table['other']}-{first}-{second}.html"
+
+
+def verdict_lines(group: dict) -> str:
+    """Who leads, in words, and each run's verdict against #1: no run is called the leader unless it is
+    significantly ahead of every other complete run after Holm."""
+    top, leader, tied = group["top"], group["leader"], group["tied"]
+    if top is None:
+        return ""
+    others = [r for r in group["rows"] if (r["pair"] or {}).get("n")]
+    family = others[0]["pair"]["holm_family"] if others else 0
+    if leader:
+        head = (f'<b>Leader: #1 {e(leader["label"])}</b>, significantly ahead of every other complete run after '
+                f'Holm over {count(family, "comparison")}.')
+    elif not others:
+        head = f'One complete run (#1 {e(top["label"])}): nothing to pair it with, so no leader.'
+    else:
+        named = ", ".join(f'#{r["position"]} {e(r["label"])}' for r in tied)
+        head = (f'<b>No leader: the top runs are not told apart</b> ({named}): none of them is significantly '
+                f'behind #1 after Holm over {count(family, "comparison")}.')
+    lines = "".join(f'<li class="{e(r["pair"]["outcome"].replace(" ", "-"))}">#{r["position"]}: '
+                    f'{e(r["pair"]["verdict"])}</li>' for r in others)
+    return (f'<div class="verdicts" id="verdicts-{group["id"]}"><p class="verdict">{head}</p>'
+            f'<ul class="verdicts">{lines}</ul><p class="note">{e(verdicts.EXPLAINED)}</p></div>')
+
+
+def pairs_matrix(group: dict) -> str:
+    """Every pair of the group's complete runs: wins / losses of the column's run against the row's, each a link
+    to the pair's page (its verdict, adjusted over every pair, in the cell's title)."""
+    pairs = group["pairs"]
+    if not pairs:
+        return ""
+    places = sorted({p["first"] for p in pairs} | {p["second"] for p in pairs})
+    by = {(p["first"], p["second"]): p for p in pairs}
+    labels = {r["position"]: r["label"] for r in group["rows"]}
+    head = "".join(f'<th title="{e(labels[j])}">#{j}</th>' for j in places[1:])
+    body = []
+    for i in places[:-1]:
+        cells = []
+        for j in places[1:]:
+            pair = by.get((i, j))
+            if pair is None:
+                cells.append("<td></td>")
+                continue
+            significant = " sig" if pair["outcome"] in (verdicts.AHEAD, verdicts.BEHIND) else ""
+            cells.append(f'<td class="num{significant}" title="{e(pair["verdict"])}"><a href="{group["id"]}/'
+                         f'{pair_file(i, j)}">{pair["wins"]["count"]} / {pair["losses"]["count"]}</a></td>')
+        body.append(f'<tr><th title="{e(labels[i])}">#{i}</th>{"".join(cells)}</tr>')
+    return (f'<details class="pairs" id="pairs-{group["id"]}"><summary>Compare any two runs</summary>'
+            '<p class="note">Questions the column\'s run wins / loses against the row\'s (bold: significant after '
+            f'Holm over every pair of this group, {count(len(pairs), "comparison")}). Click a pair for its verdict and '
+            f'the questions where the two differ.</p><table class="pairs"><thead><tr><th></th>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>{_shared_links(group)}</details>')
+
+
+def _shared_links(group: dict) -> str:
+    """Links to the runs of other question sets of the same data, compared on the questions both hold."""
+    items = []
+    for table in group["shared"]:
+        links = " · ".join(f'<a href="{group["id"]}/{shared_file(table, p["first"], p["second"])}">'
+                           f'#{p["first"]} against its #{p["second"]}</a>' for p in table["pairs"])
+        items.append(f'<li>group {table["other"]} ({count(table["shared"], "shared question")}): {links}</li>')
+    return (f'<p class="note">Runs of another question set of the same data, on the questions both hold:</p>'
+            f'<ul class="shared">{"".join(items)}</ul>' if items else "")
 
 
 def leaderboard_table(group: dict) -> str:
@@ -78,10 +158,11 @@ def leaderboard_table(group: dict) -> str:
             ("nDCG @10", "num", "session nDCG@10"), ("turn R@10", "num", "turn recall_any@10"),
             ("s/q", "num", "seconds per question: the run's wall time over its questions"),
             ("peak mem", "num", "peak resident memory of the run's process, where recorded"),
-            ("Δ", "num", "strict mean minus the leader's, over paired questions"),
-            ("Δ 95% CI", "num", "paired bootstrap interval of Δ"),
-            ("p Holm", "num", "exact McNemar p, Holm-adjusted over this table (bold: below 0.05)"),
-            ("W / L", "num", "questions won / lost against the leader (click for them)")]
+            ("Δ", "num", "strict mean minus #1's, over paired questions"),
+            ("Δ 95% CI", "num", "paired bootstrap interval of Δ (not adjusted for the other rows)"),
+            ("p Holm", "num", "exact McNemar p against #1, Holm-adjusted over this table's comparisons (bold: "
+                              "significant, below 0.05; the verdict on hover)"),
+            ("W / L", "num", "questions won / lost against #1 (click for them)")]
     ths = "".join(f'<th data-kind="{kind}" tabindex="0" title="{e(tip)}">{e(name)}</th>' for name, kind, tip in head)
     body = []
     for row in group["rows"]:
@@ -164,16 +245,16 @@ def _group_section(group: dict, data: dict) -> str:
                   'holds every expected string and no forbidden one. There are no gold ids to rank against, so '
                   'these runs are not paired.</p>', judged_table(group)]
     else:
-        leader = group["leader"]
         parts.append(f'<p class="note">Ordered by session recall_all@5, the strict metric (every gold session in '
                      f'the top 5), with a 95% bootstrap interval of its mean ({data["resamples"]} resamples, seed '
-                     f'{data["seed"]}). Each complete run is paired with the leader'
-                     f'{" (" + e(leader["label"]) + ")" if leader else ""} question by question: Δ and its paired '
+                     f'{data["seed"]}). Each complete run is paired with #1 question by question: Δ and its paired '
                      'bootstrap interval, the exact McNemar p adjusted by Holm over this table, and the questions '
-                     'it wins and loses (click for them). Click a header to sort. Retrieval metrics, not answer '
-                     'accuracy.</p>')
+                     'it wins and loses (click for them). #1 is the leader only where it is significantly ahead of '
+                     'every other run. Click a header to sort. Retrieval metrics, not answer accuracy.</p>')
         parts.append(_ceiling(group))
         parts.append(leaderboard_table(group))
+        parts.append(verdict_lines(group))
+        parts.append(pairs_matrix(group))
     parts.append(f'<p class="links"><a href="{group["id"]}/questions.html">Every question</a> (filter by type, '
                  f'missed by all, disagreements; search by id or text) · <a href="{group["id"]}/runs.html">'
                  'Runs: files, commands and settings</a></p>')
@@ -193,13 +274,22 @@ def _chart_names(group: dict) -> list[tuple[str, str]]:
             ("cost.svg", "seconds per question against session recall_all@5")]
 
 
+def _leader_cell(group: dict) -> str:
+    """The groups table's word on who leads: the leader, or the top runs not told apart, or nothing."""
+    if group.get("leader"):
+        return e(group["leader"]["label"])
+    if len(group.get("tied") or []) > 1:
+        return "not told apart: " + e(", ".join(r["label"] for r in group["tied"]))
+    return "–"
+
+
 def index_page(data: dict) -> str:
     groups = data["groups"]
     summary = "".join(
         f'<tr><td><a href="#{g["id"]}">Group {g["number"]}</a></td><td>{e(g["benchmark"])}</td>'
         f'<td><code>{e(str(g["dataset_checksum"])[:12])}</code></td><td>{e(g["scoring_profile"])}</td>'
         f'<td class="num">{len(g["question_ids"])}</td><td class="num">{len(g["runs"])}</td>'
-        f'<td>{e(g["leader"]["label"]) if g.get("leader") else "–"}</td></tr>' for g in groups)
+        f'<td>{_leader_cell(g)}</td></tr>' for g in groups)
     skipped = (f'<p class="note">{count(len(data["skipped"]), "other JSON file")} in the folders given: not '
                'results, skipped.</p>' if data["skipped"] else "")
     folded = len(data["files"]) - data["runs"]
@@ -335,9 +425,13 @@ def _write_all(data: dict, root: Path) -> None:
             (folder / question["page"]).write_text(page, encoding="utf-8")
         if group["judged"]:
             continue
-        for row in group["rows"]:
-            pair = row["pair"] or {}
-            if pair.get("n"):
-                (folder / f"pair-{row['position']}.html").write_text(pair_page(group, row), encoding="utf-8")
+        for pair in group["pairs"]:
+            if pair["n"]:
+                (folder / pair_file(pair["first"], pair["second"])).write_text(pair_page(group, pair), encoding="utf-8")
+        for table in group["shared"]:
+            for pair in table["pairs"]:
+                if pair["n"]:
+                    (folder / shared_file(table, pair["first"], pair["second"])).write_text(
+                        pair_page(group, pair, table), encoding="utf-8")
         for name, svg in group_charts(group).items():
             (folder / name).write_text(svg, encoding="utf-8")

@@ -1,10 +1,11 @@
 """The board's question pages: every question of a group with filters, one page per question with each run's
-top candidates and its gold marked, and a run's wins and losses against the leader."""
+top candidates and its gold marked, and two runs side by side on the questions both scored."""
 
 from __future__ import annotations
 
 from coordinator.board.data import SHOWN_CANDIDATES, STRICT_METRIC, natural_key
-from coordinator.board.markup import count, crumbs, e, group_heading, num, p_text, page
+from coordinator.board.markup import count, crumbs, e, group_heading, num, page
+from coordinator.results.verdicts import EXPLAINED, p_text
 
 
 #: Shown where every run failed the question's item, so that no results file holds its text.
@@ -130,9 +131,12 @@ def question_page(group: dict, question: dict, previous: dict | None, following:
     return page(f"Question {question['id']}", "".join(parts), 2)
 
 
-def pair_page(group: dict, row: dict) -> str:
-    pair, leader = row["pair"], group["leader"]
+def pair_page(group: dict, pair: dict, shared: dict | None = None) -> str:
+    """Two runs on the questions both scored: the counts, the verdict and the questions where they differ, each
+    linking to its question page. `pair` is an entry of `data.all_pairs` (two runs of the group) or, with
+    `shared` (a `data.shared_pairs` table), a run of this group against a run of another question set."""
     by_id = {q["id"]: q for q in group["questions"]}
+    rows = {r["position"]: r for r in group["rows"]}
 
     def listing(ids: list[str]) -> str:
         if not ids:
@@ -143,16 +147,35 @@ def pair_page(group: dict, row: dict) -> str:
         return f'<table class="questions"><thead><tr><th>id</th><th>type</th><th>question</th></tr></thead>' \
                f'<tbody>{lines}</tbody></table>'
 
+    first, second = pair["baseline"], pair["system"]
+    if shared is None:
+        first, second = f'#{pair["first"]} {first}', f'#{pair["second"]} {second}'
+        family = f'every pair of this group\'s complete runs ({count(pair["holm_family"], "comparison")})'
+        scope = (f'{count(pair["n"], "question")} scored by both of the group\'s {len(group["question_ids"])}')
+    else:
+        family = (f'every pair of a run of group {shared["group"]} with a run of group {shared["other"]} '
+                  f'({count(pair["holm_family"], "comparison")})')
+        scope = (f'{count(shared["shared"], "question")} both question sets hold ({shared["only_here"]} only in group '
+                 f'{shared["group"]}, {shared["only_there"]} only in group {shared["other"]}, left out), '
+                 f'{pair["n"]} of them scored by both')
     low, high = pair["ci95"]
-    parts = [crumbs(1, None, f"#{row['position']} against the leader"),
-             f"<h1>#{row['position']} {e(row['label'])} against the leader #1 {e(leader['label'])}</h1>",
+    title = f"{first} against {second}"
+    parts = [crumbs(1, None, title), f"<h1>{e(first)} against {e(second)}</h1>",
              f'<p class="key">{group_heading(group)}</p>',
-             f'<p>{e(STRICT_METRIC)}: {pair["system_value"]:.3f} against {pair["baseline_value"]:.3f}, Δ '
-             f'{pair["delta"]:+.3f} [{low:+.3f}, {high:+.3f}], p {p_text(pair["p_value"])}, Holm-adjusted '
-             f'{p_text(pair["p_holm"])} ({e(pair["test"])}), over {count(pair["n"], "paired question")}; '
-             f'{count(pair["ties"]["count"], "tie")}.</p>',
-             f'<h2 id="wins">Won by #{row["position"]}, lost by the leader ({pair["wins"]["count"]})</h2>',
-             listing(pair["wins"]["question_ids"]),
-             f'<h2 id="losses">Lost by #{row["position"]}, won by the leader ({pair["losses"]["count"]})</h2>',
-             listing(pair["losses"]["question_ids"])]
-    return page(f"#{row['position']} against the leader", "".join(parts), 1)
+             f'<p class="verdict"><b>{e(pair["verdict"])}</b></p>',
+             f'<p>{e(STRICT_METRIC)} on the {scope}: {pair["baseline_value"]:.3f} against '
+             f'{pair["system_value"]:.3f}, Δ {pair["delta"]:+.3f} [{low:+.3f}, {high:+.3f}], p {p_text(pair["p_value"])}'
+             f' ({e(pair["test"])}), Holm-adjusted {p_text(pair["p_holm"])} over {family}; '
+             f'{pair["wins"]["count"]} won by {e(second)}, {pair["losses"]["count"]} won by {e(first)}, '
+             f'{count(pair["ties"]["count"], "tie")}.</p>']
+    top_pair = (rows.get(pair["second"]) or {}).get("pair") if shared is None and pair["first"] == 1 else None
+    if top_pair and top_pair.get("verdict"):
+        parts.append(f'<p class="note">On the leaderboard, against #1 alone (Holm over '
+                     f'{count(top_pair["holm_family"], "comparison")}): {e(top_pair["verdict"])}</p>')
+    parts.append(f'<p class="note">{e(EXPLAINED)} Only the questions where the two differ are listed; the '
+                 f'{count(pair["ties"]["count"], "tie")} and questions either run did not score are not.</p>')
+    parts += [f'<h2 id="wins">Won by {e(second)}, lost by {e(first)} ({pair["wins"]["count"]})</h2>',
+              listing(pair["wins"]["question_ids"]),
+              f'<h2 id="losses">Lost by {e(second)}, won by {e(first)} ({pair["losses"]["count"]})</h2>',
+              listing(pair["losses"]["question_ids"])]
+    return page(title, "".join(parts), 1)

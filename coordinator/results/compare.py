@@ -6,8 +6,9 @@ value. For each metric the table gives both means over the paired questions,
 their difference with a 95% paired bootstrap interval (percentile method,
 resampling questions), a p-value (exact McNemar for per-question hit/miss
 metrics, a paired sign-flip randomisation test for graded ones such as nDCG),
-Holm's adjustment over every comparison in the table, and the questions the
-system wins, loses and ties.
+Holm's adjustment over the table's comparisons of that metric (`verdicts.adjust`:
+one rule for every place that adjusts), the questions the system wins, loses and
+ties, and the verdict in one line (`verdicts.verdict`).
 
 Every file is checked first (`checks.check_results`): a file whose header,
 records or stored metrics contradict themselves or their own rankings and gold
@@ -37,6 +38,8 @@ from adapters.terminal import printable as shown
 from coordinator.results import pairing
 from coordinator.results.checks import check_results
 from coordinator.results.run_files import ResultsFile
+from coordinator.results.verdicts import EXPLAINED, adjust, outcome, p_text, verdict
+from coordinator.results.verdicts import holm  # noqa: F401  (compare's own name for it, read by its callers)
 
 #: The strict metric first: on LongMemEval-S session recall_any@5 is saturated, recall_all@5 separates systems.
 DEFAULT_METRICS = ("session:recall_all@5", "session:recall_any@5", "session:ndcg_any@10", "turn:recall_any@10")
@@ -86,8 +89,9 @@ def compare_files(files: list[dict], metrics=DEFAULT_METRICS, *, resamples: int 
             entry = paired(base_values, _values(other, level, name, k, count_failed_as_miss),
                            hit_or_miss=name in HIT_OR_MISS, resamples=resamples, seed=seed, permutations=permutations)
             comparisons.append({"metric": f"{level}:{name}@{k}", "baseline": labels[0], "system": label, **entry})
-    for entry, adjusted in zip(comparisons, holm([c["p_value"] for c in comparisons])):
-        entry["p_holm"] = adjusted
+    adjust(comparisons)
+    for entry in comparisons:
+        entry["outcome"], entry["verdict"] = outcome(entry), verdict(entry)
     return {"baseline": labels[0],
             "files": {label: f.get("_path") for label, f in zip(labels, files)},
             "dataset_checksum": baseline.get("dataset_checksum"), "scoring_profile": baseline.get("scoring_profile"),
@@ -101,7 +105,7 @@ def compare_files(files: list[dict], metrics=DEFAULT_METRICS, *, resamples: int 
 
 
 _FIELDS = ("metric", "baseline", "system", "baseline_value", "system_value", "delta", "ci95", "p_value", "p_holm",
-           "test", "wins", "losses", "ties", "n")
+           "holm_family", "test", "wins", "losses", "ties", "n", "outcome", "verdict")
 
 
 def parse_metric(text: str) -> tuple[str, str, int]:
@@ -186,17 +190,6 @@ def _sign_flip_name(n: int, permutations: int) -> str:
         else f"sign-flip ({permutations} permutations)"
 
 
-def holm(p_values: list[float | None]) -> list[float | None]:
-    """Holm's step-down adjustment of `p_values` (None stays None and does not count as a test)."""
-    order = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
-    adjusted: list[float | None] = [None] * len(p_values)
-    running = 0.0
-    for rank, (p, index) in enumerate(order):
-        running = max(running, min(1.0, (len(order) - rank) * p))
-        adjusted[index] = running
-    return adjusted
-
-
 def _values(results: dict, level: str, name: str, k: int, failed_as_miss: bool) -> dict[str, float | None]:
     """{question_id: value} of one metric; failed questions 0 where `failed_as_miss`, else null."""
     key = f"{name}@{k}"
@@ -274,10 +267,6 @@ def _labels(files: list[dict]) -> list[str]:
             for label, f in zip(labels, files)]
 
 
-def _p(value: float) -> str:
-    return f"{value:.4f}" if value >= 1e-3 else f"{value:.0e}"
-
-
 def paired_count(table: dict) -> str:
     """How many of the file's questions the rows pair: each row's n is over the questions scored in both files."""
     counts = sorted({c["n"] for c in table["comparisons"]})
@@ -294,7 +283,7 @@ def render_comparison(table: dict) -> str:
              f"dataset {shown(str(table['dataset_checksum'])[:12])}, "
              f"profile {shown(table['scoring_profile'])}, "
              f"{paired_count(table)}; paired bootstrap {table['resamples']} resamples, seed {table['seed']}, "
-             f"{int(table['confidence'] * 100)}% percentile interval; Holm over {len(table['comparisons'])} comparisons"]
+             f"{int(table['confidence'] * 100)}% percentile interval; Holm over {_families(table)}"]
     for label, failed in table["failed_scored_as_miss"].items():
         lines.append(f"--count-failed-as-miss: {shown(label)} scores its {failed['questions']} failed "
                      f"questions (items {shown(', '.join(failed['item_ids']))}) as misses on every metric")
@@ -314,8 +303,22 @@ def render_comparison(table: dict) -> str:
         interval = f"[{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]"
         lines.append(f"{c['metric']:<22} {shown(c['system']):<{width}} {c['n']:>5} "
                      f"{c['baseline_value']:>6.3f} "
-                     f"{c['system_value']:>6.3f} {c['delta']:>+7.3f} {interval:>17} {_p(c['p_value']):>7} "
-                     f"{_p(c['p_holm']):>7} {wlt:>13}  {c['test']}")
+                     f"{c['system_value']:>6.3f} {c['delta']:>+7.3f} {interval:>17} {p_text(c['p_value']):>7} "
+                     f"{p_text(c['p_holm']):>7} {wlt:>13}  {c['test']}")
     lines.append("W/L/T: questions the system wins / loses / ties against the baseline; "
-                 "p_holm: p adjusted for every comparison above")
+                 "p_holm: p adjusted by Holm over the comparisons of its metric")
+    lines.append(EXPLAINED)
+    lines += [shown(c["verdict"]) for c in table["comparisons"]]
     return "\n".join(lines)
+
+
+def _families(table: dict) -> str:
+    """How many comparisons Holm adjusted over, per metric: `3 comparisons per metric (every system against the
+    baseline on it)`."""
+    sizes = {}
+    for c in table["comparisons"]:
+        sizes.setdefault(c["metric"], c.get("holm_family") or 0)
+    counts = sorted(set(sizes.values()))
+    said = " or ".join(str(n) for n in counts) if counts else "0"
+    return (f"{said} comparison{'s' if counts != [1] else ''} per metric (every system against the baseline "
+            "on that metric)")

@@ -177,7 +177,7 @@ def test_compare_prints_the_table_and_writes_the_json(tmp_path, monkeypatch):
     table = json.loads(out.read_text())
     first = table["comparisons"][0]
     assert set(first) == {"metric", "baseline", "system", "baseline_value", "system_value", "delta", "ci95", "p_value",
-                          "p_holm", "test", "wins", "losses", "ties", "n"}
+                          "p_holm", "holm_family", "test", "wins", "losses", "ties", "n", "outcome", "verdict"}
     assert (first["baseline"], first["system"], first["n"]) == ("memoria/fusion", "memoria/full", 4)
     assert first["wins"]["question_ids"] == ["c1:q1"] and first["losses"]["question_ids"] == ["c2:q1"]
     assert first["delta"] == 0 and first["p_value"] == 1.0 and len(first["ci95"]) == 2
