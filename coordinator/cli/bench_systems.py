@@ -156,6 +156,33 @@ def bench_realmem_cost(locomo, realmem, mode, reps, workdir, output):
     click.echo(run_realmem_cost_bench(locomo, realmem, mode=mode, reps=reps, workdir=workdir, output=output))
 
 
+@bench.command("beam-scale")
+@click.option("--beam", type=click.Path(exists=True, file_okay=False), default="../shared/data/beam_dev",
+              show_default=True, help="BEAM's development chats (the folder holding chats/, or chats/ itself).")
+@click.option("--part", "parts", multiple=True, metavar="SIZE/N",
+              help="A chat joined into the 1M stand-in, in order (repeatable; default: 500K/2 and 500K/5).")
+@click.option("--realmem", type=click.Path(exists=True), default="../shared/data/realmem_dev5", show_default=True,
+              help="A RealMem persona file, or a folder of them whose smallest file is run.")
+@click.option("--realmem-sessions", type=click.IntRange(0), default=0, show_default=True,
+              help="Only the persona's first N sessions (0: the whole persona).")
+@click.option("--mode", default="full", show_default=True, help="Memoria's retrieval mode on both sides.")
+@click.option("--threads", type=click.IntRange(1), default=2, show_default=True, help="The worker's model threads.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_beam_scale", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/beam_scale.json", show_default=True)
+def bench_beam_scale(beam, parts, realmem, realmem_sessions, mode, threads, workdir, output):
+    """A 1M BEAM stand-in (two 500K chats joined) cold on a farm of one real worker, beside a RealMem persona:
+    the worker's peak RSS against the per-worker bound, ms per message against ms per persona turn."""
+    from adapters.errors import MemfarmError
+    from coordinator.benches.beam_scale import DEFAULT_PARTS, run_beam_scale_bench
+
+    try:
+        click.echo(run_beam_scale_bench(beam, realmem, parts=tuple(parts) or DEFAULT_PARTS,
+                                        realmem_sessions=realmem_sessions or None, mode=mode, threads=threads,
+                                        workdir=workdir, output=output))
+    except (MemfarmError, FileNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 @bench.command("adamem")
 @click.option("--locomo", type=click.Path(exists=True, dir_okay=False), default=None,
               help="A LoCoMo file (for example ../shared/data/locomo_dev5.json); needed by the locomo suite.")
