@@ -52,7 +52,8 @@ def _pair_cells(row: dict, group: dict) -> str:
         said, tip = ("leader", "significantly ahead of every other complete run after Holm") if pair.get("leader") \
             else ("#1, not a leader", "the highest strict mean, but not significantly ahead of every other run "
                                       "after Holm: the others are paired with it")
-        return (f'<td class="lead" data-v="0" title="{e(tip)}">{e(said)}</td><td data-v=""></td><td data-v=""></td>'
+        cls = "lead" if pair.get("leader") else "note"
+        return (f'<td class="{cls}" data-v="0" title="{e(tip)}">{e(said)}</td><td data-v=""></td><td data-v=""></td>'
                 '<td data-v=""></td>')
     if pair.get("not_paired") or not pair or pair.get("n", 0) == 0:
         reason = pair.get("not_paired") or ("no question scored in both runs" if pair else "no run to pair with")

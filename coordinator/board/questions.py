@@ -160,7 +160,7 @@ def pair_page(group: dict, pair: dict, shared: dict | None = None) -> str:
                  f'{pair["n"]} of them scored by both')
     low, high = pair["ci95"]
     title = f"{first} against {second}"
-    parts = [crumbs(1, None, title), f"<h1>{e(first)} against {e(second)}</h1>",
+    parts = [crumbs(1, group, title), f"<h1>{e(first)} against {e(second)}</h1>",
              f'<p class="key">{group_heading(group)}</p>',
              f'<p class="verdict"><b>{e(pair["verdict"])}</b></p>',
              f'<p>{e(STRICT_METRIC)} on the {scope}: {pair["baseline_value"]:.3f} against '

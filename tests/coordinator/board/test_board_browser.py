@@ -136,7 +136,7 @@ def test_wins_and_losses_are_one_click_from_the_leaderboard(browser, board):
     wins, losses = (int(x) for x in link.split("/"))
     browser.click("#board-g1 tbody tr:nth-child(2) td:last-child a")
     browser.wait_for("Page.loadEventFired")
-    assert browser.eval("location.pathname").endswith("/g1/pair-2.html")
+    assert browser.eval("location.pathname").endswith("/g1/pair-1-2.html")
     counts = browser.eval("Array.from(document.querySelectorAll('table.questions')).map(t => t.tBodies[0].rows.length)")
     assert counts == [n for n in (wins, losses) if n] and browser.problems() == []
 
@@ -151,7 +151,7 @@ def test_a_hostile_results_file_shows_as_text_and_runs_nothing(tmp_path, made, b
     build_board(paths, tmp_path / "board", resamples=RESAMPLES)
     folder = tmp_path / "board"
     for page, scripts in (("index.html", 1), ("g1/questions.html", 1), ("g1/q/00001.html", 0), ("g1/runs.html", 0),
-                          ("g1/pair-2.html", 0)):
+                          ("g1/pair-1-2.html", 0)):
         browser.events.clear()
         browser.open((folder / page).as_uri())
         assert _pwned(browser) == ["undefined", 0, scripts], page
@@ -205,3 +205,50 @@ def test_every_leaderboard_column_is_visible_at_1400_px(tmp_path, made):
         assert measured["page"] <= measured["view"] and measured["last"] <= measured["right"] + 0.5, measured
         assert measured["names"][-4:] == ["Δ", "Δ 95% CI", "p Holm", "W / L"]
         assert shot.stat().st_size > 10_000 and wide.problems() == []
+
+
+#: Where `test_the_group_and_question_pages_at_1400_px` copies its pictures besides its own folder: the manual's
+#: board page shows the ones in docs/screenshots (MEMFARM_SCREENSHOTS=docs/screenshots makes them again).
+SCREENSHOTS = "MEMFARM_SCREENSHOTS"
+
+
+def _boxes_overlap(a: dict, b: dict) -> bool:
+    return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+
+
+def test_the_group_and_question_pages_at_1400_px(tmp_path, board):
+    """The pictures a reader sees: the group page (leaderboard, verdicts, charts) and a question page at 1400 px,
+    saved as PNG. The question-type labels are whole, inside their slots and apart; the cost chart's tags apart."""
+    import os
+    import shutil
+
+    folder, _ = board
+    shots = []
+    with Browser(width=1400, height=900) as wide:
+        for name in ("by_type.svg", "cost.svg"):  # the SVG as a document: its text can be measured
+            wide.open((folder / "g1" / name).as_uri())
+            boxes = wide.eval(
+                "Array.from(document.querySelectorAll('text.tick, text.tag')).map(t => { const b = t.getBBox();"
+                " return {text: t.textContent, left: b.x, right: b.x + b.width, top: b.y, bottom: b.y + b.height}; })")
+            assert boxes, name
+            assert not any("…" in b["text"] for b in boxes), boxes
+            for i, a in enumerate(boxes):
+                assert not [b for b in boxes[i + 1:] if _boxes_overlap(a, b)], (name, a)
+        wide.open((folder / "index.html").as_uri())
+        assert wide.eval("document.querySelector('div.verdicts p.verdict').textContent")
+        loaded = wide.eval("(() => { document.querySelectorAll('details.pairs').forEach(d => d.open = true);"
+                           " return Promise.all(Array.from(document.images).map(i => { i.loading = 'eager';"
+                           " return i.complete && i.naturalWidth ? 1 : new Promise(r => { i.onload = r; }); }))"
+                           ".then(() => Array.from(document.images).filter(i => i.naturalWidth > 0).length); })()")
+        assert loaded == 5  # every chart drawn in the picture, none left to lazy loading
+        shots.append(wide.screenshot(tmp_path / "board-group-1400.png"))
+        wide.open((folder / "g1" / "q" / "00001.html").as_uri())
+        shots.append(wide.screenshot(tmp_path / "board-question-1400.png", full_page=False))  # its head: the rest
+        # is ten candidates per run
+        assert wide.problems() == []
+    for shot in shots:
+        assert shot.stat().st_size > 10_000
+    if os.environ.get(SCREENSHOTS):
+        os.makedirs(os.environ[SCREENSHOTS], exist_ok=True)
+        for shot in shots:
+            shutil.copy(shot, os.path.join(os.environ[SCREENSHOTS], shot.name))
