@@ -119,7 +119,8 @@ def compare(files, metrics, resamples, permutations, seed, count_failed_as_miss,
     """Compare systems question by question: FILES are results files, the first the baseline.
 
     Paired differences with bootstrap intervals, exact McNemar (hit or miss) or sign-flip (graded)
-    p-values, Holm-adjusted over the table. Refuses files of another dataset, profile or question set.
+    p-values, Holm-adjusted over each metric's comparisons, and under the table a verdict per row: who
+    retrieves better, or not told apart. Refuses files of another dataset, profile or question set.
     """
     from adapters.files import write_json
     from coordinator.results import compare as comparison

@@ -114,3 +114,14 @@ def test_two_runs_of_different_question_sets_are_compared_on_the_shared_question
         assert listed and listed <= shared
         assert listed == set(pair["wins"]["question_ids"]) | set(pair["losses"]["question_ids"])
         assert "16 questions both question sets hold" in page and pair["verdict"] in page.replace("&#x27;", "'")
+
+
+def test_the_bench_table_prints_a_tiny_p_as_below_a_thousandth():
+    from coordinator.benches.systems import _table
+
+    row = {"dataset": "locomo", "system": "bm25s", "n": 30, "session_recall_all_5": 0.2,
+           "session_recall_all_5_delta": -0.3, "session_recall_all_5_ci_low": -0.4, "session_recall_all_5_ci_high": -0.2,
+           "session_recall_all_5_p_holm": 0.0, "session_recall_any_5": 0.7, "session_ndcg_10": 0.6,
+           "turn_recall_any_10": 0.4, "ingest_ms_per_turn": 1.0, "recall_p50_ms": 2.0, "peak_rss_mib": 100.0}
+    line = _table([row])[1]
+    assert "<0.001" in line and " 0 " not in line

@@ -322,3 +322,20 @@ def test_files_that_cannot_be_paired_say_why_in_the_html_report(tmp_path):
     page = tmp_path / "report.html"
     assert CliRunner().invoke(main, ["analyze", a, b, "--html", str(page)]).exit_code == 0
     assert "Not paired: " in page.read_text() and "dataset" in page.read_text()
+
+
+def test_a_tiny_p_is_printed_as_below_a_thousandth_and_each_row_has_its_verdict(tmp_path):
+    """Fifteen wins and no loss: McNemar's p is 2 / 2**15, which the table once printed as 6e-05 and the bench as 0."""
+    base = {f"c1:q{i}": 0 for i in range(15)}
+    a = results_file(tmp_path / "a.json", base)
+    b = results_file(tmp_path / "b.json", {q: 1 for q in base}, mode="full")
+    out = tmp_path / "cmp.csv"
+    result = compare(a, b, "--metric", "session:recall_all@5", "--resamples", 200, "--csv", out)
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("session:recall_all@5"))
+    assert row.split()[8:10] == ["<0.001", "<0.001"]  # p and p_holm
+    assert ("memoria/full retrieves better than memoria/fusion on session:recall_all@5 on this set: significant "
+            "after Holm over 1 comparison (p <0.001; Δ +1.000 [+1.000, +1.000], 15 wins / 0 losses)") in result.output
+    assert "Holm over 1 comparison per metric" in result.output
+    header, line = out.read_text().splitlines()[:2]
+    assert "verdict" in header.split(",") and "holm_family" in header.split(",") and "retrieves better" in line
