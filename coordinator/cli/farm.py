@@ -79,20 +79,35 @@ def status(cli, run_id, broker, follow, interval):
 @main.command("requeue")
 @click.argument("run_id")
 @broker_option()
-@click.option("--failed", is_flag=True, help="Every failed item, attempts reset.")
+@click.option("--failed", is_flag=True, help="Every failed item, attempts reset (but those a worker refused).")
+@click.option("--refused", is_flag=True,
+              help="The items a worker refused for what it is (a system it may not run, another code version, "
+                   "another model): once the workers are restarted so they take them (--allow-system).")
 @click.option("--stale", is_flag=True, help="Items started longer ago than --stale-after.")
 @click.option("--stale-after", type=float, default=None, help="Seconds (default: task time limit + 60).")
 @pass_cli
-def requeue_command(cli, run_id, broker, failed, stale, stale_after):
-    """Put failed or stale items of a run back on the queue."""
+def requeue_command(cli, run_id, broker, failed, refused, stale, stale_after):
+    """Put failed, refused or stale items of a run back on the queue."""
+    from collections import Counter
+
     from coordinator.running.farm_run import requeue
     from adapters.terminal import printable
 
-    if not failed and not stale:
-        raise click.UsageError("say what to requeue: --failed and/or --stale")
+    if not failed and not stale and not refused:
+        raise click.UsageError("say what to requeue: --failed, --refused and/or --stale")
     ledger, app = cli.connect(broker)
-    chosen = requeue(ledger, app, run_id, failed=failed, stale=stale, stale_after=stale_after)
+    chosen, left_out = requeue(ledger, app, run_id, failed=failed, stale=stale, stale_after=stale_after,
+                               refused=refused)
     click.echo(f"requeued {len(chosen)} items" + (f": {printable(', '.join(chosen[:20]))}" if chosen else ""))
+    if left_out:
+        reasons = Counter(error.partition(": ")[2] for error in left_out.values())
+        click.echo(f"left out {len(left_out)} items a worker refused; the same workers would refuse them again:",
+                   err=True)
+        for reason, count in reasons.most_common(5):
+            click.echo(printable(f"  {count} x {reason}"), err=True)
+        click.echo(f"restart the workers so they take them (memfarm worker --allow-system ..., or memfarm cluster up "
+                   f"--allow-system ...), then: memfarm requeue {printable(run_id)} --refused", err=True)
+        raise SystemExit(1)
 
 
 @main.command("resume")

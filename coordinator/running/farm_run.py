@@ -26,7 +26,7 @@ from coordinator.running.run_ledger import (DEFAULT_RUN_TTL_SECONDS, ItemState, 
 from coordinator.running.reducer import reduce_run
 from coordinator.running.spec import RunSpec
 from workers.farm.app import TASK_NAME, task_time_limit
-from workers.farm.ledger import DEFAULT_LOST_GRACE_SECONDS, stale_after
+from workers.farm.ledger import DEFAULT_LOST_GRACE_SECONDS, REFUSED_BY, stale_after
 from workers.ledger_values import shown
 from workers.farm.run_meta import RunMeta
 from workers.farm.task_message import send_options
@@ -229,14 +229,24 @@ def heal_orphans(ledger: RunLedger, app, run_id: str, older_than: float = ORPHAN
 
 
 def requeue(ledger: RunLedger, app, run_id: str, failed: bool = False, stale: bool = False,
-            stale_after: float | None = None) -> list[str]:
-    """By hand: every failed item (attempts reset), and/or items started too long ago."""
+            stale_after: float | None = None, refused: bool = False) -> tuple[list[str], dict[str, str]]:
+    """By hand: every failed item (attempts reset), and/or items started too long ago. An item a worker refused
+    for what it is (the systems it may run, its code, its model) goes back only where `refused` says the workers
+    were changed: the same workers would refuse it again. Returns the items requeued and, by item, the refusals
+    left out."""
     meta = ledger.meta(run_id)
     stale_after = stale_after if stale_after is not None else meta["task_time_limit"] + 60
-    chosen = []
+    chosen, left_out = [], {}
     now = time.time()
     for item_id, state in ledger.states(run_id).items():
-        if failed and state in (FAILED, FAILED_FINAL):
+        if (failed or refused) and state in (FAILED, FAILED_FINAL):
+            error = str(ledger.info(run_id, item_id).get("error") or "")
+            refusal = error.startswith(REFUSED_BY)
+            if refusal and not refused:
+                left_out[item_id] = error
+                continue
+            if not refusal and not failed:
+                continue
             if ledger.requeue(run_id, item_id, from_states=(FAILED, FAILED_FINAL), reset_attempts=True):
                 chosen.append(item_id)
         elif stale and state == STARTED:
@@ -244,7 +254,7 @@ def requeue(ledger: RunLedger, app, run_id: str, failed: bool = False, stale: bo
             if now - started > stale_after and ledger.requeue(run_id, item_id, from_states=(STARTED,)):
                 chosen.append(item_id)
     enqueue(ledger, app, run_id, chosen)
-    return chosen
+    return chosen, left_out
 
 
 def resume(ledger: RunLedger, app, run_id: str) -> list[str]:

@@ -35,6 +35,15 @@ from workers.farm.staging_codec import dictionary_id, join_sessions, unpack_sess
 logger = logging.getLogger(__name__)
 
 
+#: How the ledger records an attempt a worker refused for what it is (its code, its model, the systems it may run):
+#: the same worker refuses the item again, so `requeue --failed` leaves such items out unless told they may go back.
+REFUSED_BY = "refused by "
+
+
+def refused_by(worker: str, reason) -> str:
+    return f"{REFUSED_BY}{worker}: {reason}"
+
+
 class OutcomeTooLarge(MemfarmError):
     """An item's outcome larger than a ledger value may be read back: every attempt would make the same one, so
     the item fails once, for good, rather than being stored, refused by the reducer and queued again."""

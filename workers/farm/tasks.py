@@ -18,7 +18,7 @@ from adapters.terminal import printable
 from workers.farm.app import TASK_NAME, app, broker_url, lease_seconds
 from workers.farm.config import start, worker_config
 from workers.farm.connection import connect
-from workers.farm.ledger import Ledger, OutcomeTooLarge, stale_after
+from workers.farm.ledger import Ledger, OutcomeTooLarge, refused_by, stale_after
 from workers.ledger_values import shown
 from workers.farm.run_meta import RunMeta
 from workers.farm.run_settings import checked_settings
@@ -232,13 +232,13 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
             run = RunMeta.from_dict(meta, f"run {shown(run_id)}'s metadata")
             refusal = refusal_before_import(meta)
             if refusal:
-                ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)
+                ledger.fail(run_id, item_id, attempt, refused_by(worker, refusal), final=True)
                 return "refused"
             with crashes_as_errors():  # a vendor's panic while building fails the attempt, as when asking
                 system = _system(meta)
             refusal = incompatibility(run, system)
             if refusal:
-                ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {refusal}", final=True)
+                ledger.fail(run_id, item_id, attempt, refused_by(worker, refusal), final=True)
                 return "refused"
             item = ledger.load_item(run_id, item_id)
             cache_dir = worker_config().cache_dir
@@ -257,7 +257,7 @@ def process_item(ledger: Ledger, run_id: str, item_id: str, worker: str) -> str:
             return "failed"
         except ModelFilesError as exc:  # this machine's model is not the one checked: no attempt here can help
             logger.error("item %s of run %s refused: %s", item_id, run_id, exc)
-            ledger.fail(run_id, item_id, attempt, f"refused by {worker}: {exc}", final=True)
+            ledger.fail(run_id, item_id, attempt, refused_by(worker, exc), final=True)
             return "refused"
         except Exception as exc:
             logger.exception("item %s of run %s failed", item_id, run_id)
