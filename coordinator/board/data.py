@@ -34,6 +34,7 @@ from coordinator.board.markup import count
 from coordinator.board import pairs
 from coordinator.board.pairs import STRICT_METRIC, strict_values
 from coordinator.results import compare, pairing, verdicts
+from coordinator.results.labels import run_label
 from coordinator.results.pairing import question_set
 from coordinator.results.run_files import ResultsFile
 
@@ -80,7 +81,10 @@ def embedder_text(embedder, settings_system) -> str:
 
 
 def mode_text(system, mode) -> str:
-    """A run's mode as the board shows it: an outside system names its modes `SYSTEM:MODE`, said once."""
+    """A run's mode as the board shows it: an outside system names its modes `SYSTEM:MODE`, said once; a user's
+    class that declares none has none."""
+    if mode is None:
+        return ""
     system, mode = str(system), str(mode)
     return mode.removeprefix(f"{system}:") or mode
 
@@ -268,7 +272,7 @@ def _short(value) -> str:
 def _label(runs: list[dict]) -> None:
     """system/mode in every group, the leader's too; where two runs of the group share one, each is followed by
     its file's name, so that the label still begins with what ran."""
-    labels = [f"{r['system']}/{r['mode']}" for r in runs]
+    labels = [run_label(r["system"], r["mode"]) for r in runs]
     for run, label in zip(runs, labels):
         run["label"] = label if labels.count(label) == 1 else f'{label} ({run["name"].removesuffix(".json")})'
 

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from adapters.errors import ResultsError
+from coordinator.results.labels import run_label
 from coordinator.board import charts
 from coordinator.board.data import OTHER_METRICS
 from coordinator.board.markup import count, crumbs, e, group_heading, num, page, seconds, sort_value
@@ -171,7 +172,7 @@ def leaderboard_table(group: dict) -> str:
         ci = row["strict_ci95"]
         complete = "yes" if run["complete"] else f'no: {count(run["failures"]["items"], "item")} failed'
         tuned = f'<td class="warn" title="{e(run["tuned"])}">yes</td>' if run["tuned"] else "<td>no</td>"
-        label = f'{run["system"]}/{run["mode"]}'
+        label = run_label(run["system"], run["mode"])
         named = "" if row["label"] == label else f'<br><small>{e(run["name"].removesuffix(".json"))}</small>'
         tags = (f' <span class="tag arm" title="control arm ({e(run["arm"])}): knows nothing of the question; '
                 'a floor to beat, not a system">arm</span>' if run["arm"] else "") + _copies_tag(run)

@@ -36,6 +36,7 @@ from adapters.metrics import METRIC_NAMES
 from coordinator.results.failures import failure_summary
 from adapters.terminal import printable as shown
 from coordinator.results import pairing
+from coordinator.results.labels import run_label
 from coordinator.results.checks import check_results
 from coordinator.results.run_files import ResultsFile
 from coordinator.results.verdicts import EXPLAINED, adjust, outcome, p_text, verdict
@@ -261,8 +262,8 @@ def _check_same(baseline: dict, other: dict) -> None:
 
 
 def _labels(files: list[dict]) -> list[str]:
-    """system/mode per file; the file's name (less .json) where two files would share one."""
-    labels = [f"{f.get('system')}/{f.get('retrieval_mode')}" for f in files]
+    """system/mode per file (`run_label`); the file's name (less .json) where two files would share one."""
+    labels = [run_label(f.get("system"), f.get("retrieval_mode")) for f in files]
     return [label if labels.count(label) == 1 else Path(str(f.get("_path"))).name.removesuffix(".json")
             for label, f in zip(labels, files)]
 
