@@ -21,6 +21,7 @@ from adapters.records import is_ok
 from adapters.terminal import printable
 from adapters.systems import SYSTEMS as BUILT_IN
 from coordinator.results.verdicts import p_text
+from coordinator.benches.systems_beam import BEAM_METRICS, add_abilities, beam_table
 from coordinator.running.reducer import git_commit
 from coordinator.benches.common import (fresh_workdir, generated_longmemeval, measure_memfarm, metric as summary_metric,
                                        write_bench)
@@ -40,10 +41,11 @@ def run_systems_bench(locomo: str | Path | None, output, *, workdir: str | Path 
                       only: tuple[str, ...] = (), extra: tuple[str, ...] = (), resamples: int = 10_000,
                       realmem: str | Path | None = None, realmem_limit: int | None = None,
                       longmemeval: bool = True, reference: str = REFERENCE, reuse: bool = False,
-                      progress=None) -> str:
+                      progress=None, beam: str | Path | None = None, beam_limit: int | None = None) -> str:
     """Run the systems (all, or those labelled in `only`; the reference always, first) and every system `extra`
     names (a server's URL, a Python class; a row under its own spelling) on each dataset given (a LoCoMo file,
-    a generated LongMemEval-S file unless `longmemeval` is false, RealMem personas); write one row per dataset
+    a generated LongMemEval-S file unless `longmemeval` is false, RealMem personas, BEAM chats, scored message by
+    message and compared per ability: `coordinator.benches.systems_beam`); write one row per dataset
     and system, and return the printed table.
 
     `reuse`: a run whose command and dataset (by checksum) match one this bench made in `workdir` before, with
@@ -57,13 +59,15 @@ def run_systems_bench(locomo: str | Path | None, output, *, workdir: str | Path 
     datasets = {}
     if locomo:  # `limit` cuts the LoCoMo file to its first conversations; the generated file is sized by `questions`
         datasets["locomo"] = (Path(locomo), ["--limit", str(limit)] if limit else [])
-    if not datasets and not realmem:
-        raise ValueError("no dataset: give --locomo, --realmem or both")
+    if not datasets and not realmem and not beam:
+        raise ValueError("no dataset: give --locomo, --realmem, --beam or several")
     workdir = fresh_workdir(workdir, keep=reuse)
     if longmemeval:
         datasets["longmemeval"] = (generated_longmemeval(workdir, questions, scale, seed=7), [])
     if realmem:  # memory grows a session at a time; each persona is one item
         datasets["realmem"] = (Path(realmem), ["--limit", str(realmem_limit)] if realmem_limit else [])
+    if beam:  # each chat is one item, its questions asked after the whole chat
+        datasets["beam"] = (Path(beam), ["--limit", str(beam_limit)] if beam_limit else [])
     selected = only or extra
     chosen = [(reference, dict(SYSTEMS)[reference])]
     chosen += [(label, options) for label, options in SYSTEMS
@@ -73,7 +77,7 @@ def run_systems_bench(locomo: str | Path | None, output, *, workdir: str | Path 
     ledger = _Ledger(workdir / "runs.json")  # every run is noted, so that a later bench can reuse it
     rows, skipped, runs, total = [], {}, 0, len(datasets) * len(chosen)
     for benchmark, (path, dataset_args) in datasets.items():
-        files, checksum = {}, dataset_checksums(path)[0]
+        files, checksum = {}, _checksum(benchmark, path)
         for label, options in chosen:
             runs += 1
             info = BUILT_IN.get(options[options.index("--system") + 1])
@@ -97,8 +101,10 @@ def run_systems_bench(locomo: str | Path | None, output, *, workdir: str | Path 
         rows += _dataset_rows(benchmark, files, resamples)
     data = {"datasets": {**({"locomo": str(locomo)} if locomo else {}),
                          **({"longmemeval": f"generated: {questions} questions, scale {scale}"} if longmemeval else {}),
-                         **({"realmem": str(realmem)} if realmem else {})},
+                         **({"realmem": str(realmem)} if realmem else {}),
+                         **({"beam": str(beam)} if beam else {})},
             "limit": limit, "reference": reference, "metrics": [m for m, _ in METRICS], "rows": rows,
+            **({"beam_metrics": [m for m, _ in BEAM_METRICS], "beam_limit": beam_limit} if beam else {}),
             "skipped": skipped, "reused": bool(reuse)}
     path = write_bench("systems", data, output)
     return "\n".join(_table(rows) + ["* a control arm: it knows nothing of the question (adapters/systems/arms.py)"]
@@ -107,6 +113,16 @@ def run_systems_bench(locomo: str | Path | None, output, *, workdir: str | Path 
                      + _incomplete_lines(rows) + verdict_lines(rows)
                      + [f"skipped {k}: {v}" for k, v in skipped.items()]
                      + [f"wrote {path}"])
+
+
+def _checksum(benchmark: str, path: Path) -> str:
+    """A dataset's checksum as its run records it: a folder's over the files its benchmark reads (BEAM's chats lie
+    folders deep), a file's its own."""
+    from adapters.benchmarks import BENCHMARKS
+    from adapters.benchmarks.contract import files_of
+
+    groups = files_of(BENCHMARKS[benchmark].reader, path)
+    return dataset_checksums(path, None if groups is None else [file for group in groups for file in group])[0]
 
 
 class _Ledger:
@@ -153,6 +169,7 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
     from coordinator.results.run_files import ManifestFile, ResultsFile
     from coordinator.results.verdicts import verdict
 
+    metrics = BEAM_METRICS if benchmark == "beam" else METRICS
     labels = list(files)
     loaded = [ResultsFile.read(files[label][0]) for label in labels]
     failures = [failure_summary(results["records"], results.get("benchmark_key")) for results in loaded]
@@ -162,7 +179,7 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
     by_key = {}
     if len(loaded) > 1:  # the table lists each metric in turn, and under it every other file in order
         compared = [_without_items(results, unread) for results in loaded] if unread else loaded
-        table = compare_files(compared, [m for m, _ in METRICS], resamples=resamples, count_failed_as_miss=True,
+        table = compare_files(compared, [m for m, _ in metrics], resamples=resamples, count_failed_as_miss=True,
                               checked=bool(unread))
         for position, entry in enumerate(table["comparisons"]):
             by_key[(labels[1 + position % (len(labels) - 1)], entry["metric"])] = entry
@@ -175,10 +192,10 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
         docs = sum(item["stats"].get("docs", 0) for item in manifest["items"])
         runtimes = [r["runtime_ms"] for r in results["records"] if is_ok(r)]
         row = {"dataset": benchmark, "system": label, "config": results.get("settings_system", {}).get("retrieval_mode"),
-               "n": summary["evaluable"]["session"],
+               "n": summary["evaluable"][metrics[0][0].partition(":")[0]],
                "complete": not failed["item_ids"], "failed_items": failed["items"],
                "failed_item_ids": failed["item_ids"], "compared_without_items": unread}
-        for metric, column in METRICS:
+        for metric, column in metrics:
             level, _, rest = metric.partition(":")
             name, _, k = rest.partition("@")
             row[column] = summary_metric(summary, level, f"{name}@{k}")
@@ -189,15 +206,19 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
             row[f"{column}_p_holm"] = _significant(entry.get("p_holm"))
             row[f"{column}_holm_family"] = entry.get("holm_family")
             row[f"{column}_verdict"] = verdict({**entry, "baseline": labels[0], "system": label}) if entry else None
-        ceiling = (summary.get("ceiling") or {}).get("session") or {}
+        ceilings = summary.get("ceiling") or {}
         row.update(arm=bool((manifest.get("system") or {}).get("control_arm")),
                    tuned_on_this_data=bool((results.get("tuning") or {}).get("tuned_on_this_data")),
-                   session_recall_all_5_ceiling=ceiling.get("recall_all@5"))
+                   **({"message_recall_all_10_ceiling": (ceilings.get("turn") or {}).get("recall_all@10")}
+                      if benchmark == "beam" else
+                      {"session_recall_all_5_ceiling": (ceilings.get("session") or {}).get("recall_all@5")}))
         row.update(_fairness(manifest, results))
         row.update(ingest_ms_per_turn=round(build_ms / docs, 2) if docs else None,
                    recall_p50_ms=round(statistics.median(runtimes), 2) if runtimes else None,
                    wall_s=round(seconds, 1), peak_rss_mib=round(rss / 2**20, 1))
         rows.append(row)
+    if benchmark == "beam":
+        add_abilities(rows, loaded, labels, resamples)
     return rows
 
 
@@ -246,18 +267,28 @@ def _significant(value, digits: int = 3):
 
 
 def verdict_lines(rows: list[dict]) -> list[str]:
-    """Under the table, each system's verdict against the reference on the strict metric, one line each, with
-    the number of comparisons Holm adjusted over (a dataset's systems on that metric)."""
-    said = [r for r in rows if r.get("session_recall_all_5_verdict")]
-    if not said:
-        return []
+    """Under the table, each system's verdict against the reference on its dataset's headline metric (the strict
+    session recall_all@5; BEAM's message recall_any@10), one line each, with the number of comparisons Holm
+    adjusted over (a dataset's systems on that metric)."""
     from coordinator.results.verdicts import EXPLAINED
 
-    return (["verdicts on session:recall_all@5 (each system against the reference on its dataset):"]
-            + [printable(f"  {r['dataset']}: {r['session_recall_all_5_verdict']}") for r in said] + [EXPLAINED])
+    lines = []
+    for name, column in (("session:recall_all@5", "session_recall_all_5"), ("turn:recall_any@10 on BEAM",
+                                                                             "message_recall_any_10")):
+        said = [r for r in rows if r.get(f"{column}_verdict")]
+        if said:
+            lines += [f"verdicts on {name} (each system against the reference on its dataset):"]
+            lines += [printable(f"  {r['dataset']}: {r[f'{column}_verdict']}") for r in said]
+    return lines + [EXPLAINED] if lines else []
 
 
 def _table(rows: list[dict]) -> list[str]:
+    beam = [r for r in rows if r["dataset"] == "beam"]
+    rows = [r for r in rows if r["dataset"] != "beam"]
+    return (_session_table(rows) if rows else []) + ([""] if rows and beam else []) + (beam_table(beam) if beam else [])
+
+
+def _session_table(rows: list[dict]) -> list[str]:
     lines = [f"{'dataset':<12}{'system':<16}{'n':>5}{'all@5':>7}{'Δ all@5 [95% CI]':>26}{'p_holm':>8}{'any@5':>7}"
              f"{'nDCG10':>7}{'tR@10':>7}{'ms/turn':>9}{'p50 ms':>8}{'RSS MiB':>9}"]
     for position, r in enumerate(rows):

@@ -28,7 +28,7 @@ def bench_ablation(locomo, questions, scale, workdir, output):
 
 @bench.command("systems")
 @click.option("--locomo", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="A LoCoMo file (give it, --realmem, or both).")
+              help="A LoCoMo file (give it, --realmem, --beam or several).")
 @click.option("--questions", type=click.IntRange(1), default=20, show_default=True,
               help="Questions of the generated LongMemEval-S file.")
 @click.option("--scale", type=click.FloatRange(0.01, 1.0), default=0.1, show_default=True,
@@ -40,6 +40,10 @@ def bench_ablation(locomo, questions, scale, workdir, output):
 @click.option("--realmem", type=click.Path(exists=True), default=None,
               help="RealMem persona files (a file or a folder, e.g. the development personas): a third dataset.")
 @click.option("--realmem-limit", type=click.IntRange(1), default=None, help="Only the first N personas.")
+@click.option("--beam", type=click.Path(exists=True), default=None,
+              help="BEAM chats (its chats/ folder, a size folder or one chat folder): scored message by message, "
+                   "each system against the reference per ability.")
+@click.option("--beam-limit", type=click.IntRange(1), default=None, help="Only the first N chats.")
 @click.option("--system", "systems", multiple=True, metavar="SYSTEM",
               help="Only these rows (repeatable; the reference always runs): a row's label "
                    "('mnem dense'), or another system, a server (http://HOST:PORT[/PREFIX]) or a Python class, "
@@ -54,8 +58,8 @@ def bench_ablation(locomo, questions, scale, workdir, output):
               help="Where each system's results file and manifest are written (emptied first unless --reuse; a "
                    "folder holding anything a bench did not make is refused).")
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/systems.json", show_default=True)
-def bench_systems(locomo, questions, scale, longmemeval, limit, realmem, realmem_limit, systems, reference, reuse,
-                  workdir, output):
+def bench_systems(locomo, questions, scale, longmemeval, limit, realmem, realmem_limit, beam, beam_limit, systems,
+                  reference, reuse, workdir, output):
     """Every system and control arm side by side (Memoria's modes, AdaMem, mem0, mnem, MemPalace, bm25s, Qdrant,
     LanceDB, txtai, Engrava, random, recency; `--system` picks) on a LoCoMo file, a generated LongMemEval-S file
     and RealMem personas where given, each against the reference (Memoria full) with paired intervals and
@@ -64,8 +68,8 @@ def bench_systems(locomo, questions, scale, longmemeval, limit, realmem, realmem
     from coordinator.benches.systems import SYSTEMS, run_systems_bench
     from coordinator.running.spec import resolved_system
 
-    if not locomo and not realmem:
-        raise click.UsageError("no dataset: give --locomo, --realmem or both")
+    if not locomo and not realmem and not beam:
+        raise click.UsageError("no dataset: give --locomo, --realmem, --beam or several")
     labels = dict(SYSTEMS)
     only = tuple(s for s in systems if s in labels or not (is_http_system(s) or ":" in s))
     extra = tuple(resolved_system(s) for s in systems if s not in only)
@@ -73,7 +77,8 @@ def bench_systems(locomo, questions, scale, longmemeval, limit, realmem, realmem
         click.echo(run_systems_bench(locomo, output, workdir=workdir, questions=questions, scale=scale,
                                      limit=limit, only=only, extra=extra, realmem=realmem,
                                      realmem_limit=realmem_limit, longmemeval=longmemeval, reference=reference,
-                                     reuse=reuse, progress=lambda line: click.echo(line, err=True)))
+                                     reuse=reuse, progress=lambda line: click.echo(line, err=True), beam=beam,
+                                     beam_limit=beam_limit))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--system") from None
 
