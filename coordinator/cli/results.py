@@ -238,7 +238,8 @@ def board(results, output, resamples, seed, serve, port):
     """A static leaderboard site of RESULTS (results files, or folders searched for them), a page per question.
 
     One leaderboard per group of runs whose questions pair (benchmark, dataset, scoring profile, question set),
-    each run paired with the leader as `memfarm compare` pairs them. Opens from the file system.
+    each run paired with #1 as `memfarm compare` pairs them (#1 is the leader only where significantly ahead of
+    every other run), and a page per pair of runs. Opens from the file system.
     """
     from coordinator.board.build import DEFAULT_PORT, build_board, make_server
 
