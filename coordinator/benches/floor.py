@@ -160,15 +160,20 @@ def prepare_items(workdir: Path, locomo: Path, realmem: Path, beam: Path, realme
 
 
 def run_floor_bench(locomo: str | Path, realmem: str | Path, beam: str | Path, *, realmem_sessions: int | None = 50,
-                    modes=MODES, arms=ARMS, benchmarks=BENCHMARKS, workdir: str | Path = "cache/bench_floor",
-                    output: str | Path = "results/bench/floor.json", progress=None) -> str:
+                    modes=MODES, arms=ARMS, benchmarks=BENCHMARKS, threads: int = 1,
+                    workdir: str | Path = "cache/bench_floor", output: str | Path = "results/bench/floor.json",
+                    progress=None) -> str:
     """Each benchmark's item, cold, under each mode and arm, counted, beside its floor; writes `output`.
-    `progress(line)` hears each run as it ends."""
+    `threads`: torch's threads (on a machine whose cores others use too, one thread spares each of the model's
+    many small parallel steps a wait for a second core). `progress(line)` hears each run as it ends."""
+    import torch
+
     from coordinator.running.spec import RunSpec
     from memoria.embedder import Embedder
 
     workdir = fresh_workdir(workdir)
     items = prepare_items(workdir, Path(locomo), Path(realmem), Path(beam), realmem_sessions)
+    torch.set_num_threads(threads)
     Embedder.shared()  # the model loads before the first run, so that no run's time holds its loading
     rows = []
     for name in benchmarks:
@@ -183,7 +188,7 @@ def run_floor_bench(locomo: str | Path, realmem: str | Path, beam: str | Path, *
         for arm in arms:
             spec = RunSpec(name, dataset=str(dataset), questions=str(companion) if companion else None, system=arm)
             rows.append(run_row(name, arm, None, spec, floors))
-    data = {"items": items["chosen"], "modes": list(modes), "arms": list(arms), "runs": rows,
+    data = {"items": items["chosen"], "benchmarks": list(benchmarks), "torch_threads": threads, "modes": list(modes), "arms": list(arms), "runs": rows,
             "floor": "each run's distinct texts encoded once more, in this process right after it, sorted by token "
                      "length in one call to the encoder (its batches of CANONICAL_BATCH_ROWS rows of one padded "
                      "width); measured once per set of texts, so runs that encode the same texts share one floor",

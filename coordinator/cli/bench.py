@@ -281,11 +281,15 @@ def bench_board(questions, runs, workdir, output):
               help="Only the persona's first N sessions (0: the whole persona).")
 @click.option("--beam", type=click.Path(exists=True, file_okay=False), default="../shared/data/beam_dev",
               show_default=True, help="The BEAM development folder; its chat chats/100K/1 is measured.")
+@click.option("--benchmark", "benchmarks", multiple=True, type=click.Choice(["locomo", "longmemeval", "realmem", "beam"]),
+              help="Measure only this benchmark's item; repeatable (default: all four).")
+@click.option("--threads", type=click.IntRange(1), default=1, show_default=True, help="torch's threads.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_floor", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/floor.json", show_default=True)
-def bench_floor(locomo, realmem, realmem_sessions, beam, workdir, output):
+def bench_floor(locomo, realmem, realmem_sessions, beam, benchmarks, threads, workdir, output):
     """Each benchmark's item, cold, in each mode: model calls, rows, padding and time against the encoder's floor."""
     from coordinator.benches.floor import run_floor_bench
 
-    click.echo(run_floor_bench(locomo, realmem, beam, realmem_sessions=realmem_sessions or None, workdir=workdir,
-                               output=output, progress=click.echo))
+    click.echo(run_floor_bench(locomo, realmem, beam, realmem_sessions=realmem_sessions or None, threads=threads,
+                               workdir=workdir, output=output, progress=click.echo,
+                               **({"benchmarks": benchmarks} if benchmarks else {})))
