@@ -63,6 +63,7 @@ class MemoryInterface:
         #: embedding store, only those it did not serve.
         self.encoded = dict.fromkeys(ENCODED_KINDS, 0)
         self.ahead = VectorsAhead()  # vectors of texts a caller will insert later (`encode_ahead`)
+        self._question_vectors: dict[str, np.ndarray] = {}  # `_question_vector`
         self.dimension = embedder.dimension
         self.store = MemoryStore()
         self.vectors = VectorIndex(self.dimension)
@@ -136,6 +137,7 @@ class MemoryInterface:
         self._clear_pieces()
         self._pending_vectors = []
         self._view = None
+        self._question_vectors = {}
 
     # -- turn windows --------------------------------------------------------
     def _clear_windows(self) -> None:
@@ -220,6 +222,16 @@ class MemoryInterface:
         return sum(self.ahead.add(batch, lambda rest, kind=kind: self.counted(kind)._encode(
             rest, batch_size=batch_size)) for kind, batch in kinds.items())
 
+    def _question_vector(self, text: str) -> np.ndarray:
+        """The vector of a question's dense text, encoded once until the next reset: a ranked mode strips the
+        speakers' names (`speaker_strip`), so questions that differ only by whose they are ("What did Caroline
+        paint?", "What did Melanie paint?") are one text to the encoder. A vector depends on its text alone
+        (`memoria.canonical_batches`), so one served from here has the bits it would have had encoded again."""
+        vector = self._question_vectors.get(text)
+        if vector is None:
+            vector = self._question_vectors[text] = self.counted("questions").encode([text])[0]
+        return vector
+
     # -- what was encoded, by kind ------------------------------------------------
     def counted(self, kind: str) -> "_Tally":
         """This memory's embedder, adding what it encodes to `encoded[kind]` (one of `ENCODED_KINDS`)."""
@@ -293,7 +305,7 @@ class MemoryInterface:
             dense_query = without_names(query, self.view().speakers)
         if reads_vectors(mode, submitted):
             t0 = time.perf_counter()
-            query_vector = self.counted("questions").encode([dense_query])[0]
+            query_vector = self._question_vector(dense_query)
             embed_ms = _ms(t0)
         calls = {name: self.custom_sources.get(name) or partial(self._source, name, query, query_vector, pool)
                  for name in submitted}

@@ -18,7 +18,7 @@ TURNS = [
 
 
 def tiny_locomo(path):
-    """One conversation of two sessions (three turns each) and three questions whose evidence is in it."""
+    """One conversation of two sessions (three turns each) and four questions whose evidence is in it."""
     talk = {"speaker_a": "Caroline", "speaker_b": "Melanie",
             "session_1_date_time": "1:56 pm on 8 May, 2023", "session_2_date_time": "2:10 pm on 15 May, 2023"}
     for number, (speaker, text) in enumerate(TURNS):
@@ -29,7 +29,10 @@ def tiny_locomo(path):
            "category": 4},
           {"question": "When do Melanie's kids go swimming?", "answer": "Tuesday", "evidence": ["D2:3"],
            "category": 4},
-          {"question": "Where is the pool?", "answer": "near the library", "evidence": ["D2:3"], "category": 4}]
+          {"question": "Where is the pool?", "answer": "near the library", "evidence": ["D2:3"], "category": 4},
+          # the same question as the first but for its speaker's name, which a ranked mode strips before encoding
+          {"question": "What did Melanie make in pottery class?", "answer": "nothing", "evidence": ["D1:2"],
+           "category": 4}]
     path.write_text(json.dumps([{"sample_id": "conv-tiny", "conversation": talk, "qa": qa}]))
     return path
 
@@ -62,7 +65,7 @@ def test_each_mode_gives_the_model_each_distinct_text_at_most_once_and_bm25_and_
     turn_texts = {f"{speaker}: {text}" for speaker, text in TURNS}
     for mode in MODES:
         count, _, results = counted_run(RunSpec("locomo", dataset=str(dataset), retrieval_mode=mode))
-        assert results["complete"] and len(results["records"]) == 3
+        assert results["complete"] and len(results["records"]) == 4
         if mode == "bm25":
             assert (count.calls, count.rows) == (0, 0), f"bm25 gave the model {count.rows} texts"
             continue
