@@ -57,11 +57,14 @@ def _persona_cut(persona: Path, sessions: int | None, workdir: Path) -> Path:
     return cut
 
 
-def side_of(manifest: dict, wall_s: float, coordinator_rss: int, docs_stat: str) -> dict:
+def side_of(manifest: dict, wall_s: float, coordinator_rss: int) -> dict:
     """One run's row from its manifest: its one item's docs, questions, time in the worker, peak RSS, worker."""
     farm = manifest.get("farm")
     if not farm:
         raise ValueError("the run's manifest has no farm block: it did not run on the farm")
+    if farm.get("failures"):
+        failure = farm["failures"][0]
+        raise ValueError(f"item {failure['item_id']} failed on the farm: {failure['error']}")
     items = manifest["items"]
     if len(items) != 1:
         raise ValueError(f"the run's manifest holds {len(items)} items; the bench runs one")
@@ -70,7 +73,7 @@ def side_of(manifest: dict, wall_s: float, coordinator_rss: int, docs_stat: str)
     peak = stats.get("peak_rss_bytes")
     if peak is None:
         raise ValueError(f"item {item['item_id']}: its stats hold no peak_rss_bytes")
-    docs = stats[docs_stat]
+    docs = stats["docs"]
     item_ms = timings["total_ms"]
     timing = next((t for t in farm["items"] if t["item_id"] == item["item_id"]), {})
     return {"item_id": item["item_id"], "docs": docs, "questions": manifest["evaluation"]["question_count"],
@@ -100,35 +103,40 @@ def run_beam_scale_bench(beam: str | Path, realmem: str | Path, *, parts: tuple[
     broker = f"redis://:{password}@127.0.0.1:{port}/0"
     running: list = []
     sides = {}
-    try:
-        running = start_workers(broker, workdir, "scale", 1, threads)
-        for name, benchmark, dataset, docs_stat in (("beam", "beam", chat, "docs"),
-                                                    ("realmem", "realmem", persona_file, "docs")):
+    try:  # the persona first (minutes), then the chat; each on a worker of its own, started just before its run,
+        # so that worker and run read the same code (a worker refuses a run whose code version is not its own)
+        for name, dataset in (("realmem", persona_file), ("beam", chat)):
+            running = start_workers(broker, workdir, f"{name}-", 1, threads)
             out = workdir / f"{name}.json"
-            seconds, rss = measure_memfarm(["run", benchmark, "--dataset", str(dataset), "--system", "memoria",
+            seconds, rss = measure_memfarm(["run", name, "--dataset", str(dataset), "--system", "memoria",
                                             "--retrieval-mode", mode, "--rebuild-cache", "--max-attempts", "1",
                                             "--output", str(out)], broker, written=out)
+            stop_workers(running)
             manifest = json.loads(out.with_name(f"{name}.manifest.json").read_text(encoding="utf-8"))
-            sides[name] = side_of(manifest, seconds, rss, docs_stat)
+            sides[name] = side_of(manifest, seconds, rss)
     finally:
         stop_workers(running)
         redis_proc.stop()
-    bound = worker_memory_bound()
+    sides = {"beam": sides["beam"], "realmem": sides["realmem"]}
+    data = {"mode": mode, "threads": threads, "workers": 1,
+            "stand_in": {"parts": [str(root / part) for part in parts], "joined_as": "chats/1M/1",
+                         "bytes": (chat / "chat.json").stat().st_size, "messages": sides["beam"]["docs"]},
+            "realmem": {"persona": str(persona), "sessions": realmem_sessions or "all"},
+            **summary(sides, worker_memory_bound())}
+    path = write_bench("beam_scale", data, output)
+    return "\n".join(table(data) + [f"wrote {path}"])
+
+
+def summary(sides: dict, bound: int) -> dict:
+    """The figures of the two sides: ms per message over ms per persona turn, and the worker's peak against `bound`."""
     ratio = sides["beam"]["ms_per_doc"] / sides["realmem"]["ms_per_doc"]
     peak = max(side["worker_peak_rss_bytes"] for side in sides.values())
-    data = {"mode": mode, "threads": threads, "workers": 1,
-            "stand_in": {"parts": [str(root / part) for part in parts],
-                         "joined_as": "chats/1M/1", "bytes": (chat / "chat.json").stat().st_size,
-                         "messages": sides["beam"]["docs"]},
-            "realmem": {"persona": str(persona), "sessions": realmem_sessions or "all"},
-            "sides": sides, "beam_ms_per_message": sides["beam"]["ms_per_doc"],
+    return {"sides": sides, "beam_ms_per_message": sides["beam"]["ms_per_doc"],
             "realmem_ms_per_turn": sides["realmem"]["ms_per_doc"], "per_message_ratio": round(ratio, 3),
             "target_ratio": TARGET_RATIO, "within_target": ratio <= TARGET_RATIO,
             "worker_peak_rss_mib": round(peak / MIB, 1), "worker_bound_mib": round(bound / MIB, 1),
             "bound_source": "MEMFARM_MAX_MEMORY_PER_CHILD (workers.farm.app), the pool process's cap",
             "within_bound": peak <= bound, "all_done": all(side["failed"] == 0 for side in sides.values())}
-    path = write_bench("beam_scale", data, output)
-    return "\n".join(table(data) + [f"wrote {path}"])
 
 
 def table(data: dict) -> list[str]:
