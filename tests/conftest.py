@@ -75,27 +75,33 @@ def chromium():
     return render_in_chromium
 
 
-@pytest.fixture(scope="session")
-def locomo_path():
-    path = SHARED_DATA / "locomo_dev5.json"
-    if not path.is_file():
-        message = f"real LoCoMo file not found at {path} (set MEMFARM_SHARED_DATA)"
-        if os.environ.get("CI") == "true":  # in CI the file is always beside the clone: its absence is a fault
+def shared_data(name: str, what: str, folder: bool = False) -> Path:
+    """A file or folder of `../shared/data`: skipped where it is missing, failed under CI, where it is always beside
+    the clone and its absence is a fault."""
+    path = SHARED_DATA / name
+    if not (path.is_dir() if folder else path.is_file()):
+        message = f"{what} not found at {path} (set MEMFARM_SHARED_DATA)"
+        if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture(scope="session")
+def locomo_path():
+    return shared_data("locomo_dev5.json", "real LoCoMo file")
 
 
 @pytest.fixture(scope="session")
 def realmem_dir():
     """The five development personas of RealMem (`../shared/data/realmem_dev5`)."""
-    path = SHARED_DATA / "realmem_dev5"
-    if not path.is_dir():
-        message = f"RealMem development personas not found at {path} (set MEMFARM_SHARED_DATA)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    return shared_data("realmem_dev5", "RealMem development personas", folder=True)
+
+
+@pytest.fixture(scope="session")
+def beam_dir():
+    """BEAM's 37 development chats (`../shared/data/beam_dev`: 20 at 128K, 17 at 500K, with SHA256SUMS)."""
+    return shared_data("beam_dev/chats", "BEAM development chats", folder=True).parent
 
 
 from hypothesis import HealthCheck, settings  # noqa: E402

@@ -2,26 +2,18 @@
 the whole set and on each ability's questions alone."""
 
 import json
-import os
 
 import pytest
 from click.testing import CliRunner
 
 from coordinator.cli import main
 from coordinator.results.run_files import ResultsFile
-from tests.conftest import SHARED_DATA
 from tests.helpers import skip_outside_ci
 
 
 @pytest.fixture(scope="module")
-def chats():
-    path = SHARED_DATA / "beam_dev" / "chats" / "100K"
-    if not path.is_dir():
-        message = f"BEAM development chats not found at {path}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+def chats(beam_dir):
+    return beam_dir / "chats" / "100K"
 
 
 def test_beam_rows_are_scored_by_message_and_compared_per_ability(tmp_path, chats):
