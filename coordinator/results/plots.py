@@ -247,8 +247,8 @@ def paired_section(files: list[dict]) -> str:
     return "".join([
         head, f"<p class='note'>Baseline {html.escape(table['baseline'])}; {html.escape(paired_count(table))}; paired "
         f"bootstrap {table['resamples']} resamples, seed {table['seed']}; p: exact McNemar (hit or miss) or sign-flip "
-        "test (nDCG); p_holm: adjusted by Holm's method over every row. An interval holding 0 does not tell the "
-        "systems apart.</p>", tuned,
+        "test (nDCG); p_holm: adjusted by Holm's method over each metric's comparisons. The interval is not "
+        "adjusted: one that excludes 0 beside a p_holm above 0.05 does not tell the systems apart.</p>", tuned,
         _table(rows, ["metric", "system", "n", "baseline", "system value", "delta", "95% interval", "p", "p_holm",
                       "W/L/T", "test"]),
         _image("paired differences", difference_chart(table)) if any(c["n"] for c in table["comparisons"]) else "",
