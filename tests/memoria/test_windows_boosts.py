@@ -324,4 +324,5 @@ def test_full_encodes_the_question_without_the_speakers_names_unless_switched_of
     assert sorted(names) == [0.0, 1.0]  # Caroline's turn, named by the question, and Melanie's
     memory.embedder.texts.clear()
     memory.recall("Where did Caroline adopt the puppy?", mode="dense", limit=2)  # only a ranked mode strips
-    assert memory.embedder.texts == ["Where did Caroline adopt the puppy?"]
+    # unstripped, the whole question was encoded by the first recall already, and its vector is served again
+    assert memory.embedder.texts == (["Where did Caroline adopt the puppy?"] if strip else [])
