@@ -14,13 +14,21 @@ from __future__ import annotations
 
 import enum
 import inspect
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from adapters.contracts import Item
-from adapters.defaults import DEFAULT_SCORING_PROFILE
+from adapters.defaults import DEFAULT_SCORING_PROFILE, K_VALUES, METRIC_NAMES
+from adapters.errors import MemfarmError
+
+#: The metric a benchmark's results are led by where it declares none: session recall_all@5, the strict one that
+#: separates systems where recall_any@5 is saturated (LongMemEval-S).
+DEFAULT_HEADLINE = "session:recall_all@5"
+#: `LEVEL:NAME@K`, the spelling of a metric everywhere (`memfarm compare --metric`).
+_METRIC = re.compile(r"^(session|turn):([a-z_]+)@(\d+)$")
 
 
 class Kind(str, enum.Enum):
@@ -117,6 +125,11 @@ def warns(reader) -> bool:
     return _declares(reader, Warns)
 
 
+def plural(unit: str) -> str:
+    """What a benchmark calls many of its sessions or turns: batches, messages."""
+    return unit + ("es" if unit.endswith(("s", "x", "ch", "sh")) else "s")
+
+
 @dataclass(frozen=True)
 class Benchmark:
     """One benchmark as data: its key, title, source, item unit, kind, reader, and how it is scored and rendered."""
@@ -146,11 +159,37 @@ class Benchmark:
     #: Memoria `full`'s weights tuned for this benchmark (a file of `adapters/weights/`), taken by a run of full with
     #: MiniLM that names no --weights; None: the engine's own.
     memoria_weights: str | None = None
-    #: The level a report's headline reads (`session`: recall_all@5; `turn`: recall_any@10, where the gold is
-    #: finer than its sessions, as BEAM's messages are within batches of about ninety).
-    headline_level: str = "session"
+    #: The metric its results are led by, `LEVEL:NAME@K` (a report's headline; the board orders and judges a group of
+    #: its runs by it): session recall_all@5 unless declared; turn recall_any@10 where the gold is finer than its
+    #: sessions, as BEAM's messages are within batches of about ninety. Checked when declared.
+    headline: str = DEFAULT_HEADLINE
+    #: What its sessions and its turns are called where it names them otherwise (BEAM: its batches and messages).
+    unit_names: tuple[str, str] = ("session", "turn")
     #: A title for its results where the file is not the published benchmark (a generated stand-in); None: `title`.
     description: str = ""
+
+    def __post_init__(self):
+        match = _METRIC.match(self.headline) if isinstance(self.headline, str) else None
+        if not match or match.group(2) not in METRIC_NAMES or int(match.group(3)) not in K_VALUES:
+            raise MemfarmError(f"benchmark {self.name!r}: headline {self.headline!r} is not a metric every run "
+                               f"computes: expected LEVEL:NAME@K with LEVEL session or turn, NAME one of "
+                               f"{', '.join(METRIC_NAMES)} and K one of {', '.join(map(str, K_VALUES))} "
+                               f"(e.g. {DEFAULT_HEADLINE})")
+        if len(self.unit_names) != 2 or not all(isinstance(n, str) and n for n in self.unit_names):
+            raise MemfarmError(f"benchmark {self.name!r}: unit_names {self.unit_names!r} is not (what its sessions "
+                               "are called, what its turns are called)")
+
+    @property
+    def headline_level(self) -> str:
+        """The level of its headline metric: `session` or `turn`."""
+        return self.headline.split(":", 1)[0]
+
+    def headline_words(self) -> str:
+        """The headline as a reader is told it: `session recall_all@5`; `message recall_any@10 (BEAM's messages)`
+        where the benchmark names the headline's level otherwise."""
+        level, metric = self.headline.split(":", 1)
+        unit = self.unit_names[0 if level == "session" else 1]
+        return f"{unit} {metric}" + ("" if unit == level else f" ({self.title}'s {plural(unit)})")
 
     @property
     def stepped(self) -> bool:

@@ -13,6 +13,7 @@ from adapters.benchmarks.contract import Benchmark, Kind
 BENCHMARK = register(Benchmark(
     "beam", "BEAM", "chats/<size>/<n>/ of mohammadtavakoli78/BEAM (commit b2a3ee8b): the chats/ folder, a size "
     "folder or a chat folder", "chat", Kind.WHOLE_HISTORY, Beam, reads_folders=True,
-    group_key="question_type,category,item_id", headline_level="turn",
+    group_key="question_type,category,item_id", headline="turn:recall_any@10",
+    unit_names=("batch", "message"),
     rendering="each message's content as-is, its trailing '->-> batch,bullet' marker removed; every message of "
               "both roles a doc, its batch its session"))
