@@ -1,4 +1,4 @@
-"""The board's pictures as SVG text: recall@K curves, the strict metric per question type, cost against quality.
+"""The board's pictures as SVG text: recall@K curves, the headline metric per question type, cost against quality.
 
 Written here rather than by matplotlib: a few hundred bytes each, sharp at any
 size, and quick enough for a board of many groups. Every label is escaped; the
@@ -19,6 +19,8 @@ LEGEND_CHARS = 28
 #: A legend entry wraps over at most this many lines (a name past them, far longer than any system's, is cut).
 LEGEND_LINES = 6
 LEGEND_LINE_HEIGHT = 13
+#: The K of a group's recall@K curves.
+K_CURVE = (1, 3, 5, 10, 30, 50)
 
 
 def colour(index: int) -> str:
@@ -202,8 +204,9 @@ def place_tags(dots: list[tuple[float, float, str]]) -> list[tuple[float, float,
     return out
 
 
-def cost_quality(title: str, points: list[dict]) -> str:
-    """One dot per run: `seconds` per question (log axis) against its strict `value`, in its `colour`."""
+def cost_quality(title: str, points: list[dict], value_name: str = "session recall_all@5") -> str:
+    """One dot per run: `seconds` per question (log axis) against its headline `value` (`value_name`), in its
+    `colour`."""
     plot_w = WIDTH - LEFT - RIGHT
     body = _y_grid()
     known = [p for p in points if p.get("seconds") and p.get("value") is not None]
@@ -231,4 +234,53 @@ def cost_quality(title: str, points: list[dict]) -> str:
                     'seconds per question</text>')
     legend = [(p["label"], p["colour"], False) for p in points]
     return _frame(title, "seconds per question (the run's wall time over its questions; log scale)",
-                  "session recall_all@5", body, legend)
+                  value_name, body, legend)
+
+
+def chart_names(group: dict) -> list[tuple[str, str]]:
+    """The SVG files of a ranked group (`group_charts`) and what each shows, as the page names them."""
+    headline = group["headline"]
+    session, turn = headline["units"]
+    return [("recall_all_session.svg", f"{session} recall_all@K per run"),
+            ("recall_any_session.svg", f"{session} recall_any@K per run"),
+            ("recall_any_turn.svg", f"{turn} recall_any@K per run"),
+            ("by_type.svg", f'{headline["words"]} per question type per run'),
+            ("cost.svg", f'seconds per question against {headline["words"]}')]
+
+
+def group_charts(group: dict) -> dict[str, str]:
+    """The SVG files of a ranked group, by file name."""
+    rows, headline = group["rows"], group["headline"]
+    session, turn = (unit.capitalize() for unit in headline["units"])
+    words = headline["words"][:1].upper() + headline["words"][1:]
+    tags = [(f"#{r['position']} {r['label']}", colour(i)) for i, r in enumerate(rows)]
+
+    def curve(level: str, name: str) -> list[dict]:
+        return [{"label": label, "colour": fill,
+                 "points": [(k, (r["run"]["summary"].get(level) or {}).get(f"{name}@{k}")) for k in K_CURVE
+                            if (r["run"]["summary"].get(level) or {}).get(f"{name}@{k}") is not None]}
+                for (label, fill), r in zip(tags, rows)]
+
+    types = sorted({q["type"] for q in group["questions"]})
+    per_type = []
+    for index, ((label, fill), _) in enumerate(zip(tags, rows)):
+        values = []
+        for kind in types:
+            got = [q["answers"][index].get("strict") for q in group["questions"]
+                   if q["type"] == kind and q["answers"][index]["status"] == "scored"]
+            got = [v for v in got if v is not None]
+            values.append(sum(got) / len(got) if got else None)
+        per_type.append({"label": label, "colour": fill, "values": values})
+    points = [{"label": label, "colour": fill, "tag": f"#{r['position']}", "seconds": r["run"]["seconds_per_question"],
+               "value": r["strict"]} for (label, fill), r in zip(tags, rows)]
+    return {
+        "recall_all_session.svg": recall_curves(
+            f"{session} recall_all@K" + (" (strict)" if headline["kind"] == "strict" else ""), "recall_all@K",
+            curve("session", "recall_all")),
+        "recall_any_session.svg": recall_curves(f"{session} recall_any@K", "recall_any@K",
+                                                curve("session", "recall_any")),
+        "recall_any_turn.svg": recall_curves(f"{turn} recall_any@K", "recall_any@K", curve("turn", "recall_any")),
+        "by_type.svg": grouped_bars(f"{words} per question type", f'{headline["name"]}@{headline["k"]}', types,
+                                    per_type),
+        "cost.svg": cost_quality("Cost against quality", points, headline["words"]),
+    }

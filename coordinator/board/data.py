@@ -2,8 +2,10 @@
 
 Runs are grouped by what makes their questions pair: the benchmark, the
 dataset checksum, the scoring profile and the corpus it gave the system, and
-the question set. A group is one leaderboard. Its rows are ordered by the
-strict metric (session recall_all@5) with a bootstrap interval of the mean,
+the question set. A group is one leaderboard. Its rows are ordered by its
+benchmark's headline metric (`headline`: session recall_all@5, the strict
+metric, unless the benchmark declares another; BEAM's message
+recall_any@10) with a bootstrap interval of the mean,
 and each complete run is paired with the first by `compare.compare_files`,
 the code of `memfarm compare` (exact McNemar, paired bootstrap interval, Holm
 over the leaderboard's rows, the verdict of `verdicts`); the first is called the
@@ -32,7 +34,8 @@ from adapters.errors import ResultsError
 from coordinator.board.files import find_results
 from coordinator.board.markup import count
 from coordinator.board import pairs
-from coordinator.board.pairs import STRICT_METRIC, strict_values
+from coordinator.board.headline import headline_of, value_of
+from coordinator.board.pairs import strict_values
 from coordinator.results import compare, pairing, verdicts
 from coordinator.results.labels import run_label
 from coordinator.results.pairing import question_set
@@ -96,9 +99,10 @@ def control_arm(settings_system) -> str | None:
     return str(arm) if arm else None
 
 
-def ceiling_of(summary: dict) -> float | None:
-    """Session recall_all@5 a perfect system reaches on the run's questions, where the results carry it."""
-    value = ((summary.get("ceiling") or {}).get("session") or {}).get("recall_all@5")
+def ceiling_of(summary: dict, headline: dict) -> float | None:
+    """The headline metric a perfect system reaches on the run's questions, where the results carry it (recall_all
+    has a ceiling: a question with more gold ids than K cannot have them all in its top K)."""
+    value = ((summary.get("ceiling") or {}).get(headline["level"]) or {}).get(f'{headline["name"]}@{headline["k"]}')
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -121,11 +125,14 @@ def load_run(path: str | Path) -> dict:
     view["records"] = [{k: v for k, v in r.items() if k not in _HEAVY} for r in records]
     question_count = len(records)
     elapsed = data.get("elapsed_seconds")
+    paired_by = pairing.pairing_of(data)
+    headline = headline_of(paired_by["benchmark"])
     return {
         "path": str(path), "name": Path(path).name,
         "system": str(data.get("system")), "mode": mode_text(data.get("system"), data.get("retrieval_mode")),
         "embedder": embedder_text(data.get("embedder"), data.get("settings_system")),
-        "arm": control_arm(data.get("settings_system")), "ceiling": ceiling_of(summary),
+        "arm": control_arm(data.get("settings_system")), "ceiling": ceiling_of(summary, headline),
+        "headline": headline,
         "records_digest": records_digest(records), "copies": [str(path)],
         "commit": data.get("commit"), "digest": settings_digest(data),
         "command": data.get("command"), "settings_system": data.get("settings_system"),
@@ -136,14 +143,14 @@ def load_run(path: str | Path) -> dict:
         "benchmark": str(data.get("benchmark")), "benchmark_key": str(data.get("benchmark_key")),
         "dataset_checksum": data.get("dataset_checksum"), "scoring_profile": data.get("scoring_profile"),
         "corpus": data.get("corpus") or data.get("scoring_profile"),
-        "question_ids": ids, "question_set": question_set(ids), "pairing": pairing.pairing_of(data),
+        "question_ids": ids, "question_set": question_set(ids), "pairing": paired_by,
         "decisions": pairing.decisions(data),
         "judged": judged, "support": summary.get("support"), "summary": summary,
         "seconds_per_question": (elapsed / question_count) if elapsed and question_count else None,
         "peak_rss_bytes": data.get("peak_rss_bytes"),
         "compare_view": view,
         "questions": {str(r["question_id"]): _question_of(r) for r in records},
-        "runs_of": {str(r["question_id"]): _answer_of(r) for r in records},
+        "runs_of": {str(r["question_id"]): _answer_of(r, headline) for r in records},
     }
 
 
@@ -187,13 +194,12 @@ def gold_ranks(candidates: list[dict], gold: list[str], key: str) -> tuple[int |
     return first, None
 
 
-def _answer_of(record: dict) -> dict:
-    """What one run returned for a question: its status, metric values, the top candidates with gold marked,
-    and where the gold sat in everything it kept."""
+def _answer_of(record: dict, headline: dict) -> dict:
+    """What one run returned for a question: its status, its headline metric's value (`strict`) and other metric
+    values, the top candidates with gold marked, and where the gold sat in everything it kept."""
     status = record.get("status", "ok")
     if status != "ok":
         return {"status": "failed", "error": str(record.get("error") or "")[:TEXT_CHARS]}
-    strict_level, strict_name, strict_k = compare.parse_metric(STRICT_METRIC)
     gold = record.get("gold") or {}
     sessions, turns = [str(s) for s in gold.get("sessions", record.get("expected_ids") or [])], \
         [str(t) for t in gold.get("turns", [])]
@@ -210,7 +216,7 @@ def _answer_of(record: dict) -> dict:
                     "score": c.get("final_score", c.get("score"))})
     scored = record.get("metrics") is not None
     return {"status": "scored" if scored else "not scored", "top": top, "kept": len(candidates),
-            "strict": _metric(record, strict_level, f"{strict_name}@{strict_k}"),
+            "strict": value_of(record, headline),
             "session_recall_any@5": _metric(record, "session", "recall_any@5"),
             "turn_recall_any@10": _metric(record, "turn", "recall_any@10"),
             "session_ranks": gold_ranks(candidates, sessions, "session_id"),
@@ -234,7 +240,8 @@ def group_runs(runs: list[dict]) -> list[dict]:
         keyed.setdefault(identity(run), []).append(run)
     groups = [{"runs": members, "judged": members[0]["judged"], "pairing": members[0]["pairing"],
                **{f: members[0][f] for f in ("benchmark_key", "dataset_checksum", "scoring_profile", "corpus")},
-               "benchmark": members[0]["benchmark"], "question_set": members[0]["question_set"],
+               "benchmark": members[0]["benchmark"], "headline": members[0]["headline"],
+               "question_set": members[0]["question_set"],
                "question_ids": members[0]["question_ids"]} for members in keyed.values()]
     groups.sort(key=lambda g: (g["benchmark_key"], -len(g["runs"]), str(g["dataset_checksum"]),
                                str(g["scoring_profile"]), g["question_set"]))
@@ -299,9 +306,9 @@ def mean_interval(values: list[float], *, resamples: int, seed: int) -> list[flo
 
 
 def leaderboard(group: dict, *, resamples: int = compare.DEFAULT_RESAMPLES, seed: int = compare.DEFAULT_SEED) -> dict:
-    """The group's rows, best first by the strict metric, each complete run paired with the first.
+    """The group's rows, best first by its headline metric (`headline`), each complete run paired with the first.
 
-    The first is the complete run with the highest strict mean (ties: by
+    The first is the complete run with the highest headline mean (ties: by
     label). Every other complete run is paired with it in one
     `compare.compare_files` call, so Holm's adjustment runs over the rows of
     this leaderboard (`verdicts.adjust`: the same family `memfarm compare`
@@ -334,9 +341,9 @@ def leaderboard(group: dict, *, resamples: int = compare.DEFAULT_RESAMPLES, seed
             row["pair"] = {"not_paired": f"incomplete run: {count(failures['items'], 'failed item')} "
                                          f"({count(failures['questions'], 'question')}); its means leave them out"}
         elif row["strict"] is None and top:
-            row["pair"] = {"not_paired": "no question scored on the strict metric"}
+            row["pair"] = {"not_paired": f'no question scored on {group["headline"]["role"]}'}
     if top and len(paired) > 1:
-        table = compare.compare_files([r["run"]["compare_view"] for r in paired], (STRICT_METRIC,),
+        table = compare.compare_files([r["run"]["compare_view"] for r in paired], (group["headline"]["metric"],),
                                       resamples=resamples, seed=seed, checked=True)
         for row, entry in zip(paired[1:], table["comparisons"]):
             entry.update(baseline=top["label"], system=row["label"])  # named as the board names them

@@ -30,7 +30,6 @@ from coordinator.results.verdicts import p_text
 #: The file in a board folder that marks it as one: a folder holding it may be replaced by the next build.
 MARKER = ".memfarm-board"
 STATIC = ("board.css", "board.js")
-K_CURVE = (1, 3, 5, 10, 30, 50)
 
 
 def _apart(group: dict) -> str:
@@ -51,8 +50,8 @@ def _pair_cells(row: dict, group: dict) -> str:
     pair = row["pair"] or {}
     if pair.get("top"):
         said, tip = ("leader", "significantly ahead of every other complete run after Holm") if pair.get("leader") \
-            else ("#1, not a leader", "the highest strict mean, but not significantly ahead of every other run "
-                                      "after Holm: the others are paired with it")
+            else ("#1, not a leader", f'the highest {group["headline"]["kind"]} mean, but not significantly ahead of '
+                                      "every other run after Holm: the others are paired with it")
         cls = "lead" if pair.get("leader") else "note"
         return (f'<td class="{cls}" data-v="0" title="{e(tip)}">{e(said)}</td><td data-v=""></td><td data-v=""></td>'
                 '<td data-v=""></td>')
@@ -145,7 +144,9 @@ def _shared_links(group: dict) -> str:
 
 
 def leaderboard_table(group: dict) -> str:
-    """The group's leaderboard, sortable by any column (board.js), the strict metric first among the metrics."""
+    """The group's leaderboard, sortable by any column (board.js), its headline metric first among the metrics."""
+    headline = group["headline"]
+    kind = headline["kind"]
     head = [("#", "num", "place (complete runs)"), ("system", "text", "system (click: its file and settings)"),
             ("mode", "text", "retrieval mode"),
             ("embedder", "text", "embedding model (none: the system embeds nothing; not disclosed: a server "
@@ -154,15 +155,15 @@ def leaderboard_table(group: dict) -> str:
                                           "code's commit"),
             ("complete", "text", "did every item run?"),
             ("tuned", "text", "weights tuned on this very dataset: not held out"),
-            ("all@5", "num", "session recall_all@5, the strict metric: every gold session in the top 5"),
-            ("95% CI", "num", "95% bootstrap interval of the strict mean"), ("n", "num", "questions scored"),
+            (headline["header"], "num", f'{headline["words"]}, {headline["role"]}: {headline["meaning"]}'),
+            ("95% CI", "num", f"95% bootstrap interval of the {kind} mean"), ("n", "num", "questions scored"),
             ("any@5", "num", "session recall_any@5: any gold session in the top 5"),
             ("nDCG @10", "num", "session nDCG@10"), ("turn R@10", "num", "turn recall_any@10"),
             ("s/q", "num", "seconds per question: the run's wall time over its questions"),
             ("peak mem", "num", "peak resident memory of the run's process, where recorded"),
-            ("Δ", "num", "strict mean minus #1's, over paired questions"),
+            ("Δ", "num", f"{kind} mean minus #1's, over paired questions"),
             ("Δ 95% CI", "num", "paired bootstrap interval of Δ (not adjusted for the other rows)"),
-            ("p Holm", "num", "exact McNemar p against #1, Holm-adjusted over this table's comparisons (bold: "
+            ("p Holm", "num", f'{headline["test"]} p against #1, Holm-adjusted over this table\'s comparisons (bold: '
                               "significant, below 0.05; the verdict on hover)"),
             ("W / L", "num", "questions won / lost against #1 (click for them)")]
     ths = "".join(f'<th data-kind="{kind}" tabindex="0" title="{e(tip)}">{e(name)}</th>' for name, kind, tip in head)
@@ -212,12 +213,14 @@ def _copies_tag(run: dict) -> str:
 
 
 def _ceiling(group: dict) -> str:
-    """The most session recall_all@5 any system reaches on the group's questions, where the results carry it."""
+    """The most of its headline metric any system reaches on the group's questions, where the results carry it."""
     value = next((r["run"]["ceiling"] for r in group["rows"] if r["run"]["ceiling"] is not None), None)
     if value is None:
         return ""
-    return (f'<p class="note ceiling">Ceiling: a perfect system reaches session recall_all@5 <b>{num(value)}</b> '
-            'here (a question with more than 5 gold sessions cannot have them all in its top 5).</p>')
+    headline = group["headline"]
+    return (f'<p class="note ceiling">Ceiling: a perfect system reaches {e(headline["words"])} <b>{num(value)}</b> '
+            f'here (a question with more than {headline["k"]} gold {e(headline["unit_plural"])} cannot have them all in its '
+            f'top {headline["k"]}).</p>')
 
 
 def judged_table(group: dict) -> str:
@@ -247,12 +250,14 @@ def _group_section(group: dict, data: dict) -> str:
                   'holds every expected string and no forbidden one. There are no gold ids to rank against, so '
                   'these runs are not paired.</p>', judged_table(group)]
     else:
-        parts.append(f'<p class="note">Ordered by session recall_all@5, the strict metric (every gold session in '
-                     f'the top 5), with a 95% bootstrap interval of its mean ({data["resamples"]} resamples, seed '
-                     f'{data["seed"]}). Each complete run is paired with #1 question by question: Δ and its paired '
-                     'bootstrap interval, the exact McNemar p adjusted by Holm over this table, and the questions '
-                     'it wins and loses (click for them). #1 is the leader only where it is significantly ahead of '
-                     'every other run. Click a header to sort. Retrieval metrics, not answer accuracy.</p>')
+        headline = group["headline"]
+        parts.append(f'<p class="note">Ordered by {e(headline["words"])}, {e(headline["role"])} '
+                     f'({e(headline["meaning"])}), with a 95% bootstrap interval of its mean ({data["resamples"]} '
+                     f'resamples, seed {data["seed"]}). Each complete run is paired with #1 question by question: Δ '
+                     f'and its paired bootstrap interval, the {headline["test"]} p adjusted by Holm over this table, '
+                     'and the questions it wins and loses (click for them). #1 is the leader only where it is '
+                     'significantly ahead of every other run. Click a header to sort. Retrieval metrics, not answer '
+                     'accuracy.</p>')
         parts.append(_ceiling(group))
         parts.append(leaderboard_table(group))
         parts.append(verdict_lines(group))
@@ -263,17 +268,9 @@ def _group_section(group: dict, data: dict) -> str:
     if not group["judged"]:
         parts.append('<div class="charts">' + "".join(
             f'<figure><img src="{group["id"]}/{name}" alt="{e(alt)}" loading="lazy"></figure>'
-            for name, alt in _chart_names(group)) + "</div>")
+            for name, alt in charts.chart_names(group)) + "</div>")
     parts.append("</section>")
     return "".join(parts)
-
-
-def _chart_names(group: dict) -> list[tuple[str, str]]:
-    return [("recall_all_session.svg", "session recall_all@K per run"),
-            ("recall_any_session.svg", "session recall_any@K per run"),
-            ("recall_any_turn.svg", "turn recall_any@K per run"),
-            ("by_type.svg", "session recall_all@5 per question type per run"),
-            ("cost.svg", "seconds per question against session recall_all@5")]
 
 
 def _leader_cell(group: dict) -> str:
@@ -328,40 +325,6 @@ def runs_page(group: dict) -> str:
             + f'</dl><h3>System configuration</h3><pre>{e(json.dumps(run["settings_system"], indent=1, default=str))}'
               '</pre></section>')
     return page(f"Group {group['number']} runs", "".join(parts), 1)
-
-
-def group_charts(group: dict) -> dict[str, str]:
-    """The SVG files of a ranked group, by file name."""
-    rows = group["rows"]
-    tags = [(f"#{r['position']} {r['label']}", charts.colour(i)) for i, r in enumerate(rows)]
-
-    def curve(level: str, name: str) -> list[dict]:
-        return [{"label": label, "colour": fill,
-                 "points": [(k, (r["run"]["summary"].get(level) or {}).get(f"{name}@{k}")) for k in K_CURVE
-                            if (r["run"]["summary"].get(level) or {}).get(f"{name}@{k}") is not None]}
-                for (label, fill), r in zip(tags, rows)]
-
-    types = sorted({q["type"] for q in group["questions"]})
-    per_type = []
-    for index, ((label, fill), _) in enumerate(zip(tags, rows)):
-        values = []
-        for kind in types:
-            got = [q["answers"][index].get("strict") for q in group["questions"]
-                   if q["type"] == kind and q["answers"][index]["status"] == "scored"]
-            got = [v for v in got if v is not None]
-            values.append(sum(got) / len(got) if got else None)
-        per_type.append({"label": label, "colour": fill, "values": values})
-    points = [{"label": label, "colour": fill, "tag": f"#{r['position']}", "seconds": r["run"]["seconds_per_question"],
-               "value": r["strict"]} for (label, fill), r in zip(tags, rows)]
-    return {
-        "recall_all_session.svg": charts.recall_curves("Session recall_all@K (strict)", "recall_all@K",
-                                                       curve("session", "recall_all")),
-        "recall_any_session.svg": charts.recall_curves("Session recall_any@K", "recall_any@K",
-                                                       curve("session", "recall_any")),
-        "recall_any_turn.svg": charts.recall_curves("Turn recall_any@K", "recall_any@K", curve("turn", "recall_any")),
-        "by_type.svg": charts.grouped_bars("Session recall_all@5 per question type", "recall_all@5", types, per_type),
-        "cost.svg": charts.cost_quality("Cost against quality", points),
-    }
 
 
 def _static(name: str) -> bytes:
@@ -435,5 +398,5 @@ def _write_all(data: dict, root: Path) -> None:
                 if pair["n"]:
                     (folder / shared_file(table, pair["first"], pair["second"])).write_text(
                         pair_page(group, pair, table), encoding="utf-8")
-        for name, svg in group_charts(group).items():
+        for name, svg in charts.group_charts(group).items():
             (folder / name).write_text(svg, encoding="utf-8")

@@ -1,16 +1,11 @@
 """Any two runs side by side: every pair of a group's complete runs, and each run of a group against each run of
-another question set of the same data, on the questions both hold. Each table is one Holm family
-(`verdicts.adjust`: one metric, one table), which every verdict says; the board writes a page per pair."""
+another question set of the same data, on the questions both hold, on the group's headline metric
+(`headline.headline_of`: its benchmark's). Each table is one Holm family (`verdicts.adjust`: one metric, one
+table), which every verdict says; the board writes a page per pair."""
 
 from __future__ import annotations
 
 from coordinator.results import compare, verdicts
-
-#: The metric a leaderboard is ordered by and every pair is compared on: it separates systems where
-#: recall_any@5 is saturated (LongMemEval-S).
-STRICT_METRIC = compare.DEFAULT_METRICS[0]
-#: Whether the strict metric is hit or miss (McNemar's test) or graded (the sign-flip test).
-_HIT_OR_MISS = compare.parse_metric(STRICT_METRIC)[1] in compare.HIT_OR_MISS
 
 
 def _paired_rows(group: dict) -> list[dict]:
@@ -18,7 +13,8 @@ def _paired_rows(group: dict) -> list[dict]:
 
 
 def strict_values(run: dict) -> dict:
-    """The strict metric per question of a run as the board loaded it (`data.load_run`), None where not scored."""
+    """The headline metric per question of a run as the board loaded it (`data.load_run`: its `strict`), None where
+    not scored."""
     return {qid: answer.get("strict") if answer["status"] == "scored" else None
             for qid, answer in run["runs_of"].items()}
 
@@ -32,17 +28,17 @@ def _judge(pairs: list[dict]) -> list[dict]:
 
 def all_pairs(group: dict, *, resamples: int = compare.DEFAULT_RESAMPLES,
               seed: int = compare.DEFAULT_SEED) -> list[dict]:
-    """Every pair of the group's paired runs (complete, scored on the strict metric), the higher-placed as the
-    baseline, compared on the strict metric by `compare.paired`; Holm's adjustment runs over every pair of the
-    group (`verdicts.adjust`: one metric, one table), which each pair's verdict says."""
-    paired = _paired_rows(group)
+    """Every pair of the group's paired runs (complete, scored on the headline metric), the higher-placed as the
+    baseline, compared on the group's headline metric by `compare.paired`; Holm's adjustment runs over every pair
+    of the group (`verdicts.adjust`: one metric, one table), which each pair's verdict says."""
+    paired, headline = _paired_rows(group), group["headline"]
     values = {r["position"]: strict_values(r["run"]) for r in paired}
     pairs = []
     for i, first in enumerate(paired):
         for second in paired[i + 1:]:
-            entry = compare.paired(values[first["position"]], values[second["position"]], hit_or_miss=_HIT_OR_MISS,
-                                   resamples=resamples, seed=seed)
-            pairs.append({"metric": STRICT_METRIC, "baseline": first["label"], "system": second["label"],
+            entry = compare.paired(values[first["position"]], values[second["position"]],
+                                   hit_or_miss=headline["hit_or_miss"], resamples=resamples, seed=seed)
+            pairs.append({"metric": headline["metric"], "baseline": first["label"], "system": second["label"],
                           "first": first["position"], "second": second["position"], **entry})
     return _judge(pairs)
 
@@ -59,14 +55,15 @@ def shared_pairs(group: dict, other: dict, *, resamples: int = compare.DEFAULT_R
     shared = set(group["question_ids"]) & set(other["question_ids"])
     if not shared:
         return None
-    mine, theirs = _paired_rows(group), _paired_rows(other)
+    mine, theirs, headline = _paired_rows(group), _paired_rows(other), group["headline"]
     pairs = []
     for first in mine:
         base = {q: v for q, v in strict_values(first["run"]).items() if q in shared}
         for second in theirs:
             values = {q: v for q, v in strict_values(second["run"]).items() if q in shared}
-            entry = compare.paired(base, values, hit_or_miss=_HIT_OR_MISS, resamples=resamples, seed=seed)
-            pairs.append({"metric": STRICT_METRIC, "baseline": f'group {group["number"]} #{first["position"]} '
+            entry = compare.paired(base, values, hit_or_miss=headline["hit_or_miss"], resamples=resamples,
+                                   seed=seed)
+            pairs.append({"metric": headline["metric"], "baseline": f'group {group["number"]} #{first["position"]} '
                           f'{first["label"]}', "system": f'group {other["number"]} #{second["position"]} '
                           f'{second["label"]}', "first": first["position"], "second": second["position"], **entry})
     return {"group": group["number"], "other": other["number"], "shared": len(shared),

@@ -3,7 +3,7 @@ top candidates and its gold marked, and two runs side by side on the questions b
 
 from __future__ import annotations
 
-from coordinator.board.data import SHOWN_CANDIDATES, STRICT_METRIC, natural_key
+from coordinator.board.data import SHOWN_CANDIDATES, natural_key
 from coordinator.board.markup import count, crumbs, e, group_heading, num, page
 from coordinator.results.verdicts import EXPLAINED, p_text
 
@@ -13,7 +13,7 @@ _UNREAD = "(not in any results file: every run failed this question's item)"
 
 
 def _mark(answer: dict) -> tuple[str, str]:
-    """(class, symbol) of a run's strict value on one question."""
+    """(class, symbol) of a run's value of its group's headline metric on one question."""
     if answer["status"] == "failed":
         return "failed", "failed"
     if answer.get("strict") is None:
@@ -21,8 +21,15 @@ def _mark(answer: dict) -> tuple[str, str]:
     return ("hit", "✓") if answer["strict"] else ("miss", "✗")
 
 
+def _asked(headline: dict) -> str:
+    """The headline as a question of one run: `every gold session into its top 5`."""
+    k, unit = headline["k"], headline["unit"]
+    return {"recall_all": f"every gold {unit} into its top {k}", "recall_any": f"a gold {unit} into its top {k}"}.get(
+        headline["name"], f"a gold {unit} into its top {k} ({headline['name']} above 0)")
+
+
 def questions_page(group: dict) -> str:
-    rows = group["rows"]
+    rows, headline = group["rows"], group["headline"]
     types = sorted({q["type"] for q in group["questions"]})
     legend = "".join(f'<li><b>#{r["position"]}</b> {e(r["label"])}</li>' for r in rows)
     heads = "".join(f'<th title="{e(r["label"])}">#{r["position"]}</th>' for r in rows)
@@ -44,7 +51,7 @@ def questions_page(group: dict) -> str:
                 '<span id="shown"></span></div>')
     parts = [crumbs(1, None, f"Group {group['number']} questions"),
              f"<h1>Group {group['number']}: every question</h1>", f'<p class="key">{group_heading(group)}</p>',
-             '<p class="note">Each cell: did the run get every gold session into its top 5 (session recall_all@5)? '
+             f'<p class="note">Each cell: did the run get {e(_asked(group["headline"]))} ({e(headline["named"])})? '
              '✓ yes, ✗ no, – not scored (an abstention or a question without gold), failed: the item failed. '
              f'Runs as on the leaderboard:</p><ol class="runs">{legend}</ol>', controls,
              f'<table class="questions" id="questions"><thead><tr><th>id</th><th>type</th><th>question</th>{heads}'
@@ -66,8 +73,8 @@ def _ranks(answer: dict) -> str:
     return "; ".join(parts)
 
 
-def _overview(rows: list[dict], answers: list[dict]) -> str:
-    """One line per run: its strict mark and where the gold sat, linking to its candidates below."""
+def _overview(rows: list[dict], answers: list[dict], headline: dict) -> str:
+    """One line per run: its headline mark and where the gold sat, linking to its candidates below."""
     lines = []
     for row, answer in zip(rows, answers):
         cls, symbol = _mark(answer)
@@ -77,9 +84,23 @@ def _overview(rows: list[dict], answers: list[dict]) -> str:
             ranks = [e(v if v is not None else "–") for v in (*answer["session_ranks"], *answer["turn_ranks"])]
         lines.append(f'<tr><td><a href="#run-{row["position"]}">#{row["position"]} {e(row["label"])}</a></td>'
                      f'<td class="{cls}">{symbol}</td>' + "".join(f'<td class="num">{r}</td>' for r in ranks) + "</tr>")
-    return ('<table class="overview"><thead><tr><th>run</th><th>all@5</th><th>first gold session</th>'
-            '<th>every gold session by</th><th>first gold turn</th><th>every gold turn by</th></tr></thead>'
+    return (f'<table class="overview"><thead><tr><th>run</th><th>{e(headline["header"])}</th>'
+            '<th>first gold session</th><th>every gold session by</th><th>first gold turn</th><th>every gold turn by</th></tr></thead>'
             f'<tbody>{"".join(lines)}</tbody></table>')
+
+
+def _values(answer: dict, headline: dict) -> str:
+    """A run's values on one question: its headline, then session recall_any@5 and turn recall_any@10 (a value the
+    headline already gave is not said twice), each level as the benchmark calls it."""
+    session, turn = headline["units"]
+    named = f'{headline["name"]}@{headline["k"]}'
+    said = [(f'{named}' if headline["unit"] == "session" else f'{headline["unit"]} {named}', answer["strict"])]
+    for metric, label, key in (("session:recall_any@5", "recall_any@5" if session == "session" else
+                                f"{session} recall_any@5", "session_recall_any@5"),
+                               ("turn:recall_any@10", f"{turn} recall@10", "turn_recall_any@10")):
+        if metric != headline["metric"]:
+            said.append((label, answer[key]))
+    return ", ".join(f"{label} {num(value)}" for label, value in said)
 
 
 def question_page(group: dict, question: dict, previous: dict | None, following: dict | None) -> str:
@@ -101,7 +122,7 @@ def question_page(group: dict, question: dict, previous: dict | None, following:
              f'<dt>expected answer</dt><dd>{e("–" if question["expected"] is None else question["expected"])}</dd>'
              f'<dt>gold sessions</dt><dd>{gold_s}</dd><dt>gold turns</dt><dd>{gold_t}</dd>'
              f'<dt>status</dt><dd>{status}</dd></dl>',
-             _overview(rows, question["answers"]),
+             _overview(rows, question["answers"], group["headline"]),
              '<p class="note">Per run, its top ' + str(SHOWN_CANDIDATES) + ' candidates: <span class="gold-turn">'
              '★ a gold turn</span>, <span class="gold-session">◆ a turn of a gold session</span>. Session ranks count '
              'each session once, at its first turn, as the session metrics do. A score is the system\'s own; a system '
@@ -122,8 +143,7 @@ def question_page(group: dict, question: dict, previous: dict | None, following:
             lines.append(f'<tr class="{mark[0]}"><td class="num">{e(c["rank"])}</td><td class="gold">{mark[1]}</td>'
                          f'<td><code>{e(c["session"])}</code></td><td><code>{e(c["turn"])}</code></td>'
                          f'<td class="num">{num(score)}</td><td class="ctext">{e(c["text"])}</td></tr>')
-        values = (f'recall_all@5 {num(answer["strict"])}, recall_any@5 {num(answer["session_recall_any@5"])}, '
-                  f'turn recall@10 {num(answer["turn_recall_any@10"])}')
+        values = _values(answer, group["headline"])
         parts.append(f'<section class="answer" id="run-{row["position"]}" data-run="{row["position"]}">{head}'
                      f'<p class="ranks">{e(_ranks(answer))}. {e(values)}.</p>'
                      '<table class="candidates"><thead><tr><th>rank</th><th>gold</th><th>session</th><th>turn</th>'
@@ -163,7 +183,7 @@ def pair_page(group: dict, pair: dict, shared: dict | None = None) -> str:
     parts = [crumbs(1, group, title), f"<h1>{e(first)} against {e(second)}</h1>",
              f'<p class="key">{group_heading(group)}</p>',
              f'<p class="verdict"><b>{e(pair["verdict"])}</b></p>',
-             f'<p>{e(STRICT_METRIC)} on the {scope}: {pair["baseline_value"]:.3f} against '
+             f'<p>{e(group["headline"]["metric"])} on the {scope}: {pair["baseline_value"]:.3f} against '
              f'{pair["system_value"]:.3f}, Δ {pair["delta"]:+.3f} [{low:+.3f}, {high:+.3f}], p {p_text(pair["p_value"])}'
              f' ({e(pair["test"])}), Holm-adjusted {p_text(pair["p_holm"])} over {family}; '
              f'{pair["wins"]["count"]} won by {e(second)}, {pair["losses"]["count"]} won by {e(first)}, '
