@@ -229,7 +229,9 @@ class MemoryInterface:
         (`memoria.canonical_batches`), so one served from here has the bits it would have had encoded again."""
         vector = self._question_vectors.get(text)
         if vector is None:
-            vector = self._question_vectors[text] = self.counted("questions").encode([text])[0]
+            vector = self.counted("questions").encode([text])[0]
+            vector.setflags(write=False)  # served again: a caller that wrote into it would change later recalls
+            self._question_vectors[text] = vector
         return vector
 
     # -- what was encoded, by kind ------------------------------------------------
@@ -377,8 +379,10 @@ class MemoryInterface:
         return write_snapshot(self, directory)
 
     def restore(self, directory: str | Path) -> None:
-        """Replace this state with the one snapshotted in `directory`."""
+        """Replace this state with the one snapshotted in `directory`; the question vectors kept for the state
+        before go with it, as at a reset (a worker restores item after item into one memory)."""
         read_snapshot(self, directory)
+        self._question_vectors = {}
 
 
 def reads_vectors(mode: str, sources) -> bool:

@@ -208,3 +208,27 @@ def test_skip_embedding_stores_text_for_lexical_search_only(embedder):
     assert len(memory.vectors) == 0
     assert memory.recall(RARE_QUERY, mode="bm25", limit=1)["results"][0]["id"] == RARE_CODE
     assert memory.recall(RARE_QUERY, mode="dense", limit=3)["results"] == []
+
+
+def test_a_question_is_encoded_once_until_a_reset_or_a_restore_and_its_kept_vector_cannot_be_written(tmp_path):
+    from tests.helpers import WordEmbedder
+
+    memory = MemoryInterface(embedder=WordEmbedder())
+    BatchLoader(memory).insert_batch(CORPUS, [{"n": i} for i in range(len(CORPUS))])
+    memory.snapshot(tmp_path / "snap")
+
+    def asked(*queries):
+        before = memory.encoded["questions"]
+        for query in queries:
+            memory.recall(query, mode="dense", limit=5)
+        return memory.encoded["questions"] - before
+
+    assert asked("new dog", "new dog", "passport renewal") == 2, "a question text asked again is served"
+    kept = next(iter(memory._question_vectors.values()))
+    with pytest.raises(ValueError):
+        kept[0] = 1.0
+    memory.restore(tmp_path / "snap")  # a worker restores item after item into one memory
+    assert asked("new dog") == 1, "a restored state keeps no vector of the state before"
+    memory.reset()
+    BatchLoader(memory).insert_batch(CORPUS[:3], [{"n": i} for i in range(3)])
+    assert asked("new dog") == 1
