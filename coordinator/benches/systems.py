@@ -53,14 +53,20 @@ def run_systems_bench(locomo: str | Path | None, output, *, workdir: str | Path 
     of each run as it starts and ends, and the runs' own progress lines reach standard error."""
     import importlib.util
 
-    unknown = [name for name in (*only, reference) if name not in dict(SYSTEMS)]
+    unknown = [name for name in only if name not in dict(SYSTEMS)]
     if unknown:
         raise ValueError(f"unknown system label(s) {', '.join(unknown)}; choose from {', '.join(dict(SYSTEMS))}")
+    if reference not in dict(SYSTEMS):
+        raise ValueError(f"unknown reference {reference}; choose a row's label: {', '.join(dict(SYSTEMS))}")
     datasets = {}
     if locomo:  # `limit` cuts the LoCoMo file to its first conversations; the generated file is sized by `questions`
         datasets["locomo"] = (Path(locomo), ["--limit", str(limit)] if limit else [])
     if not datasets and not realmem and not beam:
         raise ValueError("no dataset: give --locomo, --realmem, --beam or several")
+    code = code_state()
+    if reuse and code == "unknown":
+        raise ValueError("--reuse needs a git checkout of the farm, to tell this code from the code an earlier run "
+                         "was made with; run without --reuse")
     workdir = fresh_workdir(workdir, keep=reuse)
     if longmemeval:
         datasets["longmemeval"] = (generated_longmemeval(workdir, questions, scale, seed=7), [])
@@ -74,7 +80,8 @@ def run_systems_bench(locomo: str | Path | None, output, *, workdir: str | Path 
                if label != reference and (not selected or label in only)]
     chosen += [(spec, ["--system", spec]) for spec in extra]
     say = progress or (lambda line: None)
-    ledger = _Ledger(workdir / "runs.json")  # every run is noted, so that a later bench can reuse it
+    # every complete run is noted, so that a later bench can reuse it
+    ledger = _Ledger(workdir / "runs.json", code)
     rows, skipped, runs, total = [], {}, 0, len(datasets) * len(chosen)
     for benchmark, (path, dataset_args) in datasets.items():
         files, checksum = {}, _checksum(benchmark, path)
@@ -82,18 +89,24 @@ def run_systems_bench(locomo: str | Path | None, output, *, workdir: str | Path 
             runs += 1
             info = BUILT_IN.get(options[options.index("--system") + 1])
             if info and info.optional and importlib.util.find_spec(info.vendor_module) is None:
+                if label == reference:  # every row is set against it: without it there is no table to make
+                    raise ValueError(f"the reference {label} cannot run: {info.vendor_module} is not installed "
+                                     f"({info.install} in the checkout); name another with --reference")
                 skipped[label] = f"{info.vendor_module} is not installed ({info.install} in the checkout)"
                 say(f"[{runs}/{total}] {benchmark} {label}: skipped, {skipped[label]}")
                 continue
             out = workdir / f"{benchmark}_{len(files)}_{re.sub(r'[^A-Za-z0-9_.-]+', '-', label)}.json"
             args = ["run", benchmark, "--dataset", str(path), *options, *dataset_args]
-            kept = ledger.find(args, checksum) if reuse else None
+            # a user's class or a server may have changed under the same name: never read back
+            kept = ledger.find(args, checksum) if reuse and (label, options) in SYSTEMS else None
             if kept:
                 files[label] = (workdir / kept["file"], kept["seconds"], kept["rss"])
                 say(f"[{runs}/{total}] {benchmark} {label}: reused {workdir / kept['file']} (ran in "
                     f"{kept['seconds']:.0f} s)")
                 continue
             say(f"[{runs}/{total}] {benchmark} {label}: running memfarm {' '.join(args)}")
+            for old in (out, out.with_suffix(".manifest.json")):  # a file an earlier bench left is never this run's
+                old.unlink(missing_ok=True)
             seconds, rss = measure_memfarm([*args, "--output", str(out)], written=out, show_progress=bool(progress))
             files[label] = (out, seconds, rss)
             ledger.keep(args, checksum, out.name, seconds, rss)
@@ -125,13 +138,35 @@ def _checksum(benchmark: str, path: Path) -> str:
     return dataset_checksums(path, None if groups is None else [file for group in groups for file in group])[0]
 
 
+#: What a run reads from its environment that changes its numbers or its cost (never a secret: the key is written
+#: to the folder): a run under other values is another run.
+RUN_ENVIRONMENT = ("MEMFARM_MAX_SEQ_LENGTH", "MEMFARM_CACHE_DIR", "MEMFARM_THREADS", "MEMFARM_TORCH_THREADS",
+                   "MEMFARM_ONNX_DIR", "MEMFARM_MODEL_CACHE", "MEMFARM_SYSTEM_TIMEOUT", "MEMFARM_SYSTEM_RETRIES")
+
+
+def code_state() -> str:
+    """The farm's code as a run depends on it: its commit and, where the tree has changes not committed, a
+    checksum of them (two different edits of one commit are two codes); `unknown` outside a git checkout."""
+    import hashlib
+    import subprocess
+
+    commit = git_commit()
+    if commit.endswith("-dirty"):
+        root = Path(__file__).resolve().parents[2]
+        diff = subprocess.run(["git", "diff", "HEAD"], cwd=root, capture_output=True, timeout=60).stdout
+        commit += "-" + hashlib.sha256(diff).hexdigest()[:16]
+    return commit
+
+
 class _Ledger:
     """The runs a bench made in its folder (`runs.json`): for each command and dataset checksum, under the farm's
-    commit (a change not yet committed is not told apart), the results file it wrote and what the run cost, so `--reuse` can read it instead of running again.
-    A file named again by another command drops the older entry; an entry whose file is gone is not found."""
+    code (`code_state`) and the environment a run reads (`RUN_ENVIRONMENT`), the results file it wrote and what the
+    run cost, so `--reuse` can read it instead of running again. A run with failed items is not kept (it is run
+    again); a file named again by another command drops the older entry; an entry whose file is gone or no longer
+    reads is not found."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path, code: str):
+        self.path, self.code = path, code
         try:
             self.entries = json.loads(path.read_text()) if path.is_file() else {}
         except (OSError, ValueError):
@@ -139,9 +174,10 @@ class _Ledger:
         if not isinstance(self.entries, dict):
             self.entries = {}
 
-    @staticmethod
-    def _key(args: list[str], checksum: str) -> str:
-        return json.dumps([git_commit(), checksum, *args])
+    def _key(self, args: list[str], checksum: str) -> str:
+        import os
+
+        return json.dumps([self.code, checksum, *args, {name: os.environ.get(name) for name in RUN_ENVIRONMENT}])
 
     def find(self, args: list[str], checksum: str) -> dict | None:
         from coordinator.results.run_files import ResultsFile
@@ -156,8 +192,13 @@ class _Ledger:
         return entry
 
     def keep(self, args: list[str], checksum: str, file: str, seconds: float, rss: int) -> None:
+        from coordinator.results.failures import failure_summary
+        from coordinator.results.run_files import ResultsFile
+
         self.entries = {k: v for k, v in self.entries.items() if not isinstance(v, dict) or v.get("file") != file}
-        self.entries[self._key(args, checksum)] = {"file": file, "seconds": seconds, "rss": rss}
+        results = ResultsFile.read(self.path.parent / file)
+        if not failure_summary(results["records"], results.get("benchmark_key"))["item_ids"]:
+            self.entries[self._key(args, checksum)] = {"file": file, "seconds": seconds, "rss": rss}
         write_json(self.path, self.entries)
 
 

@@ -24,8 +24,10 @@ def add_abilities(rows: list[dict], loaded: list[dict], labels: list[str], resam
     difference from the reference with its interval, its Holm-adjusted p over the ability's comparisons and the
     verdict."""
     from coordinator.results.compare import compare_files
-    from coordinator.results.verdicts import verdict
+    from coordinator.results.verdicts import outcome, verdict
 
+    if not rows:  # every system skipped: nothing to compare
+        return
     abilities = sorted({r.get("question_type") for r in loaded[0]["records"]
                         if r.get("metrics") and r.get("question_type")})
     for row in rows:
@@ -44,7 +46,8 @@ def add_abilities(rows: list[dict], loaded: list[dict], labels: list[str], resam
             cell = {"n": len(scored)}
             for metric, column in ABILITY_METRICS:
                 level, _, name = metric.partition(":")
-                values = [((r["metrics"].get(level) or {}).get(name) or 0.0) for r in scored]
+                # a question without this level's score is left out, as the paired test beside it leaves it out
+                values = [value for r in scored if (value := (r["metrics"].get(level) or {}).get(name)) is not None]
                 cell[column] = round(sum(values) / len(values), 4) if values else None
                 entry = by_key.get((row["system"], metric))
                 if entry:
@@ -54,13 +57,14 @@ def add_abilities(rows: list[dict], loaded: list[dict], labels: list[str], resam
                     cell[f"{column}_p_holm"] = entry.get("p_holm")
                     cell[f"{column}_holm_family"] = entry.get("holm_family")
                     cell[f"{column}_verdict"] = verdict({**entry, "baseline": labels[0], "system": row["system"]})
+                    cell[f"{column}_outcome"] = outcome(entry)
             row["abilities"][ability] = cell
 
 
 def beam_table(rows: list[dict]) -> list[str]:
     """BEAM's block: a line per system (message metrics, the reference's difference, cost), the ceiling, then each
-    ability's message recall_any@10 per system, marked + or - where the difference from the reference holds
-    after Holm (p below 0.05) and the interval excludes zero."""
+    ability's message recall_any@10 per system, marked + or - where its verdict against the reference is ahead or
+    behind after Holm over the ability's comparisons."""
     from coordinator.results.verdicts import p_text
 
     lines = [f"{'dataset':<12}{'system':<16}{'n':>5}{'mR@10':>7}{'Δ mR@10 [95% CI]':>26}{'p_holm':>8}{'mAll@10':>8}"
@@ -101,8 +105,7 @@ def _cell(value, width: int) -> str:
 
 
 def _sign(cell: dict) -> str:
-    p, low, high = (cell.get("message_recall_any_10_p_holm"), *(cell.get("message_recall_any_10_ci95") or
-                                                                 (None, None)))
-    if p is None or low is None or p >= 0.05:
-        return " "
-    return "+" if low > 0 else "-" if high < 0 else " "
+    """+ or - where the ability's verdict is ahead or behind (`verdicts.outcome`), blank otherwise."""
+    from coordinator.results.verdicts import AHEAD, BEHIND
+
+    return {AHEAD: "+", BEHIND: "-"}.get(cell.get("message_recall_any_10_outcome"), " ")

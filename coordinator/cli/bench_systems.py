@@ -80,7 +80,8 @@ def bench_systems(locomo, questions, scale, longmemeval, limit, realmem, realmem
                                      reuse=reuse, progress=lambda line: click.echo(line, err=True), beam=beam,
                                      beam_limit=beam_limit))
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--system") from None
+        raise click.BadParameter(str(exc), param_hint="--reference" if "reference" in str(exc) else
+                                 "--reuse" if "--reuse" in str(exc) else "--system") from None
 
 
 @bench.command("beam")

@@ -69,5 +69,30 @@ def test_a_bench_without_a_dataset_or_with_an_unknown_reference_is_refused(tmp_p
     locomo.write_text(json.dumps([_conversation()]))
     bad = CliRunner().invoke(main, ["bench", "systems", "--locomo", str(locomo), "--reference", "nobody",
                                     "--workdir", str(tmp_path / "wd")])
-    assert bad.exit_code == 2 and "unknown system label(s) nobody" in bad.output
+    assert bad.exit_code == 2 and "unknown reference nobody" in bad.output and "for --reference" in bad.output
     assert not (tmp_path / "wd").exists()
+
+
+def test_reuse_reads_a_run_back_only_under_the_same_environment_and_never_a_users_own_system(tmp_path, monkeypatch):
+    locomo = tmp_path / "locomo.json"
+    locomo.write_text(json.dumps([_conversation()]))
+    _bench(tmp_path, locomo)
+    monkeypatch.setenv("MEMFARM_THREADS", "1")  # a run reads it: another value is another run
+    said, _ = _bench(tmp_path, locomo, "--reuse")
+    assert "reused" not in said and said.count("running memfarm") == 2
+    said, _ = _bench(tmp_path, locomo, "--reuse")
+    assert said.count("reused") == 2, "the same environment again reads both back"
+    # a user's class may have changed under the same name: it is run every time
+    user = "tests.adapters.systems.scripted_system:Scripted"
+    for _ in range(2):
+        said, data = _bench(tmp_path, locomo, "--reuse", "--system", user)
+        assert f"{user}: running memfarm" in said
+    assert [r["system"] for r in data["rows"]] == ["recency arm", "random arm", user]
+
+
+def test_a_beam_abilitys_mark_is_its_verdict():
+    from coordinator.benches.systems_beam import _sign
+    from coordinator.results.verdicts import AHEAD, BEHIND, NOT_TOLD_APART
+
+    assert [_sign({"message_recall_any_10_outcome": o}) for o in (AHEAD, BEHIND, NOT_TOLD_APART)] == ["+", "-", " "]
+    assert _sign({}) == " ", "the reference has no verdict of its own"
