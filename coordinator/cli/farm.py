@@ -105,8 +105,10 @@ def requeue_command(cli, run_id, broker, failed, refused, stale, stale_after):
                    err=True)
         for reason, count in reasons.most_common(5):
             click.echo(printable(f"  {count} x {reason}"), err=True)
-        click.echo(f"restart the workers so they take them (memfarm worker --allow-system ..., or memfarm cluster up "
-                   f"--allow-system ...), then: memfarm requeue {printable(run_id)} --refused", err=True)
+        click.echo("restart the workers so they take them: with --allow-system for a system they may not run "
+                   "(memfarm worker --allow-system ..., or memfarm cluster up --allow-system ...), with this farm's "
+                   f"code and model for another version; then: memfarm requeue {printable(run_id)} --refused",
+                   err=True)
         raise SystemExit(1)
 
 

@@ -279,7 +279,8 @@ def encoded_beside_hits(manifest: dict) -> str | None:
     """Why a run whose items came from the cache still took minutes: the texts its mode reads that no run before
     it had encoded (`full` after `fusion`: the sentence pieces only `full` ranks), by kind."""
     cache = manifest["cache"]
-    missed = set(cache.get("rebuild_reasons") or {}) | set(cache.get("not_cached") or {})
+    missed = (set(cache.get("rebuild_reasons") or {}) | set(cache.get("not_cached") or {})
+              | {failure.get("item_id") for failure in manifest.get("failures") or []})  # a failed item restored nothing
     restored = [item for item in manifest.get("items") or [] if item["item_id"] not in missed]
     kinds = Counter()
     for item in restored:
@@ -288,7 +289,8 @@ def encoded_beside_hits(manifest: dict) -> str | None:
     if not restored or not kinds:
         return None
     said = ", ".join(f"{count} {kind}" for kind, count in kinds.most_common())
-    return (f"  the {len(restored)} items from the cache still encoded what this mode reads and no earlier run had "
+    items = f"the {len(restored)} items" if len(restored) > 1 else "the item"
+    return (f"  {items} from the cache still encoded what this mode reads and no earlier run had "
             f"({said}): a mode's first run after another encodes what only it reads; its next run reads them back")
 
 

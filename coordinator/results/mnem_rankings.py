@@ -24,6 +24,7 @@ from pathlib import Path
 
 from adapters.errors import ResultsError
 from adapters.benchmarks.locomo.reader import CATEGORIES, conversation_id
+from coordinator.results.labels import run_label
 
 _SESSION = re.compile(r"^session_(\d+)$")
 _QID = re.compile(r"^(?P<sample>.+)#(?P<n>\d+)$")
@@ -185,7 +186,7 @@ def reconcile(report: dict, scored: dict, run: dict, locomo: list[dict]) -> dict
             "question_sets": sets, "mnem_figures": report["figures"],
             "published_vs_run": [{"ranking": "published (mnem's file, memfarm score)", "n": comparison["n"],
                                   "session_recall_any_5": _mean(comparison["baseline_value"])},
-                                 {"ranking": f"farm run, {(run.get('settings_system') or {}).get('retrieval_mode')}",
+                                 {"ranking": f"farm run, {run_label(run.get('system'), run.get('retrieval_mode'))}",
                                   "n": comparison["n"],
                                   "session_recall_any_5": _mean(comparison["system_value"])}],
             "paired": {"n": comparison["n"], "delta": _mean(comparison["delta"]),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from adapters.benchmarks import BENCHMARKS
 from adapters.profiles import find_profile
+from coordinator.results.labels import run_label
 
 TABLE_K = (1, 5, 10)
 #: The order metrics are shown in: the strict one first (on LongMemEval-S session recall_any@5 is saturated,
@@ -149,7 +150,8 @@ def support_table(results: dict) -> str:
     for key, groups in results["metrics"].items():
         if key.startswith("by_"):
             rows += [(name, group["support"]) for name, group in groups.items() if "support" in group]
-    lines = [f"{results.get('retrieval_mode')}: retrieval support (expected substrings found, none forbidden)",
+    lines = [f"{run_label(results.get('system'), results.get('retrieval_mode'))}: retrieval support (expected "
+             "substrings found, none forbidden)",
              f"{'group':<28}{'passed':>10}{'stale hits':>12}"]
     lines += [f"{name[:28]:<28}{s['passed']:>5}/{s['queries']:<4}{s['stale_hits']:>12}" for name, s in rows]
     lines.append(f"questions {results['question_count']}, failed {results['failed']} (retrieval support, not answer accuracy)")

@@ -98,7 +98,7 @@ class QuestionProgress:
 
     def line(self, item_id: str, done: int, total: int) -> str:
         if done == 0:
-            self.item = None  # the questions' clock starts at the first one asked
+            self.item, self.printed = None, None  # said at once; the questions' clock starts at the first one asked
             return f"{printable(item_id)}: encoding its history ahead, then {total} questions"
         now = self.clock()
         if item_id != self.item:

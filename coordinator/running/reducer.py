@@ -270,8 +270,10 @@ def write_results(results: dict, manifest: dict, output: str | Path | None = Non
 
 
 def default_output(results: dict) -> Path:
-    """results/{benchmark}_{system}_{mode}_{timestamp}.json, every part safe as a file name."""
-    parts = [results["benchmark_key"], results.get("system") or "system", results.get("retrieval_mode") or "mode"]
+    """results/{benchmark}_{system}_{mode}_{timestamp}.json, every part safe as a file name (no mode part for a
+    system that has none)."""
+    parts = [results["benchmark_key"], results.get("system") or "system", *(
+        [results["retrieval_mode"]] if results.get("retrieval_mode") else [])]
     stem = "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", str(p)).strip("-") for p in parts)
     stem = f"{stem}_{time.strftime('%Y%m%d-%H%M%S')}"
     path, number = Path("results") / f"{stem}.json", 1

@@ -35,3 +35,6 @@ def test_a_run_whose_cached_items_encoded_nothing_new_says_nothing(tmp_path):
     assert encoded_beside_hits({"cache": cache, "items": items}) is None, "b was rebuilt; a encoded only its queries"
     said = encoded_beside_hits({"cache": {"rebuild_reasons": {}, "not_cached": {}}, "items": items})
     assert said.startswith("  the 2 items from the cache") and "(7 turns, 2 pieces)" in said
+    failed = encoded_beside_hits({"cache": {"rebuild_reasons": {}, "not_cached": {}}, "items": items,
+                                  "failures": [{"item_id": "a", "error": "RuntimeError"}]})
+    assert failed.startswith("  the item from the cache"), "an item that failed restored nothing"

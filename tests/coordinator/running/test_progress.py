@@ -66,6 +66,9 @@ def test_progress_inside_an_item_says_questions_asked_a_rate_and_an_estimate():
     now[0] += 20.0
     assert progress.due(100, 150) and progress.due(150, 150), "and the item's last question always"
     assert progress.line("Liam\x1b[2J", 1, 10).startswith("Liam\\x1b[2J: 1/10"), "a new item starts its own clock"
+    assert progress.due(10, 10), "Liam's last question is said"
+    now[0] += 1.0  # the next persona begins to encode right after the last one's final line: said all the same
+    assert progress.line("Ethan", 0, 80).startswith("Ethan: encoding") and progress.due(0, 80)
 
 
 def test_off_a_terminal_the_items_line_counts_the_whole_run_every_so_often_and_at_the_end():
