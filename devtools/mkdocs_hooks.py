@@ -16,14 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # MkDocs loads this file by its path, not as part of a package
     sys.path.insert(0, str(ROOT))
 
-from devtools.docs_figures import (  # noqa: E402
-    PUBLISHED,
-    WRITE_COMMAND,
-    FigureError,
-    render_figures,
-    stale_figures,
-    untraceable_figures,
-)
+from devtools.docs_figures import WRITE_COMMAND, render_figures, stale_figures, untraceable_figures  # noqa: E402
+from devtools.figure_values import PUBLISHED, FigureError  # noqa: E402
 
 
 def on_files(files, config):
