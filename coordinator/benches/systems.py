@@ -128,6 +128,14 @@ def run_systems_bench(locomo: str | Path | None, output, *, workdir: str | Path 
                      + [f"wrote {path}"])
 
 
+def led_by_turns(benchmark: str) -> bool:
+    """Whether a benchmark declares a turn-level headline (BEAM's messages): its rows take the turn-led metrics
+    and are compared per ability (`coordinator.benches.systems_beam`)."""
+    from adapters.benchmarks import BENCHMARKS
+
+    return BENCHMARKS[benchmark].headline_level == "turn"
+
+
 def _checksum(benchmark: str, path: Path) -> str:
     """A dataset's checksum as its run records it: a folder's over the files its benchmark reads (BEAM's chats lie
     folders deep), a file's its own."""
@@ -210,7 +218,8 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
     from coordinator.results.run_files import ManifestFile, ResultsFile
     from coordinator.results.verdicts import verdict
 
-    metrics = BEAM_METRICS if benchmark == "beam" else METRICS
+    by_turn = led_by_turns(benchmark)
+    metrics = BEAM_METRICS if by_turn else METRICS
     labels = list(files)
     loaded = [ResultsFile.read(files[label][0]) for label in labels]
     failures = [failure_summary(results["records"], results.get("benchmark_key")) for results in loaded]
@@ -251,14 +260,14 @@ def _dataset_rows(benchmark: str, files: dict, resamples: int) -> list[dict]:
         row.update(arm=bool((manifest.get("system") or {}).get("control_arm")),
                    tuned_on_this_data=bool((results.get("tuning") or {}).get("tuned_on_this_data")),
                    **({"message_recall_all_10_ceiling": (ceilings.get("turn") or {}).get("recall_all@10")}
-                      if benchmark == "beam" else
+                      if by_turn else
                       {"session_recall_all_5_ceiling": (ceilings.get("session") or {}).get("recall_all@5")}))
         row.update(_fairness(manifest, results))
         row.update(ingest_ms_per_turn=round(build_ms / docs, 2) if docs else None,
                    recall_p50_ms=round(statistics.median(runtimes), 2) if runtimes else None,
                    wall_s=round(seconds, 1), peak_rss_mib=round(rss / 2**20, 1))
         rows.append(row)
-    if benchmark == "beam":
+    if by_turn:
         add_abilities(rows, loaded, labels, resamples)
     return rows
 
@@ -324,8 +333,8 @@ def verdict_lines(rows: list[dict]) -> list[str]:
 
 
 def _table(rows: list[dict]) -> list[str]:
-    beam = [r for r in rows if r["dataset"] == "beam"]
-    rows = [r for r in rows if r["dataset"] != "beam"]
+    beam = [r for r in rows if led_by_turns(r["dataset"])]
+    rows = [r for r in rows if not led_by_turns(r["dataset"])]
     return (_session_table(rows) if rows else []) + ([""] if rows and beam else []) + (beam_table(beam) if beam else [])
 
 
