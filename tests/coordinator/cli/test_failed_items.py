@@ -11,24 +11,11 @@ from tests.farm_support import REPO, wait_for
 from tests.helpers import write_dataset
 
 SPY = REPO / "tests" / "adapters" / "systems" / "spy_system.py"
-BROKEN = '''
-class Broken:
-    name = "broken"
-
-    def reset(self):
-        pass
-
-    def ingest(self, docs):
-        raise RuntimeError("the index is unavailable")
-
-    def retrieve(self, label, query, top_k):
-        return []
-'''
+FAILING = REPO / "tests" / "adapters" / "systems" / "failing_at_ingest.py"
 
 
 def test_a_local_run_with_failed_items_exits_non_zero_and_says_each_reason_once(tmp_path):
-    system = tmp_path / "broken.py"
-    system.write_text(BROKEN)
+    system = FAILING
     data = write_dataset(tmp_path / "d.json", questions=3, seed=1, scale=0.04)
     result = CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", f"{system}:Broken",
                                        "--output", str(tmp_path / "r.json")])

@@ -6,26 +6,14 @@ from click.testing import CliRunner
 
 from coordinator.cli import main
 from coordinator.cli.run import interrupted_line
+from tests.farm_support import REPO
 from tests.helpers import write_dataset
 
-STOPPED = '''
-class Stopped:
-    name = "stopped"
-
-    def reset(self):
-        pass
-
-    def ingest(self, docs):
-        raise KeyboardInterrupt
-
-    def retrieve(self, label, query, top_k):
-        return []
-'''
+FAILING = REPO / "tests" / "adapters" / "systems" / "failing_at_ingest.py"
 
 
 def _run(tmp_path, *extra):
-    system = tmp_path / "stopped.py"
-    system.write_text(STOPPED)
+    system = FAILING
     data = write_dataset(tmp_path / "d.json", questions=2, seed=1, scale=0.04)
     return CliRunner().invoke(main, ["run", "longmemeval", "--dataset", str(data), "--system", f"{system}:Stopped",
                                      "--output", str(tmp_path / "r.json"), *extra])
