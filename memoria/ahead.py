@@ -5,6 +5,10 @@ every batch the model runs has `CANONICAL_BATCH_ROWS` rows whatever it holds (`m
 so most of each small batch would be padding. A vector depends only on its text (never on its batch), so a
 text served from here has the bits it would have had if encoded when stored: rankings are unchanged. What is
 here is vectors by text only; nothing of it is stored, indexed or searchable until the text is inserted.
+
+Questions too are handed over ahead, all those to be asked of one state (`questions_ahead`): their own vectors,
+and the sentence pieces their rankings will read, each encoded once for them all, in batches sorted by width,
+where each question asked alone would run its own vector and its head's pieces in small padded batches.
 """
 
 from __future__ import annotations
@@ -12,6 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+
+from memoria import defaults
+from memoria.pieces import row_pieces
+from memoria.ranking import sentence_head
+from memoria.windows import build_windows
 
 
 class VectorsAhead:
@@ -58,3 +67,42 @@ class AheadEmbedder:
         """Forget what was encoded ahead, then encode `texts` (each distinct one once) to be served later."""
         self.ahead = VectorsAhead()
         return self.ahead.add(list(texts), lambda rest: self.inner.encode(rest, batch_size=batch_size))
+
+
+def docs_ahead(memory, texts: list[str], metadatas: list[dict], batch_size: int, ranked: bool) -> int:
+    """Encode now, one batch per kind, what `texts` (to be inserted into `memory` later, in order) will need: their
+    vectors, their windows' where `memory` builds windows, and, where `ranked` (the caller will recall in a ranked
+    mode) and the ranking reads them, their sentence pieces'. A piece is still split into memory only when its turn
+    first reaches a ranking's head; encoded here, it is served then instead of being encoded in that query's small
+    batches, padded with unused rows. What was encoded ahead before is forgotten; no texts only forget. Returns the
+    texts encoded."""
+    memory.ahead = VectorsAhead()
+    kinds = {"turns": list(texts)}
+    if memory.window_size > 0 and texts:  # a session's windows depend on its own rows only
+        rows = [(n, text, metadata) for n, (text, metadata) in enumerate(zip(texts, metadatas))]
+        kinds["windows"] = [w["text"] for w in build_windows(rows, memory.window_size, memory.window_overlap,
+                                                             memory.window_turn_chars)]
+    if ranked and memory.pieces_wanted:
+        kinds["pieces"] = [piece for text, metadata in zip(texts, metadatas)
+                           for piece in row_pieces(text, metadata, memory.max_pieces)]
+    return sum(memory.ahead.add(batch, lambda rest, kind=kind: memory.counted(kind)._encode(
+        rest, batch_size=batch_size)) for kind, batch in kinds.items())
+
+
+def questions_ahead(memory, queries: list[str], mode: str, batch_size: int) -> int:
+    """Encode now what `queries`, about to be asked of `memory` as it stands in `mode` (one that reads vectors),
+    will read: their vectors, together, then, in a ranked mode that reads sentences, the pieces of every turn that
+    will reach one of their rankings' heads and has none yet, together. Which turns those are is worked out as the
+    ranking will (`memoria.ranking.sentence_head`); a turn that differs at recall (a source cut short by its time
+    budget) is encoded then, as any would be. Returns the texts encoded."""
+    encoded = memory.questions.add([memory.dense_question(query, mode) for query in queries],
+                                   memory.counted("questions"), batch_size)
+    if not (mode in defaults.RANKED_MODES and memory.pieces_wanted):
+        return encoded
+    heads: set[int] = set()
+    for query in queries:
+        context = memory.ranking_context(query, mode)
+        if context is not None and context.query_vector is not None:
+            heads.update(sentence_head(context, memory.weights, memory.sentence_head))
+    missing = heads if memory.pieces.max_pieces != memory.max_pieces else heads - memory.pieces.checked
+    return encoded + (memory.pieces_of(memory.store.get(sorted(missing)), batch_size) if missing else 0)

@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from memoria import defaults
-from memoria.ahead import VectorsAhead
+from memoria.ahead import VectorsAhead, docs_ahead, questions_ahead
 from memoria.bm25 import BM25Index
 from memoria.boosts import without_names
 from memoria.errors import UnknownModeError
-from memoria.pieces import SentenceVectors, row_pieces
+from memoria.pieces import SentenceVectors
+from memoria.question_vectors import QuestionVectors
 from memoria.ranking import RankingContext, rank
 from memoria.rrf import reciprocal_rank_fusion
 from memoria.scheduler import SourceScheduler
@@ -63,7 +64,7 @@ class MemoryInterface:
         #: embedding store, only those it did not serve.
         self.encoded = dict.fromkeys(ENCODED_KINDS, 0)
         self.ahead = VectorsAhead()  # vectors of texts a caller will insert later (`encode_ahead`)
-        self._question_vectors: dict[str, np.ndarray] = {}  # `_question_vector`
+        self.questions = QuestionVectors()  # `_question_vector`, `encode_questions`
         self.dimension = embedder.dimension
         self.store = MemoryStore()
         self.vectors = VectorIndex(self.dimension)
@@ -137,7 +138,7 @@ class MemoryInterface:
         self._clear_pieces()
         self._pending_vectors = []
         self._view = None
-        self._question_vectors = {}
+        self.questions.clear()
 
     # -- turn windows --------------------------------------------------------
     def _clear_windows(self) -> None:
@@ -183,9 +184,9 @@ class MemoryInterface:
     def build_pieces(self, batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
         """Split and encode the sentence pieces of every stored turn not split yet; returns how many texts were
         given to the embedder. A recall needs none of this: it splits the turns that reach its ranking."""
-        return self._pieces_of(self.store.get(self.view().ids), batch_size) if self.max_pieces >= 2 else 0
+        return self.pieces_of(self.store.get(self.view().ids), batch_size) if self.max_pieces >= 2 else 0
 
-    def _pieces_of(self, rows: dict, batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
+    def pieces_of(self, rows: dict, batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
         """Bring the sentence vectors of `rows` ({id: (text, metadata)}) up to date; texts given to the embedder."""
         return self.pieces.ensure(rows, self.counted("pieces"), self.max_pieces, batch_size)
 
@@ -199,40 +200,38 @@ class MemoryInterface:
         else:
             missing = wanted - self.pieces.checked
         if missing:
-            self._pieces_of(self.store.get(sorted(missing)))
+            self.pieces_of(self.store.get(sorted(missing)))
         return self.pieces.best(query_vector, sorted(wanted))
 
     def encode_ahead(self, texts: list[str], metadatas: list[dict],
                      batch_size: int = defaults.DEFAULT_BATCH_SIZE, ranked: bool = True) -> int:
-        """Encode now, one batch per kind, the vectors that `texts` (to be inserted later, in order) will need: theirs,
-        their windows' where windows are built, and, where `ranked` (the caller will recall in a ranked mode) and
-        the ranking reads them, their sentence pieces' (`memoria.ahead`). A piece is still split into memory only
-        when its turn first reaches a ranking's head; encoded here, it is served then instead of being encoded in
-        that query's small batches, padded with unused rows. What was encoded ahead before is forgotten; no texts
-        only forget. Returns the texts encoded."""
-        self.ahead = VectorsAhead()
-        kinds = {"turns": list(texts)}
-        if self.window_size > 0 and texts:  # a session's windows depend on its own rows only
-            rows = [(n, text, metadata) for n, (text, metadata) in enumerate(zip(texts, metadatas))]
-            kinds["windows"] = [w["text"] for w in build_windows(rows, self.window_size, self.window_overlap,
-                                                                 self.window_turn_chars)]
-        if ranked and self.pieces_wanted:
-            kinds["pieces"] = [piece for text, metadata in zip(texts, metadatas)
-                               for piece in row_pieces(text, metadata, self.max_pieces)]
-        return sum(self.ahead.add(batch, lambda rest, kind=kind: self.counted(kind)._encode(
-            rest, batch_size=batch_size)) for kind, batch in kinds.items())
+        """Encode now, one batch per kind, the vectors that `texts` (to be inserted later, in order) will need
+        (`memoria.ahead.docs_ahead`); what was encoded ahead before is forgotten. Returns the texts encoded."""
+        return docs_ahead(self, texts, metadatas, batch_size, ranked)
 
     def _question_vector(self, text: str) -> np.ndarray:
-        """The vector of a question's dense text, encoded once until the next reset: a ranked mode strips the
-        speakers' names (`speaker_strip`), so questions that differ only by whose they are ("What did Caroline
-        paint?", "What did Melanie paint?") are one text to the encoder. A vector depends on its text alone
-        (`memoria.canonical_batches`), so one served from here has the bits it would have had encoded again."""
-        vector = self._question_vectors.get(text)
-        if vector is None:
-            vector = self.counted("questions").encode([text])[0]
-            vector.setflags(write=False)  # served again: a caller that wrote into it would change later recalls
-            self._question_vectors[text] = vector
-        return vector
+        """The vector of a question's dense text (`dense_question`), encoded once until the next reset. A vector
+        depends on its text alone (`memoria.canonical_batches`), so one served again has the bits it would have had
+        encoded again."""
+        return self.questions.get(text, self.counted("questions"))
+
+    def dense_question(self, query: str, mode: str) -> str:
+        """The text the model reads for `query` under `mode`: a ranked mode strips the speakers' names
+        (`speaker_strip`), so questions that differ only by whose they are ("What did Caroline paint?", "What did
+        Melanie paint?") are one text to the encoder."""
+        if mode in defaults.RANKED_MODES and self.speaker_strip:
+            return without_names(query, self.view().speakers)
+        return query
+
+    def encode_questions(self, queries: list[str], mode: str, batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
+        """Encode now, together, what `queries`, about to be asked of this state in `mode`, will read: their vectors
+        and the sentence pieces their rankings read (`memoria.ahead.questions_ahead`); nothing where `mode` reads no
+        vector. Returns the texts encoded."""
+        if mode not in defaults.MODE_SOURCES:
+            raise UnknownModeError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
+        if not reads_vectors(mode, self.mode_sources.get(mode, defaults.MODE_SOURCES[mode])) or not len(self.store):
+            return 0
+        return questions_ahead(self, [query for query in queries if query.strip()], mode, batch_size)
 
     # -- what was encoded, by kind ------------------------------------------------
     def counted(self, kind: str) -> "_Tally":
@@ -302,9 +301,7 @@ class MemoryInterface:
             return None, {}, None, diagnostics
         if "window" in submitted:
             self.build_windows()
-        query_vector, embed_ms, dense_query = None, 0.0, query
-        if mode in defaults.RANKED_MODES and self.speaker_strip:
-            dense_query = without_names(query, self.view().speakers)
+        query_vector, embed_ms, dense_query = None, 0.0, self.dense_question(query, mode)
         if reads_vectors(mode, submitted):
             t0 = time.perf_counter()
             query_vector = self._question_vector(dense_query)
@@ -382,7 +379,7 @@ class MemoryInterface:
         """Replace this state with the one snapshotted in `directory`; the question vectors kept for the state
         before go with it, as at a reset (a worker restores item after item into one memory)."""
         read_snapshot(self, directory)
-        self._question_vectors = {}
+        self.questions.clear()
 
 
 def reads_vectors(mode: str, sources) -> bool:

@@ -286,12 +286,23 @@ def _read_sentences(ctx: RankingContext, weights: dict, values: dict, pool, head
     if not weights.get("sentence", 0.0) or ctx.query_vector is None:
         ctx.best_pieces = None  # a context ranked before under a sentence weight keeps no stale pieces
         return None
-    first = {i: sum(weights.get(name, 0.0) * signal[i] for name, signal in values.items()) for i in pool}
-    head = sorted(pool, key=lambda i: (-score_key(first[i]), i))
-    if head_size:
-        head = head[:head_size]
+    head = sentence_head(ctx, weights, head_size, values, pool)
     ctx.best_pieces = ctx.pieces_for(head)
     return len(head)
+
+
+def sentence_head(ctx: RankingContext, weights: dict, head_size: int, values: dict | None = None,
+                  pool: list[int] | None = None) -> list[int]:
+    """The candidates whose sentences a ranking of `ctx` reads: the best `head_size` by the weighted sum of every
+    first-stage signal but `sentence` (ties by id; 0: every candidate). `values` and `pool`: those signals' values
+    and the candidates, where the caller has them."""
+    if pool is None:
+        pool = sorted({i for pairs in ctx.lists.values() for i in pairs})
+    if values is None:
+        values = {name: SIGNALS[name](ctx, pool) for name in SIGNALS if name != "sentence"}
+    first = {i: sum(weights.get(name, 0.0) * signal[i] for name, signal in values.items()) for i in pool}
+    head = sorted(pool, key=lambda i: (-score_key(first[i]), i))
+    return head[:head_size] if head_size else head
 
 
 def _mmr(ctx: RankingContext, scored, mmr_lambda: float, window: int):

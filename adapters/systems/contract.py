@@ -97,6 +97,15 @@ class EncodesAhead(Protocol):
 
 
 @runtime_checkable
+class AsksAhead(Protocol):
+    """A system that can be handed, together, the questions about to be asked of what it now holds, before the first
+    of them is asked: to encode them in one batch rather than each in a batch of its own. It must not store them or
+    let them change what it holds or how it ranks; each question is still asked, and answered, on its own."""
+
+    def questions_ahead(self, queries: list[str]) -> None: ...
+
+
+@runtime_checkable
 class GrowsWhileAsked(Protocol):
     """A state that questions add to (sentence vectors), so that a cache entry is stored again after them."""
 
@@ -288,6 +297,10 @@ def adds_on_ingest(system) -> bool:
 
 def encoder_ahead_of(system) -> EncodesAhead | None:
     return system if declares(system, EncodesAhead) else None
+
+
+def questions_ahead_of(system) -> AsksAhead | None:
+    return system if declares(system, AsksAhead) else None
 
 
 def grows_while_asked(system) -> bool:

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from dataclasses import fields
 
-from adapters.systems.contract import (AddsOnIngest, CountsWork, EncodesAhead, Describes, Diagnoses, Embeds, GrowsWhileAsked,
+from adapters.systems.contract import (AddsOnIngest, AsksAhead, CountsWork, EncodesAhead, Describes, Diagnoses, Embeds, GrowsWhileAsked,
                                        HasBuildIdentity, SharesVectors, Snapshots, SystemInfo)
 from adapters.threads import model_threads
 from memoria import BatchLoader, MemoryInterface, defaults
@@ -58,7 +58,7 @@ def plan_parts(mode: str, without=(), weights: dict | None = None) -> Parts:
     return Parts(sources, tuple(part for part in without if part in switches), windows, reads_vectors(mode, sources))
 
 
-class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAsked, CountsWork, Diagnoses,
+class MemoriaSystem(AddsOnIngest, EncodesAhead, AsksAhead, Describes, Embeds, HasBuildIdentity, Snapshots, GrowsWhileAsked, CountsWork, Diagnoses,
                     SharesVectors):
     """One Memoria state per item; `mode` picks the retrieval sources.
 
@@ -204,6 +204,11 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, Describes, Embeds, HasBuildIdent
         docs = docs if self.encodes else []
         self.memory.encode_ahead([d["text"] for d in docs], [_metadata(d) for d in docs], batch_size=self.batch_size,
                                  ranked=self.mode in defaults.RANKED_MODES)
+
+    def questions_ahead(self, queries: list[str]) -> None:
+        """The vectors of the questions about to be asked, encoded together (`MemoryInterface.encode_questions`)."""
+        if self.encodes:
+            self.memory.encode_questions(queries, self.mode, batch_size=self.batch_size)
 
     def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
         response = self.memory.recall(query, mode=self.mode, limit=top_k)

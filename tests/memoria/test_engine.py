@@ -224,7 +224,7 @@ def test_a_question_is_encoded_once_until_a_reset_or_a_restore_and_its_kept_vect
         return memory.encoded["questions"] - before
 
     assert asked("new dog", "new dog", "passport renewal") == 2, "a question text asked again is served"
-    kept = next(iter(memory._question_vectors.values()))
+    kept = next(iter(memory.questions.held.values()))
     with pytest.raises(ValueError):
         kept[0] = 1.0
     memory.restore(tmp_path / "snap")  # a worker restores item after item into one memory

@@ -26,7 +26,8 @@ from adapters.profiles import profile as scoring_profile
 from adapters.records import candidate, failure_outcome, outcome, question_record
 from adapters.systems.contract import (adds_on_ingest, build_identity_of, close_system, context_packer_of,
                                        counters_of, diagnostics_of, encoder_ahead_of, fresh_memory_of,
-                                       grows_while_asked, name_of, signature_of, snapshots_of, write_stats_of)
+                                       grows_while_asked, name_of, questions_ahead_of, signature_of, snapshots_of,
+                                       write_stats_of)
 from workers.item.cache import expected_entry
 from workers.item.peak_memory import peak_rss_bytes, reset_peak_rss
 
@@ -176,6 +177,7 @@ def _evaluate_turns(item, system, top_k, k_values, profile, cache, dataset_sha25
     # asked for every doc; the results file keeps the first top_k as candidates
     depth = scoring_profile(profile).depth(top_k, len(docs))
     asker = _Asker(system, item, label, by_id, native, top_k, depth, k_values, profile, worker, attempt, on_question)
+    asker.ahead(list(enumerate(item["questions"])))
     records = [asker.ask(position, question) for position, question in enumerate(item["questions"])]
     if can_cache and grows_while_asked(system):  # what the questions built (sentence vectors of
         stored = time.perf_counter()  # their candidates) goes into the entry, so the next run of the item reads it
@@ -224,6 +226,8 @@ def _evaluate_in_steps(item, system, top_k, k_values, profile, worker, attempt, 
             meter.phases["encode_ms"] += (time.perf_counter() - t0) * 1000
             ingest_ms += (time.perf_counter() - t0) * 1000
         for step in range(last + 1):
+            if held:  # the questions asked of one state, handed over together (contract.AsksAhead)
+                asker.ahead(asking.get(step, []))
             for position, question in asking.get(step, ()):
                 records[position] = asker.ask(position, question, memory=held)
             new = by_step.get(step, []) if step < last else []
@@ -299,6 +303,19 @@ class _Asker:
         self.packs = context_packer_of(system) is not None  # a system that packs a prompt block (AdaMem) is measured
         self.recall_ms = self.scoring_ms = 0.0
         self.on_question, self.asked = on_question, 0
+        self.ahead_ms: dict[int, float] = {}  # each question's share of encoding the questions ahead (`ahead`)
+
+    def ahead(self, questions: list[tuple[int, dict]]) -> None:
+        """Hand `questions` ((position, question), about to be asked of what the system now holds) to a system that
+        takes them together (`contract.AsksAhead`). The time is shared out among their runtimes, so that the runtimes
+        still add up to what asking cost."""
+        system = questions_ahead_of(self.system)
+        if system is None or not questions:
+            return
+        t0 = time.perf_counter()
+        system.questions_ahead([question["question"] for _, question in questions])
+        share = (time.perf_counter() - t0) * 1000 / len(questions)
+        self.ahead_ms.update((position, share) for position, _ in questions)
 
     def ask(self, position: int, question: dict, memory: list[dict] | None = None) -> dict:
         """The record of one question. `memory`: the docs memory holds when it is asked (a stepped item; None: every
@@ -309,7 +326,7 @@ class _Asker:
         task = make_task(question, self.label, position, self.depth)
         t0 = time.perf_counter()
         hits = [] if empty else self.system.retrieve(task["label"], task["question"], task["top_k"])
-        runtime_ms = (time.perf_counter() - t0) * 1000
+        runtime_ms = (time.perf_counter() - t0) * 1000 + self.ahead_ms.pop(position, 0.0)
         self.recall_ms += runtime_ms
         measures = (_context_measures(self.system, task, question, hits, known, runtime_ms)
                     if self.packs and not empty else None)

@@ -71,7 +71,7 @@ def test_asking_for_a_capability_runs_none_of_its_members():
 @pytest.mark.parametrize("cls, declared", [
     (MemoriaSystem, {contract.Snapshots, contract.Embeds, contract.HasBuildIdentity, contract.CountsWork,
                      contract.GrowsWhileAsked, contract.Diagnoses, contract.SharesVectors,
-                     contract.Describes, contract.AddsOnIngest, contract.EncodesAhead}),
+                     contract.Describes, contract.AddsOnIngest, contract.EncodesAhead, contract.AsksAhead}),
     (AdaMemSystem, {contract.Embeds, contract.PacksContext, contract.CountsWrites, contract.Describes,
                     contract.AddsOnIngest, contract.FreshMemory}),
     (MnemSystem, {contract.Embeds, contract.Diagnoses, contract.Describes, contract.AddsOnIngest,

@@ -6,6 +6,7 @@ import pytest
 
 from coordinator.benches.floor import ARMS, MODES, EncoderCount, counted_run, measure_floor, table
 from memoria.encoder_watch import WATCHERS, EncoderCall, watching
+from memoria.pieces import split_pieces
 
 TURNS = [
     ("Caroline", "I went to the pottery class on Sunday. The teacher showed us how to centre the clay."),
@@ -79,3 +80,26 @@ def test_each_mode_gives_the_model_each_distinct_text_at_most_once_and_bm25_and_
     for arm in ARMS:
         count, _, results = counted_run(RunSpec("locomo", dataset=str(dataset), system=arm))
         assert results["complete"] and (count.calls, count.rows) == (0, 0), f"{arm} gave the model texts"
+
+
+def test_an_items_questions_and_the_sentences_their_rankings_read_reach_the_model_together(tmp_path, embedder):
+    """Asked one by one, each question was a batch of its own, and in `full` the sentences of its ranking's head
+    another: most rows the model ran were padding. Now the questions of one state go in one call before the first
+    is asked, then in `full` the sentences of every head in one more, and nothing after."""
+    from coordinator.running.local_executor import run_local
+    from coordinator.running.spec import RunSpec
+
+    dataset = tiny_locomo(tmp_path / "tiny.json")
+    for mode in ("dense", "raw", "fusion", "full"):
+        calls = []
+        with watching(type("Calls", (), {"called": staticmethod(calls.append)})()):
+            results, _ = run_local(RunSpec("locomo", dataset=str(dataset), retrieval_mode=mode))
+        asked = {r["diagnostics"]["system"].get("dense_query", r["query"]) for r in results["records"]}
+        holding = [n for n, call in enumerate(calls) if asked & set(call.texts)]
+        assert len(holding) == 1 and asked <= set(calls[holding[0]].texts), f"{mode}: questions in calls {holding}"
+        later = calls[holding[0] + 1:]
+        if mode == "full":
+            assert len(later) == 1 and set(later[0].texts) <= {
+                piece for _, text in TURNS for piece in split_pieces(text)}, f"full: {[c.texts for c in later]}"
+        else:
+            assert later == [], f"{mode}: the model ran {[c.texts for c in later]} after the questions"
