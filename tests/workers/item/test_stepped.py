@@ -256,3 +256,44 @@ def test_an_item_that_encodes_ahead_says_so_before_it_does_and_then_counts_its_q
     without, plain = [], AddingRecordingSystem()
     evaluate_item(short_persona, plain, top_k=10, on_question=lambda done, total: without.append(done))
     assert without == list(range(1, total + 1)), "a system that encodes nothing ahead has nothing to announce"
+
+
+class AskedAheadRecordingSystem(AddingRecordingSystem):
+    """A user's class that takes the questions of a state ahead (`contract.AsksAhead`) and records when."""
+
+    def questions_ahead(self, queries):
+        self.events.append(("ahead", list(queries)))
+
+
+def test_the_questions_of_each_state_reach_a_system_that_asks_ahead_together_and_never_before_their_state(
+        short_persona):
+    """A stepped item hands over a step's questions once its memory holds the earlier steps, never a later step's
+    (that would let a system read what it will be asked before it has heard the history); a state holding
+    nothing is not asked, so its questions are not handed over either."""
+    system = AskedAheadRecordingSystem()
+    outcome = evaluate_item(short_persona, system, top_k=10)
+    by_step: dict[int, list[str]] = {}
+    for question in short_persona["questions"]:
+        if question["step"] > 0:
+            by_step.setdefault(question["step"], []).append(question["question"])
+    handed = [(n, queries) for n, (kind, queries) in enumerate(system.events) if kind == "ahead"]
+    assert [queries for _, queries in handed] == list(by_step.values())
+    for (n, queries), step in zip(handed, by_step):
+        following = system.events[n + 1:n + 1 + len(queries)]
+        assert [kind for kind, _ in following] == ["retrieve"] * len(queries), "handed over right before they are asked"
+        held = following[0][1]
+        assert max(_steps_of(short_persona)[eid] for eid in held) == step - 1
+    asked = [r for r in outcome["records"] if r["query"] in {q for qs in by_step.values() for q in qs}]
+    assert asked and all(r["runtime_ms"] > 0 for r in asked)
+
+
+def test_a_whole_history_item_hands_over_all_its_questions_once_after_its_memory_is_built(locomo_path):
+    from adapters.benchmarks.locomo.reader import LoCoMo
+
+    locomo_item = next(LoCoMo(locomo_path).iter_items())
+    system = AskedAheadRecordingSystem()
+    evaluate_item(locomo_item, system, top_k=10)
+    kinds = [kind for kind, _ in system.events]
+    assert kinds.count("ahead") == 1 and kinds.index("ahead") > kinds.index("ingest")
+    assert kinds[kinds.index("ahead") + 1:] == ["retrieve"] * len(locomo_item["questions"])
+    assert system.events[kinds.index("ahead")][1] == [q["question"] for q in locomo_item["questions"]]
