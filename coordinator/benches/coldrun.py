@@ -112,6 +112,20 @@ def _run_one(workdir: Path, variant: dict, data: Path, companion: Path, tag: str
             "records": json.loads(out.read_text())["records"]}
 
 
+#: The peer's published rate, the figure a fleet is set against: mnem's benchmarks README gives 500 LongMemEval-S
+#: questions in 1,127 s on one four-core lane with dense MiniLM.
+PEER_RATE = {"system": "mnem", "questions": 500, "seconds": 1127, "cores": 4,
+             "source": "mnem's benchmarks README: LongMemEval-S, dense MiniLM, one four-core lane"}
+PEER_RATE["questions_per_core_hour"] = round(PEER_RATE["questions"] * 3600 / PEER_RATE["seconds"] / PEER_RATE["cores"])
+
+
+def _per_core_hour(seconds_per_question: float, scale: float, cores: int) -> dict:
+    """Questions at full scale per core-hour from a measured rate, and that over the peer's published rate."""
+    rate = 3600 * scale / seconds_per_question / cores if seconds_per_question > 0 else None
+    return {"questions_per_core_hour": round(rate) if rate else None,
+            "x_peer_rate": round(rate / PEER_RATE["questions_per_core_hour"], 2) if rate else None}
+
+
 def _hours(seconds_per_question: float, scale: float) -> dict:
     """A cold 500-question run at full scale from a measured rate: machine-hours, and wall hours on N machines."""
     one = 500 * seconds_per_question / scale / 3600
@@ -209,10 +223,12 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output,
                      "x_full_nosentence": to_plain["median"] if to_plain else None,
                      "x_full_nosentence_per_round": to_plain["per_round"] if to_plain else None,
                      "machine_hours_500": hours["machine_hours"],
+                     **_per_core_hour(per_question, scale, len(os.sched_getaffinity(0))),
                      **{f"wall_hours_500_on_{n}": h for n, h in hours["wall_hours"].items()}})
     result = {"questions": questions, "scale": scale, "rounds": len(slices), "sharing": sharing,
               "load_before": load_before, "variants": rows, "target_full_over_full_nosentence": 1.15,
-              "onnx_export_seconds_once_per_machine": export_seconds,
+              "onnx_export_seconds_once_per_machine": export_seconds, "peer_rate": PEER_RATE,
+              "cores": len(os.sched_getaffinity(0)),
               "seconds": "the items' own time (reading, build, questions, cache writes), summed over the rounds; "
                          "process start and model load are left out",
               "ratios": "x_fusion: the variant's seconds over fusion's with the same embedder and backend, in each "
@@ -221,7 +237,8 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output,
               "hours": "machine_hours_500: a cold 500-question LongMemEval-S run at full scale on one two-core "
                        "machine, from seconds_per_question / scale (cost per question taken as linear in haystack "
                        "size; this file's sharing, each machine its own store); wall_hours_500_on_N: the same on N "
-                       "machines, items spread evenly, 1% farm overhead (bench farm)"}
+                       "machines, items spread evenly, 1% farm overhead (bench farm); questions_per_core_hour: the "
+                       "same rate per core of this machine, x_peer_rate: that over peer_rate's"}
     if m_sessions:
         result["longmemeval_m"] = [_m_question(workdir, m_sessions, embedder, backends[0]) for embedder in embedders]
     if locomo:
@@ -238,13 +255,19 @@ def _table(r: dict, path) -> str:
     lines = [f"{r['questions']} questions at scale {r['scale']} in {r['rounds']} rounds; load before "
              f"{r['load_before']}, after {r['load']}",
              f"{'mode':<16}{'embedder':<9}{'backend':<10}{'s/q':>7}{'turns':>7}{'pieces':>7}{'windows':>8}"
-             f"{'RSS MiB':>8}{'sR@5':>7}{'sRall@5':>8}{'x fusion':>9}{'x nosent':>9}{'mach-h':>8}"]
+             f"{'RSS MiB':>8}{'sR@5':>7}{'sRall@5':>8}{'x fusion':>9}{'x nosent':>9}{'mach-h':>8}{'q/core-h':>9}"
+             f"{'x peer':>7}"]
     for v in r["variants"]:
         lines.append(f"{v['mode']:<16}{v['embedder']:<9}{v['backend']:<10}{v['seconds_per_question']:>7.2f}"
                      f"{v['encoded_turns']:>7}{v['encoded_pieces']:>7}{v['encoded_windows']:>8}"
                      f"{v['peak_rss_mib']:>8.0f}{v['session_recall_any@5']:>7.3f}{v['session_recall_all@5']:>8.3f}"
                      f"{_fmt(v['x_fusion'], '>8.2f')}x{_fmt(v['x_full_nosentence'], '>8.2f')}x"
-                     f"{v['machine_hours_500']:>8.2f}")
+                     f"{v['machine_hours_500']:>8.2f}{_fmt(v.get('questions_per_core_hour'), '>9')}"
+                     f"{_fmt(v.get('x_peer_rate'), '>7.2f')}")
+    peer = r.get("peer_rate")
+    if peer:
+        lines.append(f"peer: {peer['system']}, {peer['questions_per_core_hour']} questions per core-hour "
+                     f"({peer['questions']} in {peer['seconds']} s on {peer['cores']} cores; {peer['source']})")
     for m in r.get("longmemeval_m", []):
         lines.append(f"LongMemEval-M, one question of {m['sessions']} sessions, full, {m['embedder']} "
                      f"{m['backend']}: {m['seconds']:.0f}s cold, peak RSS {m['peak_rss_mib']:.0f} MiB (bound "

@@ -34,6 +34,15 @@ def test_hours_are_machine_hours_of_500_full_scale_questions_and_wall_hours_on_e
                                                           "32": round(2.5 / 32 * 1.01, 2)}}
 
 
+def test_a_rate_is_full_scale_questions_per_core_hour_set_against_the_peers_published_one():
+    from coordinator.benches.coldrun import PEER_RATE, _per_core_hour
+
+    assert PEER_RATE["questions_per_core_hour"] == round(500 * 3600 / 1127 / 4)
+    rate = _per_core_hour(1.8, 0.1, 2)  # 18 s a full-scale question on two cores: 100 per core-hour
+    assert rate == {"questions_per_core_hour": 100, "x_peer_rate": round(100 / PEER_RATE["questions_per_core_hour"], 2)}
+    assert _per_core_hour(0.0, 0.1, 2) == {"questions_per_core_hour": None, "x_peer_rate": None}
+
+
 def test_each_mode_is_set_against_fusion_and_full_without_sentences_of_its_own_model_and_backend():
     from coordinator.benches.coldrun import _ratio, _variants
 
@@ -72,3 +81,4 @@ def test_the_bench_runs_tiny_and_counts_pieces_in_full_only(tmp_path):
     assert all(v["encoded_turns"] > 0 and v["peak_rss_mib"] > 0 for v in rows.values())
     assert len(rows["full"]["x_fusion_per_round"]) == 2 and rows["full"]["x_full_nosentence"] > 0
     assert rows["fusion"]["x_fusion"] is None and result["command"] and "full-nosentence" in table
+    assert all(v["questions_per_core_hour"] > 0 for v in rows.values()) and "per core-hour" in table
