@@ -248,7 +248,8 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output,
 
 
 def _fmt(value, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    """`value` under `spec`, or a dash as wide as the spec's field where there is no value."""
+    return format("-", spec.split(".")[0].rstrip("d")) if value is None else format(value, spec)
 
 
 def _table(r: dict, path) -> str:

@@ -82,3 +82,5 @@ def test_the_bench_runs_tiny_and_counts_pieces_in_full_only(tmp_path):
     assert len(rows["full"]["x_fusion_per_round"]) == 2 and rows["full"]["x_full_nosentence"] > 0
     assert rows["fusion"]["x_fusion"] is None and result["command"] and "full-nosentence" in table
     assert all(v["questions_per_core_hour"] > 0 for v in rows.values()) and "per core-hour" in table
+    variant_lines = table.splitlines()[2:2 + len(rows)]
+    assert len({len(line) for line in variant_lines}) == 1, "a missing ratio keeps its column's width"
