@@ -147,6 +147,8 @@ def leaderboard_table(group: dict) -> str:
     """The group's leaderboard, sortable by any column (board.js), its headline metric first among the metrics."""
     headline = group["headline"]
     kind = headline["kind"]
+    session, turn = headline["units"]  # each level as the benchmark calls it (BEAM: batch, message)
+    coarse = "" if session == "session" else f"{session} "
     head = [("#", "num", "place (complete runs)"), ("system", "text", "system (click: its file and settings)"),
             ("mode", "text", "retrieval mode"),
             ("embedder", "text", "embedding model (none: the system embeds nothing; not disclosed: a server "
@@ -157,8 +159,9 @@ def leaderboard_table(group: dict) -> str:
             ("tuned", "text", "weights tuned on this very dataset: not held out"),
             (headline["header"], "num", f'{headline["words"]}, {headline["role"]}: {headline["meaning"]}'),
             ("95% CI", "num", f"95% bootstrap interval of the {kind} mean"), ("n", "num", "questions scored"),
-            ("any@5", "num", "session recall_any@5: any gold session in the top 5"),
-            ("nDCG @10", "num", "session nDCG@10"), ("turn R@10", "num", "turn recall_any@10"),
+            (f"{coarse}any@5", "num", f"{session} recall_any@5: any gold {session} in the top 5"),
+            (f"{coarse}nDCG @10", "num", f"{session} nDCG@10"),
+            (f"{turn} R@10", "num", f"{turn} recall_any@10"),
             ("s/q", "num", "seconds per question: the run's wall time over its questions"),
             ("peak mem", "num", "peak resident memory of the run's process, where recorded"),
             ("Δ", "num", f"{kind} mean minus #1's, over paired questions"),

@@ -91,9 +91,12 @@ def test_the_pages_name_each_group_s_own_headline(board):
     assert re.search(r'<th data-kind="num" tabindex="0" title="message recall_any@10 \(BEAM\'s messages\), BEAM\'s '
                      r'headline metric: any gold message in the top 10">message any@10</th>', said)
     assert "session recall_all@5" not in said and "the strict metric" not in said
+    assert ">batch any@5</th>" in said and ">batch nDCG @10</th>" in said and ">message R@10</th>" in said
+    assert ">any@5</th>" not in said and "turn R@10" not in said, "every level as BEAM calls it"
     kept = _section(index, other)
     assert "Ordered by session recall_all@5, the strict metric (every gold session in the top 5)" in kept
     assert ">all@5</th>" in kept and "message" not in kept
+    assert ">any@5</th>" in kept and ">turn R@10</th>" in kept
     pair = (board["site"] / beam["id"] / "pair-1-2.html").read_text()
     assert "<p>turn:recall_any@10 on the " in pair
     questions = (board["site"] / beam["id"] / "questions.html").read_text()
