@@ -89,19 +89,25 @@ def docs_ahead(memory, texts: list[str], metadatas: list[dict], batch_size: int,
         rest, batch_size=batch_size)) for kind, batch in kinds.items())
 
 
-def questions_ahead(memory, queries: list[str], mode: str, batch_size: int) -> int:
-    """Encode now what `queries`, about to be asked of `memory` as it stands in `mode` (one that reads vectors),
-    will read: their vectors, together, then, in a ranked mode that reads sentences, the pieces of every turn that
-    will reach one of their rankings' heads and has none yet, together. Which turns those are is worked out as the
-    ranking will (`memoria.ranking.sentence_head`); a turn that differs at recall (a source cut short by its time
-    budget) is encoded then, as any would be. Returns the texts encoded."""
+def questions_ahead(memory, queries: list[str], mode: str, limit: int, batch_size: int) -> int:
+    """Encode now what `queries`, about to be asked of `memory` as it stands in `mode` (one that reads vectors) for
+    `limit` candidates, will read: their vectors, together, then, in a ranked mode that reads sentences, the pieces of
+    every turn that will reach one of their rankings' heads and has none yet, together. Which turns those are is
+    worked out as the ranking will, from the same sources at the same depth (`memoria.ranking.sentence_head`); a turn
+    that differs at recall (a source cut short by its time budget) is encoded then, as any would be.
+
+    The heads are not worked out where that would cost more than it saves: where the docs' own pieces were encoded
+    ahead (memory that grows in steps: they are served from there), and under the `deadline` policy, whose sources
+    are cut by time (working them out runs every source once more, and one still running at its budget holds a
+    thread of the pool the recalls share). Returns the texts encoded."""
     encoded = memory.questions.add([memory.dense_question(query, mode) for query in queries],
                                    memory.counted("questions"), batch_size)
-    if not (mode in defaults.RANKED_MODES and memory.pieces_wanted):
+    if not (mode in defaults.RANKED_MODES and memory.pieces_wanted) or memory.ahead.vectors \
+            or memory.policy == "deadline":
         return encoded
     heads: set[int] = set()
     for query in queries:
-        context = memory.ranking_context(query, mode)
+        context = memory.ranking_context(query, mode, limit)
         if context is not None and context.query_vector is not None:
             heads.update(sentence_head(context, memory.weights, memory.sentence_head))
     missing = heads if memory.pieces.max_pieces != memory.max_pieces else heads - memory.pieces.checked

@@ -223,15 +223,16 @@ class MemoryInterface:
             return without_names(query, self.view().speakers)
         return query
 
-    def encode_questions(self, queries: list[str], mode: str, batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
-        """Encode now, together, what `queries`, about to be asked of this state in `mode`, will read: their vectors
-        and the sentence pieces their rankings read (`memoria.ahead.questions_ahead`); nothing where `mode` reads no
-        vector. Returns the texts encoded."""
+    def encode_questions(self, queries: list[str], mode: str, limit: int = defaults.DEFAULT_RECALL_LIMIT,
+                         batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
+        """Encode now, together, what `queries`, about to be asked of this state in `mode` for `limit` candidates,
+        will read: their vectors and the sentence pieces their rankings read (`memoria.ahead.questions_ahead`);
+        nothing where `mode` reads no vector. Returns the texts encoded."""
         if mode not in defaults.MODE_SOURCES:
             raise UnknownModeError(f"unknown retrieval mode {mode!r}; choose from {sorted(defaults.MODE_SOURCES)}")
         if not reads_vectors(mode, self.mode_sources.get(mode, defaults.MODE_SOURCES[mode])) or not len(self.store):
             return 0
-        return questions_ahead(self, [query for query in queries if query.strip()], mode, batch_size)
+        return questions_ahead(self, [query for query in queries if query.strip()], mode, limit, batch_size)
 
     # -- what was encoded, by kind ------------------------------------------------
     def counted(self, kind: str) -> "_Tally":

@@ -99,10 +99,11 @@ class EncodesAhead(Protocol):
 @runtime_checkable
 class AsksAhead(Protocol):
     """A system that can be handed, together, the questions about to be asked of what it now holds, before the first
-    of them is asked: to encode them in one batch rather than each in a batch of its own. It must not store them or
-    let them change what it holds or how it ranks; each question is still asked, and answered, on its own."""
+    of them is asked, and the depth each will be asked for (`top_k`): to encode them in one batch rather than each in
+    a batch of its own. It must not store them or let them change what it holds or how it ranks; each question is
+    still asked, and answered, on its own."""
 
-    def questions_ahead(self, queries: list[str]) -> None: ...
+    def questions_ahead(self, queries: list[str], top_k: int) -> None: ...
 
 
 @runtime_checkable

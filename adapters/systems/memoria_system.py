@@ -205,10 +205,10 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, AsksAhead, Describes, Embeds, Ha
         self.memory.encode_ahead([d["text"] for d in docs], [_metadata(d) for d in docs], batch_size=self.batch_size,
                                  ranked=self.mode in defaults.RANKED_MODES)
 
-    def questions_ahead(self, queries: list[str]) -> None:
-        """The vectors of the questions about to be asked, encoded together (`MemoryInterface.encode_questions`)."""
+    def questions_ahead(self, queries: list[str], top_k: int) -> None:
+        """What the questions about to be asked will read, encoded together (`MemoryInterface.encode_questions`)."""
         if self.encodes:
-            self.memory.encode_questions(queries, self.mode, batch_size=self.batch_size)
+            self.memory.encode_questions(queries, self.mode, limit=top_k, batch_size=self.batch_size)
 
     def retrieve(self, label: str, query: str, top_k: int) -> list[dict]:
         response = self.memory.recall(query, mode=self.mode, limit=top_k)

@@ -66,3 +66,18 @@ def test_a_mode_that_reads_no_vector_encodes_no_question_and_an_empty_memory_non
     assert memory.encode_questions(QUESTIONS, "bm25") == 0 and memory.embedder.calls == []
     memory.reset()
     assert memory.encode_questions(QUESTIONS, "full") == 0 and memory.embedder.calls == []
+
+
+@pytest.mark.parametrize("docs_ahead", [False, True])
+def test_the_heads_are_worked_out_ahead_only_where_the_docs_pieces_were_not_encoded_ahead(embedder, docs_ahead):
+    """Memory that grows in steps has its docs' pieces encoded ahead already (`encode_ahead`): working out the heads
+    would only run every source once more. There only the questions' vectors are encoded ahead."""
+    memory = MemoryInterface(embedder=Calls(embedder), window_size=0)
+    texts, metadatas = [t for t, _ in TURNS], [{"speaker": s} for _, s in TURNS]
+    if docs_ahead:
+        memory.encode_ahead(texts, metadatas)
+    BatchLoader(memory).insert_batch(texts, metadatas, parallel_extract=False)
+    asked = []
+    memory.custom_sources["graph"] = lambda: asked.append(1) or []
+    memory.encode_questions(QUESTIONS, "full")
+    assert len(asked) == (0 if docs_ahead else len([q for q in QUESTIONS if q.strip()]))

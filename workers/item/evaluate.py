@@ -313,7 +313,7 @@ class _Asker:
         if system is None or not questions:
             return
         t0 = time.perf_counter()
-        system.questions_ahead([question["question"] for _, question in questions])
+        system.questions_ahead([question["question"] for _, question in questions], self.depth)
         share = (time.perf_counter() - t0) * 1000 / len(questions)
         self.ahead_ms.update((position, share) for position, _ in questions)
 

@@ -261,8 +261,17 @@ def test_an_item_that_encodes_ahead_says_so_before_it_does_and_then_counts_its_q
 class AskedAheadRecordingSystem(AddingRecordingSystem):
     """A user's class that takes the questions of a state ahead (`contract.AsksAhead`) and records when."""
 
-    def questions_ahead(self, queries):
+    def __init__(self):
+        super().__init__()
+        self.depths = []
+
+    def questions_ahead(self, queries, top_k):
         self.events.append(("ahead", list(queries)))
+        self.depths.append(top_k)
+
+    def retrieve(self, label, query, top_k):
+        self.depths.append(top_k)
+        return super().retrieve(label, query, top_k)
 
 
 def test_the_questions_of_each_state_reach_a_system_that_asks_ahead_together_and_never_before_their_state(
@@ -297,3 +306,4 @@ def test_a_whole_history_item_hands_over_all_its_questions_once_after_its_memory
     assert kinds.count("ahead") == 1 and kinds.index("ahead") > kinds.index("ingest")
     assert kinds[kinds.index("ahead") + 1:] == ["retrieve"] * len(locomo_item["questions"])
     assert system.events[kinds.index("ahead")][1] == [q["question"] for q in locomo_item["questions"]]
+    assert len(set(system.depths)) == 1, "handed over for the depth each question is then asked for"
