@@ -15,7 +15,8 @@ import pytest
 
 from adapters.systems.memoria_system import MemoriaSystem
 from memoria import BatchLoader, MemoryInterface
-from tests.helpers import WordEmbedder, realmem_persona
+from tests.helpers import WordEmbedder
+from tests.workers.item.test_stepped import short_persona  # noqa: F401 (the fixture: a persona's first 20 sessions)
 from workers.item.evaluate import SystemCrash, evaluate_item
 
 
@@ -251,15 +252,6 @@ def test_the_time_spent_ahead_is_shared_among_a_whole_history_items_questions(lo
     assert system.handed == [[q["question"] for q in questions]]
     _check_shares(outcome, system.handed, questions)
     assert outcome["timings"]["phases_ms"]["recall_ms"] >= AHEAD_SECONDS * 1000
-
-
-@pytest.fixture(scope="module")
-def short_persona(realmem_dir, tmp_path_factory):
-    from adapters.benchmarks.realmem.reader import RealMem
-
-    path = realmem_persona(realmem_dir / "Kenta_Tanaka_dialogues_256k.json", 20,
-                           tmp_path_factory.mktemp("realmem") / "Kenta_Tanaka_dialogues_256k.json")
-    return next(RealMem(path).iter_items())
 
 
 def test_the_time_spent_ahead_is_shared_among_each_steps_questions_only(short_persona):
