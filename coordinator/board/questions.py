@@ -3,7 +3,7 @@ top candidates and its gold marked, and two runs side by side on the questions b
 
 from __future__ import annotations
 
-from coordinator.board.data import SHOWN_CANDIDATES, natural_key
+from coordinator.board.run_view import SHOWN_CANDIDATES, natural_key
 from coordinator.board.markup import count, crumbs, e, group_heading, num, page
 from coordinator.results.verdicts import EXPLAINED, p_text
 

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from adapters.errors import ResultsError
 from coordinator.benches.board_build import generated_runs
 from coordinator.board import charts, data as board_data, files as board_files, markup as board_html, pages as board_pages
+from coordinator.board import run_view
 from coordinator.board import questions as board_questions
 from coordinator.board.build import build_board, make_server
 from coordinator.cli import main
@@ -51,11 +52,11 @@ def test_gold_ranks_first_and_every_gold_by_hand():
     candidates = [{"rank": r, "metadata": {"session_id": s}} for r, s in
                   enumerate(["x", "a", "y", "a", "b", "z"], start=1)]
     # sessions count once, at their first place (x, a, y, b, z), as session recall ranks them
-    assert board_data.gold_ranks(candidates, ["a", "b"], "session_id") == (2, 4)
-    assert board_data.gold_ranks(candidates, ["z"], "session_id") == (5, 5)
-    assert board_data.gold_ranks(candidates, ["a", "c"], "session_id") == (2, None)
-    assert board_data.gold_ranks(candidates, ["c"], "session_id") == (None, None)
-    assert board_data.gold_ranks(candidates, [], "session_id") == (None, None)
+    assert run_view.gold_ranks(candidates, ["a", "b"], "session_id") == (2, 4)
+    assert run_view.gold_ranks(candidates, ["z"], "session_id") == (5, 5)
+    assert run_view.gold_ranks(candidates, ["a", "c"], "session_id") == (2, None)
+    assert run_view.gold_ranks(candidates, ["c"], "session_id") == (None, None)
+    assert run_view.gold_ranks(candidates, [], "session_id") == (None, None)
 
 
 def test_runs_of_the_same_questions_form_one_group_and_another_dataset_its_own(tmp_path, made):
@@ -69,7 +70,7 @@ def test_runs_of_the_same_questions_form_one_group_and_another_dataset_its_own(t
     remade_header(dropped[0])
     dropped[0]["system"] = "fewer"
     paths = write_runs(tmp_path, runs + [other, dropped])
-    groups = board_data.group_runs([board_data.load_run(p) for p in paths])
+    groups = board_data.group_runs([run_view.load_run(p) for p in paths])
     assert [len(g["runs"]) for g in groups] == [3, 1, 1]
     main_group = groups[0]
     assert {r["system"] for r in main_group["runs"]} == {"system0", "system1", "system2"}
@@ -89,7 +90,7 @@ def test_runs_of_the_same_questions_form_one_group_and_another_dataset_its_own(t
 def test_two_runs_of_one_system_and_mode_are_told_apart_by_their_file_names(tmp_path, made):
     twice = [copy.deepcopy(made[0]), copy.deepcopy(made[0])]
     paths = write_runs(tmp_path, twice, names=["monday.json", "tuesday.json"])
-    group = board_data.group_runs([board_data.load_run(p) for p in paths])[0]
+    group = board_data.group_runs([run_view.load_run(p) for p in paths])[0]
     # still named by what ran first, as every other run and every leader is: the file only tells them apart
     assert sorted(r["label"] for r in group["runs"]) == ["system0/generated (monday)", "system0/generated (tuesday)"]
 
@@ -316,7 +317,7 @@ def test_runs_judged_by_substrings_stand_apart_with_their_pass_rates(tmp_path, m
 
 def test_the_gold_ranks_a_question_page_shows_agree_with_the_runs_own_session_metrics(three):
     for path in three:
-        run = board_data.load_run(path)
+        run = run_view.load_run(path)
         for answer in run["runs_of"].values():
             first, last = answer["session_ranks"]
             assert answer["session_recall_any@5"] == float(first is not None and first <= 5)
@@ -425,7 +426,7 @@ def test_a_pair_page_lists_question_ids_in_natural_order(tmp_path, made):
     listed = [m for m in re.findall(r'<td><a href="q/\d+\.html">(q\d+)</a>', page)]
     losses = listed[pair["wins"]["count"]:]
     assert losses == sorted(losses, key=lambda q: int(q[1:])) and len(losses) > 2
-    assert board_data.natural_key("q2") < board_data.natural_key("q11") < board_data.natural_key("q100")
+    assert run_view.natural_key("q2") < run_view.natural_key("q11") < run_view.natural_key("q100")
 
 
 def test_published_figures_and_bench_outputs_are_not_entered(tmp_path, three):

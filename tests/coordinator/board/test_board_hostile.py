@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from adapters.errors import ResultsError
 from coordinator.benches.board_build import generated_runs
-from coordinator.board import data as board_data, files as board_files
+from coordinator.board import data as board_data, files as board_files, run_view
 from coordinator.board.build import build_board
 from coordinator.cli import main
 from coordinator.running.reducer import write_results
@@ -51,7 +51,7 @@ def _edited(path: Path, edit) -> Path:
 
 def test_a_genuine_judged_run_passes_the_results_check(tmp_path):
     path = write_results(*_judged_run(), tmp_path / "episodes.json")[0]
-    run = board_data.load_run(path)
+    run = run_view.load_run(path)
     assert run["judged"] and run["support"] == {"queries": 2, "passed": 1, "stale_hits": 1, "pass_rate": 0.5}
 
 
@@ -78,7 +78,7 @@ def _judgement(field, value):
 def test_a_judged_run_that_lies_is_refused_in_one_line_naming_file_record_and_field(tmp_path, edit, where):
     path = _edited(write_results(*_judged_run(), tmp_path / "episodes.json")[0], edit)
     with pytest.raises(ResultsError) as caught:
-        board_data.load_run(path)
+        run_view.load_run(path)
     assert str(caught.value).startswith(f"{path}: ") and where in str(caught.value)
     result = CliRunner().invoke(main, ["board", str(path), "--output", str(tmp_path / "board")])
     assert result.exit_code == 2 and "Traceback" not in result.output
@@ -97,7 +97,7 @@ def test_question_ids_joined_by_a_newline_do_not_pair_with_the_ids_they_join(tmp
     apart = write_results(*_judged_run(("a", "b")), tmp_path / "apart.json")[0]
     # one query whose id holds the newline: episode-1:a\nepisode-1:b, the other's two ids joined
     joined = write_results(*_judged_run(("a\nepisode-1:b",)), tmp_path / "joined.json")[0]
-    runs = [board_data.load_run(apart), board_data.load_run(joined)]
+    runs = [run_view.load_run(apart), run_view.load_run(joined)]
     assert "\n".join(sorted(runs[0]["question_ids"])) == runs[1]["question_ids"][0]
     groups = board_data.group_runs(runs)
     assert len(groups) == 2

@@ -38,7 +38,7 @@ def test_a_users_class_is_run_under_its_name_and_no_mode_stands_in_for_one(tmp_p
 
 
 def test_compare_and_the_board_name_runs_the_same_way():
-    from coordinator.board.data import mode_text
+    from coordinator.board.run_view import mode_text
     from coordinator.results.compare import _labels
 
     files = [{"system": "bm25s", "retrieval_mode": "bm25s:lucene", "_path": "a.json"},
