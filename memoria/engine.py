@@ -17,6 +17,7 @@ import numpy as np
 from memoria import defaults
 from memoria.ahead import VectorsAhead, docs_ahead, questions_ahead
 from memoria.bm25 import BM25Index
+from memoria.encoding import ENCODED_KINDS, Tally, reads_vectors
 from memoria.boosts import without_names
 from memoria.errors import UnknownModeError
 from memoria.pieces import SentenceVectors
@@ -33,8 +34,6 @@ from memoria.windows import build_windows, credit_turns
 
 logger = logging.getLogger(__name__)
 
-#: What a memory encodes: its turns, their windows, their sentence pieces, and the questions it is asked.
-ENCODED_KINDS = ("turns", "windows", "pieces", "questions")
 
 
 class MemoryInterface:
@@ -235,9 +234,9 @@ class MemoryInterface:
         return questions_ahead(self, [query for query in queries if query.strip()], mode, limit, batch_size)
 
     # -- what was encoded, by kind ------------------------------------------------
-    def counted(self, kind: str) -> "_Tally":
+    def counted(self, kind: str) -> Tally:
         """This memory's embedder, adding what it encodes to `encoded[kind]` (one of `ENCODED_KINDS`)."""
-        return _Tally(self, kind)
+        return Tally(self, kind)
 
     # -- reading -----------------------------------------------------------
     def view(self) -> DerivedView:
@@ -383,13 +382,6 @@ class MemoryInterface:
         self.questions.clear()
 
 
-def reads_vectors(mode: str, sources) -> bool:
-    """Whether `mode`, submitting `sources`, reads any vector: it ranks (the ranking reads the turns' and their
-    sentences' vectors) or a source searches vectors (`defaults.VECTOR_SOURCES`). One that reads none needs no
-    vector encoded, for its memory or its questions."""
-    return mode in defaults.RANKED_MODES or bool(set(defaults.VECTOR_SOURCES) & set(sources))
-
-
 def _round_robin(lists: dict[str, list[tuple[int, float]]], order: list[str]) -> list[tuple[int, float, dict]]:
     """Merge source lists without fusing scores: alternate ranks, first occurrence wins."""
     sources = [s for s in order if s in lists]
@@ -407,25 +399,3 @@ def _round_robin(lists: dict[str, list[tuple[int, float]]], order: list[str]) ->
 
 def _ms(since: float) -> float:
     return round((time.perf_counter() - since) * 1000.0, 3)
-
-
-class _Tally:
-    """A memory's embedder that counts, under one kind, the texts the model encodes: an embedder that counts
-    its own (`counts["encoded"]`, an embedding store) says how many it did not serve; any other encodes all."""
-
-    def __init__(self, memory: MemoryInterface, kind: str):
-        self.memory, self.kind = memory, kind
-        self.dimension = memory.embedder.dimension
-
-    def encode(self, texts, **options) -> np.ndarray:
-        if self.memory.ahead.vectors:  # texts encoded ahead are served as they are (`memoria.ahead`)
-            return self.memory.ahead.serve(list(texts), lambda rest: self._encode(rest, **options), self.dimension)
-        return self._encode(texts, **options)
-
-    def _encode(self, texts, **options) -> np.ndarray:
-        embedder = self.memory.embedder
-        before = getattr(embedder, "counts", {}).get("encoded")
-        vectors = embedder.encode(texts, **options)
-        after = getattr(embedder, "counts", {}).get("encoded")
-        self.memory.encoded[self.kind] += len(texts) if before is None or after is None else after - before
-        return vectors

@@ -14,7 +14,7 @@ from adapters.systems.contract import (AddsOnIngest, AsksAhead, CountsWork, Enco
 from adapters.threads import model_threads
 from memoria import BatchLoader, MemoryInterface, defaults
 from memoria.embedder import LazyEmbedder
-from memoria.engine import reads_vectors
+from memoria.encoding import reads_vectors
 from memoria.errors import SettingsError
 from memoria.settings import MemoriaSettings
 
@@ -31,7 +31,7 @@ class Parts(NamedTuple):
     switched_off: tuple[str, ...]
     #: Windows cost encoding: only a mode that submits the window source, with a weight on it, builds them.
     windows: bool
-    #: Whether anything the mode asks reads a vector (`memoria.engine.reads_vectors`); where nothing does, no
+    #: Whether anything the mode asks reads a vector (`memoria.encoding.reads_vectors`); where nothing does, no
     #: text is encoded at all (`bm25`, `raw` without `faiss`).
     vectors: bool
 
@@ -128,7 +128,7 @@ class MemoriaSystem(AddsOnIngest, EncodesAhead, AsksAhead, Describes, Embeds, Ha
 
     @property
     def encoded_by_kind(self) -> dict:
-        """Texts the model encoded for this system so far, by kind (`memoria.engine.ENCODED_KINDS`)."""
+        """Texts the model encoded for this system so far, by kind (`memoria.encoding.ENCODED_KINDS`)."""
         return dict(self.memory.encoded)
 
     @property

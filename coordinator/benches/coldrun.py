@@ -73,7 +73,7 @@ def round_ratios(baseline_seconds: list[float], variant_seconds: list[float]) ->
 MODES = {"fusion": ["--retrieval-mode", "fusion"],
          "full": ["--retrieval-mode", "full"],
          "full-nosentence": ["--retrieval-mode", "full", "--without", "sentence"]}
-#: Texts a run encodes, by kind, as its items count them (memoria.engine.ENCODED_KINDS).
+#: Texts a run encodes, by kind, as its items count them (memoria.encoding.ENCODED_KINDS).
 KINDS = ("turns", "windows", "pieces", "questions")
 #: The memory bound of one LongMemEval-M question in one process, MiB.
 M_BOUND_MIB = 1536
