@@ -292,8 +292,7 @@ def test_the_questions_of_each_state_reach_a_system_that_asks_ahead_together_and
         assert [kind for kind, _ in following] == ["retrieve"] * len(queries), "handed over right before they are asked"
         held = following[0][1]
         assert max(_steps_of(short_persona)[eid] for eid in held) == step - 1
-    asked = [r for r in outcome["records"] if r["query"] in {q for qs in by_step.values() for q in qs}]
-    assert asked and all(r["runtime_ms"] > 0 for r in asked)
+    assert len(outcome["records"]) == len(short_persona["questions"])
 
 
 def test_a_whole_history_item_hands_over_all_its_questions_once_after_its_memory_is_built(locomo_path):
