@@ -62,14 +62,19 @@ RANKED_MODES = ("full",)
 VECTOR_SOURCES = ("faiss", "fusion", "window")
 #: Ranking parts of a ranked mode that can be switched off by name (their weight set to 0), beside its sources.
 RANKING_SWITCHES = ("sentence", "session", "feedback", "name", "quoted", "date", "temporal",
-                    "session_bm25", "session_centroid", "session_recency")
+                    "session_bm25", "session_centroid", "session_recency", "standing", "user_said")
 
 #: Query parts of a ranked mode that can be switched off by name; they are on by default and weigh nothing.
-QUERY_SWITCHES = ("speaker_strip",)
+QUERY_SWITCHES = ("speaker_strip", "frame_strip")
 #: `speaker_strip`: a ranked mode encodes the question without the names of the memory's speakers
 #: (memoria.boosts.without_names); every turn opens with its speaker's name, so the name otherwise draws the
 #: question's vector toward that speaker's emptiest turns. BM25 and the boosts still read the names.
 DEFAULT_SPEAKER_STRIP = True
+#: `frame_strip`: a ranked mode searches the question without the phrases that frame it by the conversation ("the
+#: order in which I brought up ... throughout our conversations? Mention ONLY and ONLY five items",
+#: memoria.discourse.without_frame): they name no message, and as words they match whichever messages say "order" or
+#: "items". The `user_said` signal still reads the question as asked. A question without such a phrase is unchanged.
+DEFAULT_FRAME_STRIP = True
 #: Every part of a ranked mode that `without` can switch off.
 SWITCHES = RANKING_SWITCHES + QUERY_SWITCHES
 
@@ -115,6 +120,8 @@ DEFAULT_WEIGHTS = {
     "quoted": 0.1,
     "date": 0.15,
     "temporal": 0.05,
+    "standing": 0.0,
+    "user_said": 0.0,
 }
 
 #: The `full` weights of each embedder (memoria.model_files), by its name: a model's scores are spread

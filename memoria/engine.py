@@ -19,6 +19,7 @@ from memoria.ahead import VectorsAhead, docs_ahead, questions_ahead
 from memoria.bm25 import BM25Index
 from memoria.encoding import ENCODED_KINDS, Tally, reads_vectors
 from memoria.boosts import without_names
+from memoria.discourse import without_frame
 from memoria.errors import UnknownModeError
 from memoria.pieces import SentenceVectors
 from memoria.question_vectors import QuestionVectors
@@ -93,7 +94,7 @@ class MemoryInterface:
                 "graph_seeds": self.graph_seeds, "session_top_n": self.session_top_n, "max_pieces": self.max_pieces,
                 "sentence_head": self.sentence_head,
                 "feedback": {"turns": self.feedback_turns, "terms": self.feedback_terms},
-                "speaker_strip": self.speaker_strip}
+                "speaker_strip": self.speaker_strip, "frame_strip": self.frame_strip}
 
     # -- writing -----------------------------------------------------------
     def insert(self, texts: list[str], metadatas: list[dict], vectors: np.ndarray | None,
@@ -214,13 +215,22 @@ class MemoryInterface:
         encoded again."""
         return self.questions.get(text, self.counted("questions"))
 
-    def dense_question(self, query: str, mode: str) -> str:
-        """The text the model reads for `query` under `mode`: a ranked mode strips the speakers' names
-        (`speaker_strip`), so questions that differ only by whose they are ("What did Caroline paint?", "What did
-        Melanie paint?") are one text to the encoder."""
-        if mode in defaults.RANKED_MODES and self.speaker_strip:
-            return without_names(query, self.view().speakers)
+    def searched_question(self, query: str, mode: str) -> str:
+        """The text the sources and the ranking search for `query` under `mode`: a ranked mode takes out the phrases
+        that frame it by the conversation (`frame_strip`, memoria.discourse), "the order in which I brought up ...
+        throughout our conversations", which name no message."""
+        if mode in defaults.RANKED_MODES and self.frame_strip:
+            return without_frame(query)
         return query
+
+    def dense_question(self, query: str, mode: str) -> str:
+        """The text the model reads for `query` under `mode`: the searched question (`searched_question`), in a
+        ranked mode without the speakers' names (`speaker_strip`), so questions that differ only by whose they are
+        ("What did Caroline paint?", "What did Melanie paint?") are one text to the encoder."""
+        searched = self.searched_question(query, mode)
+        if mode in defaults.RANKED_MODES and self.speaker_strip:
+            return without_names(searched, self.view().speakers)
+        return searched
 
     def encode_questions(self, queries: list[str], mode: str, limit: int = defaults.DEFAULT_RECALL_LIMIT,
                          batch_size: int = defaults.DEFAULT_BATCH_SIZE) -> int:
@@ -278,7 +288,7 @@ class MemoryInterface:
         if mode == "fusion" and "fusion" in outcome:
             ranked = outcome["fusion"]["fused"]
         elif mode in defaults.RANKED_MODES:
-            ranked, diagnostics["ranking"] = self.rank(self._ranking_context(query, query_vector, lists), limit)
+            ranked, diagnostics["ranking"] = self.rank(self._ranking_context(query, query_vector, lists, mode), limit)
             ranked = [(i, score, {"kind": "ranking", **extra}) for i, score, extra in ranked]
         else:
             ranked = _round_robin(lists, diagnostics["sources_submitted"])
@@ -301,7 +311,8 @@ class MemoryInterface:
             return None, {}, None, diagnostics
         if "window" in submitted:
             self.build_windows()
-        query_vector, embed_ms, dense_query = None, 0.0, self.dense_question(query, mode)
+        asked, query = query, self.searched_question(query, mode)
+        query_vector, embed_ms, dense_query = None, 0.0, self.dense_question(asked, mode)
         if reads_vectors(mode, submitted):
             t0 = time.perf_counter()
             query_vector = self._question_vector(dense_query)
@@ -310,6 +321,8 @@ class MemoryInterface:
                  for name in submitted}
         outcome, schedule = self.scheduler.run(calls, policy or self.policy, budget_ms or self.budget_ms)
         diagnostics = {"mode": mode, **schedule, "embed_ms": embed_ms, "candidate_pool": pool}
+        if query != asked:
+            diagnostics["searched_query"] = query
         if dense_query != query:
             diagnostics["dense_query"] = dense_query
         lists = {}
@@ -320,8 +333,9 @@ class MemoryInterface:
                 lists[name] = value
         return outcome, lists, query_vector, diagnostics
 
-    def _ranking_context(self, query: str, query_vector, lists) -> RankingContext:
-        return RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids, query,
+    def _ranking_context(self, query: str, query_vector, lists, mode: str) -> RankingContext:
+        return RankingContext(query_vector, lists, self.view(), self.vectors, self.view().ids,
+                              self.searched_question(query, mode), asked=query,
                               lexical_search=lambda terms: self.bm25.search_terms(terms, len(self.store)),
                               pieces_for=(partial(self._best_pieces, query_vector) if self.max_pieces >= 2
                                           and query_vector is not None else None))
@@ -333,7 +347,7 @@ class MemoryInterface:
         if mode not in defaults.RANKED_MODES:
             raise UnknownModeError(f"{mode!r} is not a ranked mode; ranked modes: {', '.join(defaults.RANKED_MODES)}")
         outcome, lists, query_vector, _ = self._ask(query, mode, limit, None, None)
-        return None if outcome is None else self._ranking_context(query, query_vector, lists)
+        return None if outcome is None else self._ranking_context(query, query_vector, lists, mode)
 
     def rank(self, context: RankingContext, limit: int, weights: dict | None = None):
         """Best-first `(id, score, diagnostics)` of a ranking context under this memory's ranking settings

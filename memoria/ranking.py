@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from memoria import boosts, defaults
+from memoria import boosts, defaults, discourse
 from memoria.bm25 import tokenize
 from memoria.ties import score_key
 
@@ -36,7 +36,7 @@ class RankingContext:
 
     def __init__(self, query_vector, lists: dict[str, list[tuple[int, float]]], view, vectors, total_ids: list[int],
                  query: str = "", lexical_search=None, best_pieces: dict[int, float] | None = None,
-                 pieces_for=None):
+                 pieces_for=None, asked: str | None = None):
         self.query_vector = query_vector
         #: Each turn read for the sentence signal that has sentence vectors: its best sentence's cosine with the
         #: question (memoria.pieces); None where the memory keeps none (the `sentence` signal is then 0). Given, or
@@ -45,7 +45,10 @@ class RankingContext:
         #: `pieces_for(ids)` -> {id: best sentence cosine} for those of `ids` with pieces (encoding them if need
         #: be); None: the memory keeps no sentence vectors.
         self.pieces_for = pieces_for
+        #: The question the sources and the lexical signals search (without its frame, memoria.discourse) ...
         self.query = query
+        #: ... and as it was asked, which says whose words it asks about (`user_said`).
+        self.asked = query if asked is None else asked
         #: `lexical_search(terms)` -> [(id, BM25 score)] over the whole memory for tokenized terms; None: no
         #: lexical feedback.
         self.lexical_search = lexical_search
@@ -146,6 +149,26 @@ def _temporal(ctx: RankingContext, ids):
     return {i: 1.0 if ctx.view.mentions_time(i) else 0.0 for i in ids}
 
 
+def _standing(ctx: RankingContext, ids):
+    """1 for the standing instruction or preference (memoria.discourse.is_standing, a user's message) among the
+    candidates closest to the question, 0 elsewhere: a rule such as "always include version numbers when I ask about
+    libraries" governs a later request ("which libraries does this project use?") while sharing few of its words, so
+    the one that applies is taken to be the nearest by meaning. Where no candidate is one, 0 for all."""
+    candidates = [i for i in ids if i in ctx.view.standing]
+    if ctx.query_vector is None or not candidates:
+        return {i: 0.0 for i in ids}
+    nearest = min(candidates, key=lambda i: (-score_key(ctx.cosine(i)), i))
+    return {i: 1.0 if i == nearest else 0.0 for i in ids}
+
+
+def _user_said(ctx: RankingContext, ids):
+    """1 for the user's messages where the question asks what the user said, brought up or told (the question as
+    asked: "the order in which I brought up ..."), 0 elsewhere."""
+    if not discourse.asks_what_user_said(ctx.asked):
+        return {i: 0.0 for i in ids}
+    return {i: 1.0 if ctx.view.role_of.get(i) == "user" else 0.0 for i in ids}
+
+
 SIGNALS = {
     "semantic": _semantic,
     "sentence": _sentence,
@@ -163,6 +186,8 @@ SIGNALS = {
     "quoted": _quoted,
     "date": _dates,
     "temporal": _temporal,
+    "standing": _standing,
+    "user_said": _user_said,
 }
 #: Read after the first stage: BM25 of words taken from its best turns (lexical pseudo-relevance feedback).
 FEEDBACK_SIGNAL = "feedback"

@@ -16,6 +16,7 @@ import numpy as np
 from memoria import defaults
 from memoria.boosts import date_keys, mentions_time
 from memoria.bm25 import STOPWORDS, tokenize
+from memoria.discourse import is_standing
 from memoria.extract import query_attributes, query_entities
 from memoria.ties import best_first
 from memoria.windows import session_key
@@ -59,6 +60,9 @@ class DerivedView:
         self.texts = {memory_id: _normal_text(text) for memory_id, text, _ in rows}
         self.raw_texts = {memory_id: text for memory_id, text, _ in rows}
         self.speaker_of = {memory_id: str(m.get("speaker") or "").strip().lower() for memory_id, _, m in rows}
+        #: Each memory's role where its doc names one (`user`, `assistant`), lower case; "" where none.
+        self.role_of = {memory_id: str(m.get("role") or "").strip().lower() for memory_id, _, m in rows}
+        self._standing: set[int] | None = None
         self.session_of = {memory_id: session_key(m) for memory_id, _, m in rows}
         #: Each session's place among the sessions stored, by its first memory (0: the oldest).
         self.session_order: dict = {}
@@ -116,6 +120,14 @@ class DerivedView:
                 if norm > 0:
                     self._centroids[key] = total / norm
         return self._centroids
+
+    @property
+    def standing(self) -> set[int]:
+        """The user's messages that state a standing instruction or preference (memoria.discourse.is_standing),
+        worked out once, on first use."""
+        if self._standing is None:
+            self._standing = {i for i in self.ids if self.role_of.get(i) == "user" and is_standing(self.raw_texts[i])}
+        return self._standing
 
     def date_keys(self, memory_id: int) -> set[str]:
         """Date keys of a memory's text and of its session's date (worked out once per memory)."""

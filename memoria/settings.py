@@ -75,6 +75,9 @@ class MemoriaSettings:
                                   option=True)
     speaker_strip: bool = setting(defaults.DEFAULT_SPEAKER_STRIP,
                                   "encode the question without the names of the memory's speakers", ranked=True)
+    frame_strip: bool = setting(defaults.DEFAULT_FRAME_STRIP,
+                                "search the question without the phrases that frame it by the conversation",
+                                ranked=True)
 
     def __post_init__(self):
         for spec in fields(self):
