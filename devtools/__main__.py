@@ -97,26 +97,31 @@ def bench_mutation(output, areas, lua_limit, timeout, keep):
               help="A LoCoMo file; also scored as a LongMemEval-format file made from it.")
 @click.option("--longmemeval", "longmemeval_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="A LongMemEval-format file (generated, or converted).")
+@click.option("--beam", "beam_paths", multiple=True, type=click.Path(exists=True),
+              help="BEAM chats (a size folder or a chat folder), scored message by message.")
 @click.option("--embedder", default="minilm", show_default=True, help="minilm, mpnet or a model folder.")
 @click.option("--weights", "weights_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Also rank under these weights (a weights file), beside the embedder's defaults.")
+              help="Also rank under these weights (a weights file), beside the embedder's defaults; where the "
+              "file names the items it was tuned on, a row for those and one for the others (held out).")
 @click.option("--by-type", is_flag=True, help="A row per question type as well.")
 @click.option("--sentence-heads", default="", help="Also rank with the sentence signal read for each of these "
               "head sizes (comma-separated; 0: every candidate), with the turns whose pieces were read.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="cache/ranking_lab", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/ranking_lab.json", show_default=True)
-def ranking_lab(locomo_files, longmemeval_files, embedder, weights_file, by_type, sentence_heads, workdir, output):
-    """fusion and full on LoCoMo and LongMemEval-format files at once, each question's sources asked once."""
+def ranking_lab(locomo_files, longmemeval_files, beam_paths, embedder, weights_file, by_type, sentence_heads, workdir,
+                output):
+    """fusion and full on LoCoMo, LongMemEval-format files and BEAM chats at once, each question's sources asked
+    once."""
     from pathlib import Path
 
     from adapters.files import write_json
     from adapters.generators.locomo_to_longmemeval import write
     from coordinator.benches.common import provenance
-    from coordinator.results.optimize import load_weights
+    from coordinator.results.optimize import load_weights, tuned_on_items
     from devtools.ranking_lab import lab_report, render
 
-    if not locomo_files and not longmemeval_files:
-        raise click.UsageError("give at least one --locomo or --longmemeval file")
+    if not locomo_files and not longmemeval_files and not beam_paths:
+        raise click.UsageError("give at least one --locomo or --longmemeval file or --beam folder")
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     datasets = []
@@ -126,7 +131,9 @@ def ranking_lab(locomo_files, longmemeval_files, embedder, weights_file, by_type
             write(path, converted)  # once per version of the LoCoMo file
         datasets += [(Path(path).name, "locomo", path), (converted.name, "longmemeval", str(converted))]
     datasets += [(Path(path).name, "longmemeval", path) for path in longmemeval_files]
+    datasets += [(f"beam {Path(path).name}", "beam", path) for path in beam_paths]
     weights = load_weights(weights_file) if weights_file else None
+    tuned_items = tuned_on_items(weights_file) if weights_file else {}
     try:
         heads = [int(h) for h in sentence_heads.split(",") if h.strip()]
     except ValueError:
@@ -135,6 +142,7 @@ def ranking_lab(locomo_files, longmemeval_files, embedder, weights_file, by_type
     if any(h < 0 for h in heads):
         raise click.BadParameter("a head size is 0 or more", param_hint="--sentence-heads")
     report = lab_report(datasets, embedder, weights, work / "memories", by_type, sentence_heads=heads,
+                        tuned_items=tuned_items,
                         progress=lambda item, n: click.echo(f"  {item}: {n} questions asked", err=True))
     click.echo(render(report))
     write_json(output, {**provenance(), **report})  # what made it, so the manual can render it

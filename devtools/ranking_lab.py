@@ -30,7 +30,7 @@ from workers.item.evaluate import make_docs
 
 #: The metrics a lab table shows, the strict one first.
 TABLE = (("session", "recall_all@5"), ("session", "recall_any@5"), ("session", "ndcg_any@10"),
-         ("turn", "recall_any@10"))
+         ("turn", "recall_any@10"), ("turn", "ndcg_any@10"))
 
 
 @dataclass
@@ -169,7 +169,7 @@ def evaluate_heads(asked: list[Asked], heads) -> dict[str, dict]:
 
 
 def lab_report(datasets: list[tuple[str, str, str]], embedder: str, weights: dict | None, cache_dir, by_type: bool,
-               progress=None, sentence_heads=()) -> dict:
+               progress=None, sentence_heads=(), tuned_items: dict[str, set[str]] | None = None) -> dict:
     """fusion, `full` at the embedder's default weights and, given `weights`, `full` under them (and under each
     of `sentence_heads`), per dataset (label, kind, path): the table a change of the ranking is judged by, on
     every format at once."""
@@ -182,10 +182,18 @@ def lab_report(datasets: list[tuple[str, str, str]], embedder: str, weights: dic
         asked = ask(kind, path, profile=profile, embedder=embedder, cache_dir=cache_dir, progress=progress)
         rows = {"fusion": evaluate_fusion(asked)["all"]}
         rankings = [("full", None)] + ([("full, given weights", weights)] if weights is not None else [])
+        tuned = (tuned_items or {}).get(kind, set())
+        parts = [("", asked)]
+        if tuned:  # the questions of items the weights were tuned on, and the others: held out
+            parts += [(" (items tuned on)", [e for e in asked if e.item_id in tuned]),
+                      (" (held-out items)", [e for e in asked if e.item_id not in tuned])]
         for name, chosen in rankings:
-            result = evaluate(asked, chosen, by_type=by_type)
-            rows[name] = result["all"]
-            rows.update({f"{name}: {kind_}": values for kind_, values in result.items() if kind_ != "all"})
+            for part, questions in parts:
+                if not questions:
+                    continue
+                result = evaluate(questions, chosen, by_type=by_type)
+                rows[name + part] = result["all"]
+                rows.update({f"{name}{part}: {kind_}": values for kind_, values in result.items() if kind_ != "all"})
         by_head = evaluate_heads(asked, sentence_heads)
         rows.update(by_head)
         # one flat row per dataset and head size, for a table of them all

@@ -185,6 +185,14 @@ def _tuned_on(origin: dict | None) -> tuple[set, dict]:
     return checksums, items
 
 
+def tuned_on_items(path: str | Path) -> dict[str, set[str]]:
+    """The item ids, by benchmark, that the weights file at `path` names as tuned on (its `tuned_on` chain); {} where
+    it names none."""
+    data = read_json(path, "weights file", ResultsError)
+    origin = data.get("tuned_on") if isinstance(data, dict) else None
+    return {benchmark: ids for benchmark, ids in _tuned_on(origin)[1].items() if benchmark and ids}
+
+
 def _texts(value) -> list[str]:
     """The strings of a list a hand-edited weights file may hold; anything else is no checksum and no id."""
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []

@@ -97,3 +97,26 @@ def test_the_lab_is_a_command_of_python_m_devtools_as_the_manual_runs_it():
     result = subprocess.run([sys.executable, "-m", "devtools", "lab", "--help"], cwd=root, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0 and "--sentence-heads" in result.stdout, result.stderr[-2000:]
+
+
+def test_the_lab_scores_beam_chats_and_splits_them_by_the_items_the_weights_were_tuned_on(tmp_path):
+    """`--beam` reads chats as a run does; a weights file naming the items it was tuned on gets a row for those
+    and one for the rest, held out, whose question counts add up to the whole."""
+    from tests.adapters.benchmarks.beam.test_reader import write_chat
+
+    for n in (1, 2):
+        write_chat(tmp_path / "chats" / "100K" / str(n))
+    weights = tmp_path / "beam_weights.json"
+    weights.write_text(json.dumps({"weights": {"semantic": 1.0, "standing": 0.5, "user_said": 0.5},
+                                   "tuned_on": {"benchmark": "beam", "items": ["100K/1"]}}))
+    output = tmp_path / "lab.json"
+    result = CliRunner().invoke(devtools, ["lab", "--beam", str(tmp_path / "chats" / "100K"), "--weights", str(weights),
+                                           "--by-type", "--workdir", str(tmp_path / "work"), "--output", str(output)])
+    assert result.exit_code == 0, result.output
+    entry = json.loads(output.read_text())["datasets"]["beam 100K"]
+    assert entry["kind"] == "beam"
+    rows = entry["rows"]
+    for name in ("full", "full, given weights"):
+        whole, tuned, held = (rows[name + part]["questions"] for part in ("", " (items tuned on)", " (held-out items)"))
+        assert tuned == held > 0 and tuned + held == whole  # the two chats ask the same questions
+    assert "full (held-out items): event_ordering" in rows
