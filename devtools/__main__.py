@@ -131,7 +131,12 @@ def ranking_lab(locomo_files, longmemeval_files, beam_paths, embedder, weights_f
             write(path, converted)  # once per version of the LoCoMo file
         datasets += [(Path(path).name, "locomo", path), (converted.name, "longmemeval", str(converted))]
     datasets += [(Path(path).name, "longmemeval", path) for path in longmemeval_files]
-    datasets += [(f"beam {Path(path).name}", "beam", path) for path in beam_paths]
+    # a chat folder's name is a number every size has (chats/100K/1, chats/500K/1): its size folder names it too
+    datasets += [(f"beam {Path(path).resolve().parent.name}/{Path(path).resolve().name}", "beam", path)
+                 for path in beam_paths]
+    labels = [label for label, _, _ in datasets]
+    if len(set(labels)) < len(labels):
+        raise click.UsageError(f"two datasets would share a label: {sorted({l for l in labels if labels.count(l) > 1})}")
     weights = load_weights(weights_file) if weights_file else None
     tuned_items = tuned_on_items(weights_file) if weights_file else {}
     try:

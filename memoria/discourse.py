@@ -14,49 +14,75 @@ from __future__ import annotations
 
 import re
 
+_I = r"I(?:['\u2019]ve| have)?"  # "I", "I've", "I’ve", "I have"
+
 #: Phrases that frame a question by the conversation: asking to be walked through or to list, the order in which
 #: things were brought up, where in the chat ("throughout our conversations"), how many items to name, a summary of.
-#: Each is taken out of the question whole; a word of the subject is never one of them.
+#: Each is taken out whole, and only outside quotes: a quoted title is the subject, whatever words it holds.
 _FRAME = re.compile(
     r"\b(?:can|could|would|will) you (?:please )?(?:list|walk me through|give me|provide|summari[sz]e)\b"
-    r"|\b(?:(?:in )?(?:the )?order in which|(?<=list in order )how) I (?:first )?"
+    r"|\b(?:(?:in )?(?:the )?order in which|(?<=list in order )how) " + _I + r" (?:first )?"
     r"(?:brought up|mentioned|raised|talked about|discussed)\b"
-    r"|\b(?:in )?(?:the )?order in which\b|\bin (?:chronological )?order\b(?! to\b)"
-    r"|\bdifferent (?:aspects|ways|ideas|topics|concepts|stages|parts) of\b"
+    r"|\b(?:in )?(?:the )?order in which\b"
+    r"|\bin (?:chronological )?order\b(?=\s*(?:[,;:?!.(]|how\b|$))"  # "..., in order?", "list in order how"; not "in order to"
+    r"|\bdifferent (?:aspects|ways|ideas|topics|concepts) of\b"
     r"|\b(?:throughout|across|during|over the course of|in) (?:all )?(?:of )?our (?:recent |previous |past )?"
     r"(?:conversations|chats|discussions|sessions)\b"
-    r"|\bmention only and only \w+ items?\b"
+    r"|\(\s*mention \w+(?: \w+)? items?\b[^()]*\)"  # "(mention 5 items)", "(mention 7 items in order)"
+    r"|\bmention (?:only and only )?\w+(?: \w+)? items?\b"  # "Mention ONLY and ONLY five items"
     r"|\ba (?:comprehensive |complete |clear |brief |short )?(?:summary|overview) of\b",
     re.IGNORECASE)
 #: ... and a question is only taken to be framed by the conversation where it names it: "throughout our conversations",
-#: "the order in which I brought up", "mention only and only five items". A request that merely opens "can you give
+#: "the order in which I brought up", the items to mention ("(mention 5 items)"). A request that merely opens "can you give
 #: me" is a request about its subject, and is searched as asked.
 _NAMES_THE_CONVERSATION = re.compile(
     r"\b(?:throughout|across|during|over the course of|in) (?:all )?(?:of )?our (?:recent |previous |past )?"
-    r"(?:conversations|chats|discussions|sessions)\b|\border in which I\b|\bmention only and only\b",
+    r"(?:conversations|chats|discussions|sessions)\b|\border in which " + _I + r"\b"
+    r"|\bmention (?:only and only )?\w+(?: \w+)? items?\b",
     re.IGNORECASE)
-_WORDS = re.compile(r"[A-Za-z0-9]")
+_QUOTED = re.compile(r"\"[^\"]*\"|\u201c[^\u201d]*\u201d")
+_WORD = re.compile(r"\w")
+_SPACE_BEFORE_MARK = re.compile(r"\s+(?=[,;:.?!)])")
+_MARKS_LEFT = re.compile(r"(?:[,;:]\s*)+(?=[.?!)]|$)|\(\s*\)")
 
-#: A question that asks what the user (the one asking) said, brought up or told: its evidence is the user's messages.
+#: A question that asks what the user (the one asking) said, brought up or told, in any tense ("did I say", "I've
+#: mentioned", "what I told you"): its evidence is the user's messages.
 _ASKS_WHAT_USER_SAID = re.compile(
-    r"\bI(?:\s+\w+)?\s+(?:brought up|mentioned|said|told you|asked(?: you)?|talked about|discussed|shared|raised)\b")
+    r"\bI(?:['\u2019]ve| have)?(?:\s+\w+)?\s+(?:brought up|bring up|mention(?:ed)?|sa(?:id|y)|t(?:old|ell) you|"
+    r"ask(?:ed)?(?: you)?|talked about|talk about|discuss(?:ed)?|shared?|raised?)\b",
+    re.IGNORECASE)
 
-#: A message that sets a rule for later answers: it opens with always / never / from now on / whenever / make sure /
-#: do not, or states a preference (I prefer, I'd prefer, I like it when).
+#: A message that sets a rule for later answers: it opens with always / from now on / never (not "never mind") /
+#: whenever or every time I ask / make sure to / remember to / don't or do not and a verb of answering, or it states
+#: a preference (I prefer, I'd prefer, I like it when), not in a question ("should I prefer ...?").
+_APOSTROPHE = "['\u2019]"
 _STANDING = re.compile(
-    r"^\s*(?:please\s+)?(?:always|never|from now on|whenever|every time|make sure|remember to|don't|do not)\b"
-    r"|\b(?:i prefer|i'd prefer|i would prefer|i like (?:it )?when|please always|from now on)\b",
+    r"^\s*(?:please\s+)?(?:always|from now on)\b"
+    r"|^\s*(?:please\s+)?never\b(?!\s+mind\b)"
+    r"|^\s*(?:please\s+)?(?:whenever|every time) I (?:ask|request|want|need|mention|bring up|talk about)\b"
+    r"|^\s*(?:please\s+)?(?:make sure (?:to|you)|remember to)\b"
+    r"|^\s*(?:please\s+)?(?:don" + _APOSTROPHE + r"t|do not) (?:use|include|add|give|show|mention|suggest|recommend|"
+    r"format|write|answer|respond|reply|explain|list|put)\b"
+    r"|(?<!should )(?<!do )(?<!would )(?<!can )(?<!could )(?<!will )\bi(?:" + _APOSTROPHE + r"d| would)? prefer\b"
+    r"|\bi like (?:it )?when\b|\bplease always\b|\bfrom now on\b",
     re.IGNORECASE)
 
 
 def without_frame(query: str) -> str:
-    """The question without the phrases that frame it by the conversation; the question itself where nothing is
-    left but the frame (fewer than two words) and the question itself, character for character, where it does not
-    name the conversation."""
+    """The question without the phrases that frame it by the conversation (outside quotes); the question itself
+    where nothing is left but the frame (fewer than two words) and, character for character, where it does not name
+    the conversation."""
     if not _NAMES_THE_CONVERSATION.search(query):
         return query
-    stripped = " ".join(_FRAME.sub(" ", query).split()).strip(" ,;:.?!")
-    words = [w for w in stripped.split() if _WORDS.search(w)]
+    quoted = [m.span() for m in _QUOTED.finditer(query)]
+
+    def drop(match):
+        inside = any(start <= match.start() and match.end() <= end for start, end in quoted)
+        return match.group(0) if inside else " "
+
+    stripped = _SPACE_BEFORE_MARK.sub("", " ".join(_FRAME.sub(drop, query).split()))
+    stripped = _MARKS_LEFT.sub("", stripped).lstrip(" ,;:").rstrip(" ,;:.?!(")
+    words = [w for w in stripped.split() if _WORD.search(w)]
     return stripped if len(words) >= 2 else query
 
 

@@ -323,7 +323,7 @@ class MemoryInterface:
         diagnostics = {"mode": mode, **schedule, "embed_ms": embed_ms, "candidate_pool": pool}
         if query != asked:
             diagnostics["searched_query"] = query
-        if dense_query != query:
+        if dense_query != asked:  # what the model read, where it is not the question asked
             diagnostics["dense_query"] = dense_query
         lists = {}
         for name, value in outcome.items():

@@ -113,7 +113,7 @@ def test_the_lab_scores_beam_chats_and_splits_them_by_the_items_the_weights_were
     result = CliRunner().invoke(devtools, ["lab", "--beam", str(tmp_path / "chats" / "100K"), "--weights", str(weights),
                                            "--by-type", "--workdir", str(tmp_path / "work"), "--output", str(output)])
     assert result.exit_code == 0, result.output
-    entry = json.loads(output.read_text())["datasets"]["beam 100K"]
+    entry = json.loads(output.read_text())["datasets"]["beam chats/100K"]
     assert entry["kind"] == "beam"
     rows = entry["rows"]
     for name in ("full", "full, given weights"):
