@@ -176,7 +176,7 @@ def lab_report(datasets: list[tuple[str, str, str]], embedder: str, weights: dic
     from memoria.defaults import weights_for
 
     report = {"embedder": embedder, "default_weights": weights_for(embedder), "weights": weights, "datasets": {},
-              "heads": []}
+              "heads": [], "by_part": []}
     for label, kind, path in datasets:
         profile = default_profile(kind)  # a run's: LongMemEval's official profile, LoCoMo's expected text
         asked = ask(kind, path, profile=profile, embedder=embedder, cache_dir=cache_dir, progress=progress)
@@ -194,6 +194,7 @@ def lab_report(datasets: list[tuple[str, str, str]], embedder: str, weights: dic
                 result = evaluate(questions, chosen, by_type=by_type)
                 rows[name + part] = result["all"]
                 rows.update({f"{name}{part}: {kind_}": values for kind_, values in result.items() if kind_ != "all"})
+        report["by_part"].extend(_by_part(label, rows, [name for name, _ in rankings], parts))
         by_head = evaluate_heads(asked, sentence_heads)
         rows.update(by_head)
         # one flat row per dataset and head size, for a table of them all
@@ -201,6 +202,21 @@ def lab_report(datasets: list[tuple[str, str, str]], embedder: str, weights: dic
                             for head in sentence_heads]
         report["datasets"][label] = {"kind": kind, "path": str(path), "profile": profile, "rows": rows}
     return report
+
+
+def _by_part(label: str, rows: dict, rankings: list[str], parts) -> list[dict]:
+    """One flat row per part of the questions (all; the items tuned on; the held-out items) and question type, with
+    each ranking's metrics side by side under its name: what the manual's tables are rendered from."""
+    flat = []
+    for part, questions in parts:
+        if not questions:
+            continue
+        types = ["all"] + sorted({k.split(": ", 1)[1] for k in rows if k.startswith(f"full{part}: ")})
+        for kind in types:
+            suffix = "" if kind == "all" else f": {kind}"
+            flat.append({"dataset": label, "part": part.strip(" ()") or "all items", "type": kind,
+                         **{name: rows[f"{name}{part}{suffix}"] for name in rankings}})
+    return flat
 
 
 def render(report: dict) -> str:

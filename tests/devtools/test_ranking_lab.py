@@ -120,3 +120,8 @@ def test_the_lab_scores_beam_chats_and_splits_them_by_the_items_the_weights_were
         whole, tuned, held = (rows[name + part]["questions"] for part in ("", " (items tuned on)", " (held-out items)"))
         assert tuned == held > 0 and tuned + held == whole  # the two chats ask the same questions
     assert "full (held-out items): event_ordering" in rows
+    # the flat rows the manual renders: each part and type, the rankings side by side
+    flat = json.loads(output.read_text())["by_part"]
+    held = next(r for r in flat if r["part"] == "held-out items" and r["type"] == "event_ordering")
+    assert held["full, given weights"] == rows["full, given weights (held-out items): event_ordering"]
+    assert {r["part"] for r in flat} == {"all items", "items tuned on", "held-out items"}
