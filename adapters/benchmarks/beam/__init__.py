@@ -14,6 +14,6 @@ BENCHMARK = register(Benchmark(
     "beam", "BEAM", "chats/<size>/<n>/ of mohammadtavakoli78/BEAM (commit b2a3ee8b): the chats/ folder, a size "
     "folder or a chat folder", "chat", Kind.WHOLE_HISTORY, Beam, reads_folders=True,
     group_key="question_type,category,item_id", headline="turn:recall_any@10",
-    unit_names=("batch", "message"),
+    unit_names=("batch", "message"), memoria_weights="beam.json",
     rendering="each message's content as-is, its trailing '->-> batch,bullet' marker removed; every message of "
               "both roles a doc, its batch its session"))

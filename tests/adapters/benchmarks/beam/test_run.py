@@ -197,3 +197,25 @@ def test_the_beam_bench_puts_the_plain_bm25_beside_the_systems_per_size_and_abil
     assert rows[("recency arm", "all")]["ceiling_recall_all_10"] is not None
     assert {a["ability"] for a in data["abilities"]} == ABILITY_GROUPS
     assert all(a["plain_bm25"] is not None and a["recency_arm"] is not None for a in data["abilities"])
+
+
+def test_full_on_beam_takes_beams_own_weights_and_says_which_chats_they_were_tuned_on(beam_dir):
+    """A BEAM run of Memoria `full` with MiniLM takes adapters/weights/beam.json (the `standing` and `user_said`
+    signals on); a run of another mode or with --weights does not. Those weights were chosen on the first ten 128K
+    chats: a run on one of them is labelled tuned on this data, a run on chat 11 or on the 500K chats is not."""
+    from coordinator.results.optimize import load_weights, tuning_record
+    from coordinator.running.spec import RunSpec
+
+    chats = beam_dir / "chats"
+    spec = RunSpec("beam", dataset=str(chats / "100K"), retrieval_mode="full")
+    weights = load_weights(spec.weights_path())
+    assert spec.weights_path().endswith("adapters/weights/beam.json")
+    assert weights["standing"] > 0 and weights["user_said"] > 0 and defaults.DEFAULT_WEIGHTS["standing"] == 0
+    assert RunSpec("beam", dataset=str(chats / "100K"), retrieval_mode="fusion").weights_path() is None
+
+    def tuned(folder, item_ids):
+        checksum, files = RunSpec("beam", dataset=str(folder)).dataset_checksums(None)
+        return tuning_record(spec.weights_path(), checksum, files, lambda: item_ids, "beam")["tuned_on_this_data"]
+
+    assert tuned(chats / "100K" / "3", ["100K/3"]) and tuned(chats / "100K", ["100K/1", "100K/11"])
+    assert not tuned(chats / "100K" / "11", ["100K/11"]) and not tuned(chats / "500K" / "1", ["500K/1"])
