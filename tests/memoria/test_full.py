@@ -73,8 +73,8 @@ def test_full_mode_candidates_sum_their_signal_contributions(memory):
         ranking = candidate["diagnostics"]["ranking"]
         assert set(ranking["signals"]) == {"semantic", "sentence", "token", "phrase", "graph", "attribute_boost",
                                            "importance", "recency", "window", "name", "quoted", "date", "temporal",
-                                           "session_bm25", "session_centroid", "session_recency", "feedback",
-                                           "session"}
+                                           "session_bm25", "session_centroid", "session_recency", "standing",
+                                           "user_said", "feedback", "session"}
         assert candidate["final_score"] == pytest.approx(sum(ranking["contributions"].values()), abs=1e-6)
         for name, value in ranking["signals"].items():
             assert ranking["contributions"][name] == pytest.approx(memory.weights.get(name, 0.0) * value)
