@@ -149,3 +149,24 @@ def test_no_development_question_of_locomo_or_realmem_is_reframed_so_their_ranki
                 asked += 1
                 assert without_frame(question["question"]) is question["question"], (path.name, question["question"])
     assert asked > 1500
+
+
+def test_what_the_ranking_reads_and_whose_messages_count_as_the_users():
+    """The lexical signals read the question without its frame, `user_said` the question as asked; a memory whose
+    messages name no role has no user's messages; of two rules equally near the question, the earlier is raised."""
+    memory = _memory()
+    context = memory.ranking_context(ORDERING, limit=len(CHAT))
+    assert context.query == "my app development and deployment" and context.asked == ORDERING
+    unnamed = MemoryInterface(embedder=WordEmbedder())
+    BatchLoader(unnamed).insert_batch([t for t, _ in CHAT], [{"session_index": 1} for _ in CHAT],
+                                      parallel_extract=False)
+    _, ranked = _ranked(unnamed, ORDERING, {**defaults.DEFAULT_WEIGHTS, "user_said": 0.4})
+    assert ranked and all(d["signals"]["user_said"] == 0.0 for _, _, d in ranked)
+    twins = MemoryInterface(embedder=WordEmbedder())
+    rules = ["Always answer in short paragraphs.", "Always answer in short paragraphs."]
+    BatchLoader(twins).insert_batch(rules, [{"role": "user", "session_index": 1}] * 2, parallel_extract=False)
+    context = twins.ranking_context("Answer in short paragraphs please", limit=2)
+    ranked, _ = twins.rank(context, 2, {**defaults.DEFAULT_WEIGHTS, "standing": 0.5})
+    raised = [i for i, _, d in ranked if d["signals"]["standing"] == 1.0]
+    assert len(ranked) == 2  # both rules are candidates
+    assert raised == [min(twins.view().ids)]
