@@ -17,6 +17,7 @@ import numpy as np
 from memoria import defaults
 from memoria.ahead import VectorsAhead, docs_ahead, questions_ahead
 from memoria.bm25 import BM25Index
+from memoria.candidates import fused, materialise, round_robin
 from memoria.encoding import ENCODED_KINDS, Tally, reads_vectors
 from memoria.boosts import without_names
 from memoria.discourse import without_frame
@@ -24,7 +25,6 @@ from memoria.errors import UnknownModeError
 from memoria.pieces import SentenceVectors
 from memoria.question_vectors import QuestionVectors
 from memoria.ranking import RankingContext, rank
-from memoria.rrf import reciprocal_rank_fusion
 from memoria.scheduler import SourceScheduler
 from memoria.settings import MemoriaSettings
 from memoria.snapshot import read_snapshot, write_snapshot
@@ -261,7 +261,7 @@ class MemoryInterface:
             return self.bm25.search(query, pool)
         if name == "fusion":
             parts = {"faiss": self.vectors.search(query_vector, pool), "bm25": self.bm25.search(query, pool)}
-            return {"parts": parts, "fused": self._fuse(parts)}
+            return {"parts": parts, "fused": fused(parts, self.rrf_k)}
         if name == "graph":
             return graph_search(self.view(), query, pool, self.graph_seeds)
         if name == "phrase":
@@ -291,9 +291,9 @@ class MemoryInterface:
             ranked, diagnostics["ranking"] = self.rank(self._ranking_context(query, query_vector, lists, mode), limit)
             ranked = [(i, score, {"kind": "ranking", **extra}) for i, score, extra in ranked]
         else:
-            ranked = _round_robin(lists, diagnostics["sources_submitted"])
+            ranked = round_robin(lists, diagnostics["sources_submitted"])
         diagnostics["total_ms"] = _ms(started)
-        return {"results": self._materialise(ranked[:limit], lists), "diagnostics": diagnostics}
+        return {"results": materialise(self.store, ranked[:limit], lists), "diagnostics": diagnostics}
 
     def _ask(self, query: str, mode: str, limit: int, policy: str | None, budget_ms: float | None):
         """Ask `mode`'s sources: (their outcome, their lists by source, the question's vector, diagnostics); the
@@ -355,35 +355,6 @@ class MemoryInterface:
         return rank(context, self.weights if weights is None else weights, limit, self.mmr_lambda, self.mmr_window,
                     self.session_top_n, self.feedback_turns, self.feedback_terms, self.sentence_head)
 
-    def _fuse(self, lists: dict[str, list[tuple[int, float]]]) -> list[tuple[int, float, dict]]:
-        fused = reciprocal_rank_fusion({s: [i for i, _ in pairs] for s, pairs in lists.items()}, k=self.rrf_k)
-        return [
-            (e["id"], e["score"], {"kind": "fusion", "rrf_k": self.rrf_k, "contributions": e["contributions"]})
-            for e in fused
-        ]
-
-    def _materialise(self, ranked, lists) -> list[dict]:
-        positions = {s: {i: (r, sc) for r, (i, sc) in enumerate(pairs, start=1)} for s, pairs in lists.items()}
-        rows = self.store.get([doc_id for doc_id, _, _ in ranked])
-        results = []
-        for rank_position, (doc_id, score, extra) in enumerate(ranked, start=1):
-            text, metadata = rows[doc_id]
-            found = {s: {"rank": pos[doc_id][0], "score": pos[doc_id][1]} for s, pos in positions.items() if doc_id in pos}
-            diagnostics = {"sources": found}
-            if extra:
-                extra = dict(extra)
-                diagnostics[extra.pop("kind")] = extra
-            results.append({
-                "rank": rank_position,
-                "id": doc_id,
-                "text": text,
-                "metadata": metadata,
-                "score": score,
-                "final_score": score,
-                "diagnostics": diagnostics,
-            })
-        return results
-
     # -- persistence: memoria.snapshot --------------------------------------
     def snapshot(self, directory: str | Path) -> dict[str, Path]:
         """Write the whole state into `directory`; returns the files written."""
@@ -394,21 +365,6 @@ class MemoryInterface:
         before go with it, as at a reset (a worker restores item after item into one memory)."""
         read_snapshot(self, directory)
         self.questions.clear()
-
-
-def _round_robin(lists: dict[str, list[tuple[int, float]]], order: list[str]) -> list[tuple[int, float, dict]]:
-    """Merge source lists without fusing scores: alternate ranks, first occurrence wins."""
-    sources = [s for s in order if s in lists]
-    merged, seen = [], set()
-    depth = max((len(lists[s]) for s in sources), default=0)
-    for position in range(depth):
-        for source in sources:
-            if position < len(lists[source]):
-                doc_id, score = lists[source][position]
-                if doc_id not in seen:
-                    seen.add(doc_id)
-                    merged.append((doc_id, score, {} if len(sources) == 1 else {"kind": "merge", "placed_by": source}))
-    return merged
 
 
 def _ms(since: float) -> float:
