@@ -15,6 +15,11 @@ from __future__ import annotations
 import re
 
 _I = r"I(?:['\u2019]ve| have)?"  # "I", "I've", "I’ve", "I have"
+#: Where in the chat: "throughout our conversations", "across all of our recent chats".
+_IN_OUR_CONVERSATIONS = (r"\b(?:throughout|across|during|over the course of|in) (?:all )?(?:of )?our "
+                         r"(?:recent |previous |past )?(?:conversations|chats|discussions|sessions)\b")
+#: How many items to name: "Mention ONLY and ONLY five items", "mention 5 items".
+_MENTION_ITEMS = r"\bmention (?:only and only )?\w+(?: \w+)? items?\b"
 
 #: Phrases that frame a question by the conversation: asking to be walked through or to list, the order in which
 #: things were brought up, where in the chat ("throughout our conversations"), how many items to name, a summary of.
@@ -26,20 +31,16 @@ _FRAME = re.compile(
     r"|\b(?:in )?(?:the )?order in which\b"
     r"|\bin (?:chronological )?order\b(?=\s*(?:[,;:?!.(]|how\b|$))"  # "..., in order?", "list in order how"; not "in order to"
     r"|\bdifferent (?:aspects|ways|ideas|topics|concepts) of\b"
-    r"|\b(?:throughout|across|during|over the course of|in) (?:all )?(?:of )?our (?:recent |previous |past )?"
-    r"(?:conversations|chats|discussions|sessions)\b"
-    r"|\(\s*mention \w+(?: \w+)? items?\b[^()]*\)"  # "(mention 5 items)", "(mention 7 items in order)"
-    r"|\bmention (?:only and only )?\w+(?: \w+)? items?\b"  # "Mention ONLY and ONLY five items"
-    r"|\ba (?:comprehensive |complete |clear |brief |short )?(?:summary|overview) of\b",
+    r"|" + _IN_OUR_CONVERSATIONS
+    + r"|\(\s*mention \w+(?: \w+)? items?\b[^()]*\)"  # "(mention 5 items)", "(mention 7 items in order)"
+    r"|" + _MENTION_ITEMS
+    + r"|\ba (?:comprehensive |complete |clear |brief |short )?(?:summary|overview) of\b",
     re.IGNORECASE)
 #: ... and a question is only taken to be framed by the conversation where it names it: "throughout our conversations",
 #: "the order in which I brought up", the items to mention ("(mention 5 items)"). A request that merely opens "can you give
 #: me" is a request about its subject, and is searched as asked.
-_NAMES_THE_CONVERSATION = re.compile(
-    r"\b(?:throughout|across|during|over the course of|in) (?:all )?(?:of )?our (?:recent |previous |past )?"
-    r"(?:conversations|chats|discussions|sessions)\b|\border in which " + _I + r"\b"
-    r"|\bmention (?:only and only )?\w+(?: \w+)? items?\b",
-    re.IGNORECASE)
+_NAMES_THE_CONVERSATION = re.compile(_IN_OUR_CONVERSATIONS + r"|\border in which " + _I + r"\b|" + _MENTION_ITEMS,
+                                     re.IGNORECASE)
 _QUOTED = re.compile(r"\"[^\"]*\"|\u201c[^\u201d]*\u201d")
 _WORD = re.compile(r"\w")
 _SPACE_BEFORE_MARK = re.compile(r"\s+(?=[,;:.?!)])")
