@@ -122,7 +122,12 @@ def summary(per_question: list[dict | None]) -> dict:
 
 def evaluate(asked: list[Asked], weights: dict | None = None, by_type: bool = False) -> dict:
     """The table metrics of `full` under `weights` (None: each memory's own), overall and by question type."""
-    per_question = [entry.metrics(ranked_ids(entry, weights)) for entry in asked]
+    return summaries(asked, [entry.metrics(ranked_ids(entry, weights)) for entry in asked], by_type)
+
+
+def summaries(asked: list[Asked], per_question: list[dict | None], by_type: bool) -> dict:
+    """The table metrics of the questions `asked`, each ranked once already (`per_question`, in the same order),
+    overall and by question type."""
     out = {"all": summary(per_question)}
     if by_type:
         types = sorted({entry.question.get("question_type", "") for entry in asked})
@@ -188,10 +193,11 @@ def lab_report(datasets: list[tuple[str, str, str]], embedder: str, weights: dic
             parts += [(" (items tuned on)", [e for e in asked if e.item_id in tuned]),
                       (" (held-out items)", [e for e in asked if e.item_id not in tuned])]
         for name, chosen in rankings:
+            ranked = {id(e): e.metrics(ranked_ids(e, chosen)) for e in asked}  # each question ranked once
             for part, questions in parts:
                 if not questions:
                     continue
-                result = evaluate(questions, chosen, by_type=by_type)
+                result = summaries(questions, [ranked[id(e)] for e in questions], by_type)
                 rows[name + part] = result["all"]
                 rows.update({f"{name}{part}: {kind_}": values for kind_, values in result.items() if kind_ != "all"})
         report["by_part"].extend(_by_part(label, rows, [name for name, _ in rankings], parts))
