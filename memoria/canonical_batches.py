@@ -11,9 +11,9 @@ while ordinary longest-in-batch padding changed 30 of 40 LoCoMo turns (by up to 
 
 The width alone is not enough on every CPU: threaded matrix products choose how to split their work by the
 shape of the product, so on an AVX-512 machine a text encoded alone and in a batch of 32 differed by ~5e-8.
-So every batch the model runs has the same number of rows too (`CANONICAL_BATCH_ROWS`), the rows a batch
-lacks filled with copies of its first text, whose outputs are dropped: for a given width every product has
-one shape, and a text's vector depends only on its width, the machine and its thread count. What holds on
+So every batch the model runs at a width has the same number of rows too (`batch_rows`: about
+`CANONICAL_BATCH_TOKENS` tokens, so many short texts or one long one), the rows a batch lacks filled with copies
+of its first text, whose outputs are dropped: for a given width every product has one shape, and a text's vector depends only on its width, the machine and its thread count. What holds on
 any CPU: one machine with one thread count gives every text the same bits in any batch; two CPUs of other
 kinds, or other thread counts, may differ in the last bits (about 1e-7), below the tie grid of
 `memoria.ties` except for scores that lie on the grid's edge.
@@ -34,26 +34,34 @@ def padded_width(length: int, max_length: int, step: int = defaults.CANONICAL_PA
     return max(1, min(max_length, -(-length // step) * step))
 
 
-def canonical_batches(lengths: list[int], batch_size: int, max_length: int,
-                      step: int = defaults.CANONICAL_PAD_STEP) -> list[tuple[int, list[int]]]:
-    """`(width, indices)` batches: each holds texts of one padded width only, at most `batch_size` of them."""
+def batch_rows(width: int, tokens: int = defaults.CANONICAL_BATCH_TOKENS) -> int:
+    """The rows every batch of `width` has: `tokens` over the width, at least one."""
+    return max(1, tokens // max(1, width))
+
+
+def canonical_batches(lengths: list[int], max_length: int, step: int = defaults.CANONICAL_PAD_STEP,
+                      rows: int | None = None) -> list[tuple[int, list[int]]]:
+    """`(width, indices)` batches, narrowest first: each holds texts of one padded width only, at most
+    `batch_rows(width)` of them (or `rows`, where a caller fixes it)."""
     by_width: dict[int, list[int]] = defaultdict(list)
     for index, length in enumerate(lengths):
         by_width[padded_width(length, max_length, step)].append(index)
-    batch_size = max(1, int(batch_size))
-    return [(width, indices[start:start + batch_size])
-            for width, indices in sorted(by_width.items()) for start in range(0, len(indices), batch_size)]
+    batches = []
+    for width, indices in sorted(by_width.items()):
+        size = max(1, int(rows)) if rows else batch_rows(width)
+        batches += [(width, indices[start:start + size]) for start in range(0, len(indices), size)]
+    return batches
 
 
-def full_rows(indices: list[int], rows: int = defaults.CANONICAL_BATCH_ROWS) -> list[int]:
-    """`indices` filled up to `rows` with copies of its first index: every batch the model runs has `rows` rows."""
+def full_rows(indices: list[int], rows: int) -> list[int]:
+    """`indices` filled up to `rows` with copies of its first index: every batch of a width has the same rows."""
     return list(indices) + [indices[0]] * (rows - len(indices))
 
 
 def encode_sentence_transformer(model, texts: list[str], batch_size: int, max_length: int,
                                 dimension: int) -> np.ndarray:
     """Unit-length float32 vectors of a SentenceTransformer, each padded to its canonical width, in batches of
-    `CANONICAL_BATCH_ROWS` rows whatever `batch_size` says (it stays the callers' unit of work).
+    `batch_rows(width)` rows whatever `batch_size` says (it stays the callers' unit of work).
 
     Texts are stripped as SentenceTransformer does before tokenizing; the model's own modules (transformer,
     mean pooling) run on each batch, then L2 normalisation. An installed watcher (`memoria.encoder_watch`)
@@ -68,10 +76,10 @@ def encode_sentence_transformer(model, texts: list[str], batch_size: int, max_le
         return out
     tokenizer = model.tokenizer
     lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
-    batches = canonical_batches(lengths, defaults.CANONICAL_BATCH_ROWS, max_length)
+    batches = canonical_batches(lengths, max_length)
     with torch.inference_mode():
         for width, indices in batches:
-            features = tokenizer([texts[i] for i in full_rows(indices)], padding="max_length", truncation=True,
+            features = tokenizer([texts[i] for i in full_rows(indices, batch_rows(width))], padding="max_length", truncation=True,
                                  max_length=width, return_tensors="pt")
             features = {name: tensor.to(model.device) for name, tensor in features.items()}
             pooled = model(features)["sentence_embedding"][:len(indices)]
@@ -80,6 +88,6 @@ def encode_sentence_transformer(model, texts: list[str], batch_size: int, max_le
     if encoder_watch.WATCHERS:
         encoder_watch.tell(encoder_watch.EncoderCall(
             tuple(texts), tuple(lengths),
-            tuple((width, len(indices), max(len(indices), defaults.CANONICAL_BATCH_ROWS)) for width, indices in batches),
+            tuple((width, len(indices), batch_rows(width)) for width, indices in batches),
             time.perf_counter() - started))
     return out

@@ -397,7 +397,7 @@ def signature(dimension: int, max_seq_length: int, backend: str = BACKENDS["torc
         "max_seq_length": max_seq_length,
         "normalized": True,
         "backend": backend,
-        "padding": f"canonical-{defaults.CANONICAL_PAD_STEP}x{defaults.CANONICAL_BATCH_ROWS}",
+        "padding": f"canonical-{defaults.CANONICAL_PAD_STEP}-by-{defaults.CANONICAL_BATCH_TOKENS}-tokens",
         "model_files": model.files_sha256,
     }
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from memoria import defaults
-from memoria.canonical_batches import canonical_batches, full_rows
+from memoria.canonical_batches import batch_rows, canonical_batches, full_rows
 from memoria.checksums import file_sha256
 from memoria.model_files import (BACKENDS, ONNX_FAMILIES, ModelFilesError, backend_label,  # noqa: F401
                                   check_unchanged, embedder_key, model_files_sha256, offline_environment,
@@ -270,8 +270,8 @@ class OnnxEmbedder:
             return out
         encodings = self.tokenizer.encode_batch(texts)
         lengths = [len(e.ids) for e in encodings]
-        for width, indices in canonical_batches(lengths, defaults.CANONICAL_BATCH_ROWS, self.max_seq_length):
-            batch = [encodings[i] for i in full_rows(indices)]  # every run of the graph has one shape per width
+        for width, indices in canonical_batches(lengths, self.max_seq_length):
+            batch = [encodings[i] for i in full_rows(indices, batch_rows(width))]  # every run of the graph has one shape per width
             ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros_like(ids)
             types = np.zeros_like(ids)

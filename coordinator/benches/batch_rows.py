@@ -1,8 +1,9 @@
 """`memfarm bench batch-rows`: what a fixed number of rows per batch costs the encoder.
 
-Every batch the model runs has `CANONICAL_BATCH_ROWS` rows (filled with copies where texts run out), so that a
-threaded matrix product splits its work one way per width on any CPU (`memoria.canonical_batches`). Before, a
-batch had as many rows as texts of its width, up to the batch size. Side by side, round by round in one process,
+Every batch the model runs at a width has the same rows (filled with copies where texts run out), so that a
+threaded matrix product splits its work one way per width on any CPU (`memoria.canonical_batches`): first a
+fixed 8 rows at every width, now `batch_rows(width)` (about `CANONICAL_BATCH_TOKENS` tokens a batch). Before
+either, a batch had as many rows as texts of its width, up to the batch size. Side by side, round by round in one process,
 on real LoCoMo turns and questions: bulk encoding (an item's turns in one call) and one question at a time, for
 the rule before and for fixed rows of several sizes; medians and their ratio to the rule before.
 """
@@ -19,19 +20,21 @@ from coordinator.benches.common import write_bench
 from memoria import defaults
 
 
-def _encode(model, texts: list[str], max_length: int, dimension: int, rows: int | None) -> np.ndarray:
-    """Canonical widths, in batches of up to 32 texts of one width (`rows` None: the rule before) or of exactly
-    `rows` rows, filled with copies of the batch's first text."""
+def _encode(model, texts: list[str], max_length: int, dimension: int, rows: int | str | None) -> np.ndarray:
+    """Canonical widths, in batches of up to 32 texts of one width (`rows` None: the rule before), of exactly
+    `rows` rows, or ("width") of `batch_rows(width)` rows, filled with copies of the batch's first text."""
     import torch
 
-    from memoria.canonical_batches import canonical_batches
+    from memoria.canonical_batches import batch_rows, canonical_batches
 
     texts = [str(t).strip() for t in texts]
     out = np.zeros((len(texts), dimension), dtype=np.float32)
     lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
     with torch.inference_mode():
-        for width, indices in canonical_batches(lengths, rows or defaults.DEFAULT_BATCH_SIZE, max_length):
-            batch = list(indices) + [indices[0]] * ((rows or len(indices)) - len(indices))
+        fixed = None if rows == "width" else rows or defaults.DEFAULT_BATCH_SIZE
+        for width, indices in canonical_batches(lengths, max_length, rows=fixed):
+            size = batch_rows(width) if rows == "width" else rows or len(indices)
+            batch = list(indices) + [indices[0]] * (size - len(indices))
             features = model.tokenizer([texts[i] for i in batch], padding="max_length", truncation=True,
                                        max_length=width, return_tensors="pt")
             pooled = model(dict(features))["sentence_embedding"][:len(indices)]
@@ -48,7 +51,8 @@ def run_batch_rows_bench(dataset: str | Path, turns: int, questions: int, rounds
              if key.startswith("session_") and isinstance(session, list) for t in session if t.get("text")][:turns]
     asked = [q["question"] for c in data for q in c["qa"]][:questions]
     rules = {"before: up to 32 rows of a width": None,
-             **{f"fixed {rows} rows": rows for rows in sorted({1, defaults.CANONICAL_BATCH_ROWS, 32})}}
+             **{f"fixed {rows} rows": rows for rows in (1, 8, 32)},
+             f"rows by width ({defaults.CANONICAL_BATCH_TOKENS} tokens)": "width"}
     def encode(batch, rows):
         return _encode(embedder.model, batch, embedder.max_seq_length, embedder.dimension, rows)
 
@@ -70,7 +74,7 @@ def run_batch_rows_bench(dataset: str | Path, turns: int, questions: int, rounds
                  "question_ms": round(1000 * m["questions"] / len(asked), 1),
                  "turns_seconds_ratio": round(m["turns"] / before["turns"], 3),
                  "question_seconds_ratio": round(m["questions"] / before["questions"], 3),
-                 "chosen": rules[name] == defaults.CANONICAL_BATCH_ROWS} for name, m in median.items()]
+                 "chosen": rules[name] == "width"} for name, m in median.items()]
     import torch
 
     result = {"dataset": str(dataset), "turns": len(texts), "questions": len(asked), "rounds": rounds,

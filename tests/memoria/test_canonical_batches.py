@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memoria import defaults
-from memoria.canonical_batches import canonical_batches, padded_width
+from memoria.canonical_batches import batch_rows, canonical_batches, padded_width
 from memoria.rrf import reciprocal_rank_fusion
 from memoria.ties import best_first, score_key
 from memoria.vectors import VectorIndex
@@ -14,13 +14,31 @@ from memoria.vectors import VectorIndex
 
 def test_every_batch_holds_one_padded_width_and_every_text_once():
     lengths = [3, 17, 16, 40, 300, 1, 18, 32, 33]
-    batches = canonical_batches(lengths, batch_size=2, max_length=256, step=16)
+    batches = canonical_batches(lengths, max_length=256, step=16, rows=2)
     assert sorted(i for _, indices in batches for i in indices) == list(range(len(lengths)))
     for width, indices in batches:
         assert len(indices) <= 2
         assert {padded_width(lengths[i], 256, 16) for i in indices} == {width}
     assert [padded_width(n, 256, 16) for n in (1, 16, 17, 33, 300)] == [16, 16, 32, 48, 256]
     assert padded_width(300, 250, 16) == 250, "never wider than the model's window"
+
+
+def test_a_widths_batches_hold_about_the_same_tokens_and_only_its_last_is_part_full():
+    """Rows follow the width (many short texts or one long one a batch), so a batch a width leaves part full, the
+    only place copies fill rows, costs less than one batch of tokens."""
+    tokens = defaults.CANONICAL_BATCH_TOKENS
+    for width in (1, 4, 12, 64, tokens // 2 + 1, tokens, 256):
+        rows = batch_rows(width)
+        assert rows >= 1 and (rows * width <= tokens or rows == 1) and (rows + 1) * width > tokens
+    lengths = [int(n) for n in np.random.default_rng(3).integers(1, 300, size=500)]
+    batches = canonical_batches(lengths, max_length=256)
+    assert sorted(i for _, indices in batches for i in indices) == list(range(len(lengths)))
+    last = {}
+    for width, indices in batches:
+        assert width % defaults.CANONICAL_PAD_STEP == 0 or width == 256
+        assert 0 < len(indices) <= batch_rows(width)
+        assert width not in last or len(last[width]) == batch_rows(width), "a part-full batch before a full one"
+        last[width] = indices
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +80,7 @@ def test_the_model_runs_batches_of_one_shape_per_width_whatever_the_texts_and_ba
     for batch_size, texts in ((1, turns[:1]), (32, turns), (7, turns[:13]), (64, turns[:3])):
         got[batch_size] = encode_sentence_transformer(Watching(), texts, batch_size, embedder.max_seq_length,
                                                       embedder.dimension)
-    assert {rows for rows, _ in shapes} == {defaults.CANONICAL_BATCH_ROWS}
+    assert all(rows == batch_rows(width) for rows, width in shapes), shapes
     assert len({width for _, width in shapes}) > 1, "texts of several widths were encoded"
     assert np.array_equal(got[1][0], got[32][0]) and np.array_equal(got[7], got[32][:13])
 
@@ -114,5 +132,5 @@ def test_the_padding_rule_is_part_of_the_vectors_signature(monkeypatch):
     monkeypatch.setattr(defaults, "CANONICAL_PAD_STEP", defaults.CANONICAL_PAD_STEP * 2)
     after = packaged_signature()
     assert after != before and after["model_files"] == before["model_files"]
-    monkeypatch.setattr(defaults, "CANONICAL_BATCH_ROWS", defaults.CANONICAL_BATCH_ROWS * 2)
+    monkeypatch.setattr(defaults, "CANONICAL_BATCH_TOKENS", defaults.CANONICAL_BATCH_TOKENS * 2)
     assert packaged_signature() not in (before, after), "other rows per batch, other bits on some CPUs"
