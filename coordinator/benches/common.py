@@ -50,10 +50,14 @@ def provenance() -> dict:
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def write_bench(name: str, data: dict, output: str | Path) -> Path:
-    """`data` under the bench's name, with what made it (`provenance`, taken when the bench ended); written
-    atomically and redacted."""
-    return write_json(output, {"benchmark": name, **provenance(), **data})
+def write_bench(name: str, data: dict, output: str | Path, started_at: str | None = None) -> Path:
+    """`data` under the bench's name, with what made it (`provenance`, taken when the bench ended; `started_at`:
+    the commit the bench started from, which a long bench records since the tree may move while it runs);
+    written atomically and redacted."""
+    made = provenance()
+    if started_at:
+        made["commit"] = started_at
+    return write_json(output, {"benchmark": name, **made, **data})
 
 
 def child_command(args: list[str]) -> list[str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from adapters.errors import MemfarmError
 from coordinator.benches.common import fresh_workdir, write_bench
+from coordinator.running.reducer import git_commit
 
 #: Memoria's modes measured, in the order of the table; `bm25` must make no model call.
 MODES = ("bm25", "dense", "raw", "fusion", "full")
@@ -171,6 +172,7 @@ def run_floor_bench(locomo: str | Path, realmem: str | Path, beam: str | Path, *
     from coordinator.running.spec import RunSpec
     from memoria.embedder import Embedder
 
+    started_at = git_commit()  # the tree may move while the bench runs
     workdir = fresh_workdir(workdir)
     items = prepare_items(workdir, Path(locomo), Path(realmem), Path(beam), realmem_sessions)
     torch.set_num_threads(threads)
@@ -195,7 +197,7 @@ def run_floor_bench(locomo: str | Path, realmem: str | Path, beam: str | Path, *
             "ratios": "floor_ratio: seconds inside the encoder during the run over the floor's; padding_ratio: "
                       "token positions the model ran (batch width x rows run, filled rows included) over the texts' "
                       "own tokens (truncated to the window); floor_padding_ratio: the same of the floor"}
-    path = write_bench("floor", data, output)
+    path = write_bench("floor", data, output, started_at)
     return table(rows) + f"\nwrote {path}"
 
 

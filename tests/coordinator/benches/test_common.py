@@ -90,3 +90,14 @@ def test_bench_systems_with_a_users_folder_as_workdir_stops_in_one_line_and_dele
                                        "--output", str(tmp_path / "out.json")])
     assert result.exit_code != 0 and "holds files no bench made" in result.output
     assert (users / "notes.txt").read_text() == "mine" and not (tmp_path / "out.json").exists()
+
+
+def test_a_bench_that_names_the_commit_it_started_from_is_written_with_it(tmp_path):
+    """A long bench's tree may move while it runs: the commit it started from is the one that made its figures."""
+    import json
+
+    from coordinator.benches.common import write_bench
+    from coordinator.running.reducer import git_commit
+
+    assert json.loads(write_bench("x", {"v": 1}, tmp_path / "a.json", "abc123").read_text())["commit"] == "abc123"
+    assert json.loads(write_bench("x", {"v": 1}, tmp_path / "b.json").read_text())["commit"] == git_commit()

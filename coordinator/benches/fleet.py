@@ -1,0 +1,123 @@
+"""`memfarm bench fleet`: a whole generated LongMemEval-S file through the farm, as a fleet of one-core machines
+would run it, and one worker alone on a slice of it; questions per core-hour beside the peer's published rate.
+
+The fleet in small: one worker per core of this machine, each with one model thread, its own cache and its own
+embedding store (each a one-core machine of the fleet), behind a Redis server the bench starts. Each mode runs
+cold on workers started for it, so no mode reads what another encoded. One worker alone then runs the first
+questions of the same file, cold, in each mode: what one machine of the fleet does by itself. A rate is the
+questions over the run's wall seconds and the cores the workers had; the peer's is `coldrun.PEER_RATE`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections import Counter
+from pathlib import Path
+
+from coordinator.benches.coldrun import MODES, PEER_RATE
+from coordinator.benches.common import fresh_workdir, measure_memfarm, start_workers, stop_workers, write_bench
+from coordinator.benches.common import sharing_statistics
+from coordinator.running.reducer import git_commit
+
+
+def _slice(data: Path, questions: int, workdir: Path) -> tuple[Path, Path]:
+    """The first `questions` of `data` as a file of their own, with its companion questions file."""
+    from adapters.benchmarks.longmemeval.reader import extract_questions
+
+    part = json.loads(data.read_text(encoding="utf-8"))[:questions]
+    path, companion = workdir / f"first_{questions}.json", workdir / f"first_{questions}_q.json"
+    path.write_text(json.dumps(part, ensure_ascii=False), encoding="utf-8")
+    extract_questions(path, companion)
+    return path, companion
+
+
+def _run(broker: str, workdir: Path, tag: str, workers: int, mode: str, data: Path, companion: Path) -> dict:
+    """`data` in `mode` through `workers` fresh one-thread workers: wall seconds, completeness, session recall."""
+    out = workdir / f"{tag}.json"
+    running = start_workers(broker, workdir, tag, workers, 1)
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+        seconds, _ = measure_memfarm(["run", "longmemeval", "--dataset", str(data), "--questions", str(companion),
+                                      *MODES[mode], "--rebuild-cache", "--output", str(out)], broker, written=out)
+    finally:
+        stop_workers(running)
+    results = json.loads(out.read_text(encoding="utf-8"))
+    manifest = json.loads(out.with_name(out.stem + ".manifest.json").read_text(encoding="utf-8"))
+    by_worker = Counter(str(item.get("worker", "?")).split("@")[0] for item in manifest.get("items", []))
+    session = results["metrics"]["all"]["session"]
+    questions = results.get("question_count") or 0
+    rate = questions * 3600 / seconds / workers if seconds > 0 else None
+    return {"mode": mode, "workers": workers, "torch_threads": 1, "questions": questions,
+            "complete": results.get("complete"), "failed_items": (results.get("failures") or {}).get("items", 0),
+            "wall_s": round(seconds, 1), "load_before": load, "items_by_worker": dict(sorted(by_worker.items())),
+            "questions_per_core_hour": round(rate) if rate else None,
+            "questions_per_machine_hour": round(rate * workers) if rate else None,
+            "x_peer_rate": round(rate / PEER_RATE["questions_per_core_hour"], 2) if rate else None,
+            "session_recall_any@5": round(session["recall_any@5"], 4),
+            "session_recall_all@5": round(session["recall_all@5"], 4)}
+
+
+def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, modes=("fusion", "full"),
+                    workers: int | None = None, workdir: str | Path = "cache/bench_fleet",
+                    output: str | Path = "results/bench/fleet.json", progress=None) -> str:
+    """The file through `workers` one-thread workers (default: one per core), then its first
+    `one_worker_questions` through one worker, each mode cold; writes `output`."""
+    from adapters.benchmarks.longmemeval.reader import extract_questions
+    from adapters.generators.longmemeval_s import DISTINCT_SESSION_SHARE, write
+    from coordinator.operations.processes import free_port, start_redis
+
+    workers = workers or len(os.sched_getaffinity(0))
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise ValueError(f"bench fleet: unknown mode(s) {', '.join(unknown)} (known: {', '.join(MODES)})")
+    started_at = git_commit()  # the tree may move while the bench runs
+    workdir = fresh_workdir(workdir)
+    data, companion = workdir / "fleet.json", workdir / "fleet_q.json"
+    write(data, questions, seed=29, scale=scale, distinct_share=DISTINCT_SESSION_SHARE)
+    extract_questions(data, companion)
+    sharing = sharing_statistics(data)
+    alone = _slice(data, min(one_worker_questions, questions), workdir) if one_worker_questions else None
+    port, password = free_port(), secrets.token_urlsafe(12)
+    redis_proc = start_redis(workdir / "redis", port, password, workdir / "redis.log")
+    broker = f"redis://:{password}@127.0.0.1:{port}/0"
+    rows, started = [], time.perf_counter()
+    try:
+        for mode in modes:
+            rows.append({"run": "fleet", **_run(broker, workdir, f"fleet_{mode}", workers, mode, data, companion)})
+            if progress:
+                progress(_line(rows[-1]))
+            if alone:
+                rows.append({"run": "one worker", **_run(broker, workdir, f"one_{mode}", 1, mode, *alone)})
+                if progress:
+                    progress(_line(rows[-1]))
+    finally:
+        redis_proc.stop()
+    data_out = {"questions": questions, "scale": scale, "one_worker_questions": one_worker_questions,
+                "workers": workers, "cores": len(os.sched_getaffinity(0)), "sharing": sharing, "rows": rows,
+                "peer_rate": PEER_RATE, "bench_seconds": round(time.perf_counter() - started, 1),
+                "rates": "questions_per_core_hour: questions * 3600 / (the run's wall seconds * its workers), each "
+                         "worker one core with one model thread; questions_per_machine_hour: the same for all the "
+                         "run's workers together; x_peer_rate: per core-hour over peer_rate's",
+                "seconds": "wall seconds of the whole `memfarm run` through the broker (its start, the items' "
+                           "reading, encoding and questions, the reduce), the workers started and their models "
+                           "loaded beforehand; every run cold: fresh workers, fresh caches, fresh stores"}
+    path = write_bench("fleet", data_out, output, started_at)
+    return table(rows) + f"\nwrote {path}"
+
+
+def _line(r: dict) -> str:
+    return (f"{r['run']:<12}{r['mode']:<8}{r['workers']:>8}{r['questions']:>10}{r['wall_s']:>9.1f}"
+            f"{r['questions_per_core_hour'] or 0:>10}{r['questions_per_machine_hour'] or 0:>10}"
+            f"{r['x_peer_rate'] or 0:>8.2f}{r['session_recall_any@5']:>8.3f}{'' if r['complete'] else '  INCOMPLETE':>12}")
+
+
+def table(rows: list[dict]) -> str:
+    """The runs, one line each, with the peer's rate below."""
+    head = (f"{'run':<12}{'mode':<8}{'workers':>8}{'questions':>10}{'wall s':>9}{'q/core-h':>10}{'q/mach-h':>10}"
+            f"{'x peer':>8}{'R@5 any':>8}")
+    peer = (f"peer: {PEER_RATE['system']} {PEER_RATE['questions_per_core_hour']} q/core-h "
+            f"({PEER_RATE['questions']} in {PEER_RATE['seconds']} s on {PEER_RATE['cores']} cores)")
+    return "\n".join([head, *(_line(r) for r in rows), peer])
