@@ -5,7 +5,8 @@ threaded matrix product splits its work one way per width on any CPU (`memoria.c
 fixed 8 rows at every width, now `batch_rows(width)` (about `CANONICAL_BATCH_TOKENS` tokens a batch). Before
 either, a batch had as many rows as texts of its width, up to the batch size. Side by side, round by round in one process,
 on real LoCoMo turns and questions: bulk encoding (an item's turns in one call) and one question at a time, for
-the rule before and for fixed rows of several sizes; medians and their ratio to the rule before.
+the rule before, fixed rows of several sizes, the fixed 8 rows at widths of 16 that came before the rows by
+width, and the rows by width; medians and their ratio to the rule before.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from coordinator.benches.common import write_bench
 from memoria import defaults
 
 
-def _encode(model, texts: list[str], max_length: int, dimension: int, rows: int | str | None) -> np.ndarray:
+def _encode(model, texts: list[str], max_length: int, dimension: int, rows: int | str | None,
+            step: int = defaults.CANONICAL_PAD_STEP) -> np.ndarray:
     """Canonical widths, in batches of up to 32 texts of one width (`rows` None: the rule before), of exactly
-    `rows` rows, or ("width") of `batch_rows(width)` rows, filled with copies of the batch's first text."""
+    `rows` rows, or ("width") of `batch_rows(width)` rows, filled with copies of the batch's first text; widths
+    are multiples of `step`."""
     import torch
 
     from memoria.canonical_batches import batch_rows, canonical_batches
@@ -32,7 +35,7 @@ def _encode(model, texts: list[str], max_length: int, dimension: int, rows: int 
     lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
     with torch.inference_mode():
         fixed = None if rows == "width" else rows or defaults.DEFAULT_BATCH_SIZE
-        for width, indices in canonical_batches(lengths, max_length, rows=fixed):
+        for width, indices in canonical_batches(lengths, max_length, step, rows=fixed):
             size = batch_rows(width) if rows == "width" else rows or len(indices)
             batch = list(indices) + [indices[0]] * (size - len(indices))
             features = model.tokenizer([texts[i] for i in batch], padding="max_length", truncation=True,
@@ -50,31 +53,33 @@ def run_batch_rows_bench(dataset: str | Path, turns: int, questions: int, rounds
     texts = [t["text"] for c in data for key, session in c["conversation"].items()
              if key.startswith("session_") and isinstance(session, list) for t in session if t.get("text")][:turns]
     asked = [q["question"] for c in data for q in c["qa"]][:questions]
-    rules = {"before: up to 32 rows of a width": None,
-             **{f"fixed {rows} rows": rows for rows in (1, 8, 32)},
-             f"rows by width ({defaults.CANONICAL_BATCH_TOKENS} tokens)": "width"}
-    def encode(batch, rows):
-        return _encode(embedder.model, batch, embedder.max_seq_length, embedder.dimension, rows)
+    step = defaults.CANONICAL_PAD_STEP
+    rules = {"before: up to 32 rows of a width": (None, step),
+             **{f"fixed {rows} rows": (rows, step) for rows in (1, 8, 32)},
+             "fixed 8 rows, widths of 16 (the rule before this one)": (8, 16),
+             f"rows by width ({defaults.CANONICAL_BATCH_TOKENS} tokens)": ("width", step)}
+    def encode(batch, rule):
+        return _encode(embedder.model, batch, embedder.max_seq_length, embedder.dimension, *rule)
 
-    encode(texts[:16], None)  # the model warm before any clock starts
+    encode(texts[:16], (None, step))  # the model warm before any clock starts
     seconds = {name: {"turns": [], "questions": []} for name in rules}
     for _ in range(rounds):
-        for name, rows in rules.items():
+        for name, rule in rules.items():
             started = time.perf_counter()
-            encode(texts, rows)
+            encode(texts, rule)
             middle = time.perf_counter()
             for question in asked:
-                encode([question], rows)
+                encode([question], rule)
             seconds[name]["turns"].append(middle - started)
             seconds[name]["questions"].append(time.perf_counter() - middle)
     median = {name: {part: sorted(v)[len(v) // 2] for part, v in parts.items()} for name, parts in seconds.items()}
     before = median["before: up to 32 rows of a width"]
-    rows_out = [{"rule": name, "rows": rules[name] or "up to 32",
+    rows_out = [{"rule": name, "rows": rules[name][0] or "up to 32", "pad_step": rules[name][1],
                  "turns_per_second": round(len(texts) / m["turns"], 1),
                  "question_ms": round(1000 * m["questions"] / len(asked), 1),
                  "turns_seconds_ratio": round(m["turns"] / before["turns"], 3),
                  "question_seconds_ratio": round(m["questions"] / before["questions"], 3),
-                 "chosen": rules[name] == "width"} for name, m in median.items()]
+                 "chosen": rules[name][0] == "width"} for name, m in median.items()]
     import torch
 
     result = {"dataset": str(dataset), "turns": len(texts), "questions": len(asked), "rounds": rounds,

@@ -295,7 +295,7 @@ def bench_floor(locomo, realmem, realmem_sessions, beam, benchmarks, threads, wo
                                **({"benchmarks": benchmarks} if benchmarks else {})))
 
 
-@bench.command("fleet")
+@bench.command("fleet-rate")
 @click.option("--questions", type=click.IntRange(2), default=500, show_default=True)
 @click.option("--scale", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
               help="Haystack size relative to the real file's.")
@@ -303,12 +303,12 @@ def bench_floor(locomo, realmem, realmem_sessions, beam, benchmarks, threads, wo
               help="The first N questions again through one worker alone (0: not run).")
 @click.option("--modes", default="fusion,full", show_default=True, help="Comma-separated: fusion, full, full-nosentence.")
 @click.option("--workers", type=click.IntRange(1), default=None, help="One-thread workers of the fleet [default: one per core].")
-@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_fleet", show_default=True)
-@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/fleet.json", show_default=True)
-def bench_fleet(questions, scale, one_worker_questions, modes, workers, workdir, output):
+@click.option("--workdir", type=click.Path(file_okay=False), default="cache/bench_fleet_rate", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default="results/bench/fleet_rate.json", show_default=True)
+def bench_fleet_rate(questions, scale, one_worker_questions, modes, workers, workdir, output):
     """A generated LongMemEval-S file through the farm on one-thread workers, and one worker alone: questions per
     core-hour beside the peer's published rate. Starts its own Redis server and workers."""
-    from coordinator.benches.fleet import run_fleet_bench
+    from coordinator.benches.fleet_rate import run_fleet_bench
 
     try:
         click.echo(run_fleet_bench(questions, scale, one_worker_questions,

@@ -152,7 +152,7 @@ MANUAL_PAGES = {
     "ingest": "sources.md", "recall": "sources.md",
     "bench": "benchmarks.md", "bench embedders": "embedders.md", "bench encoders": "embedders.md",
     "bench batch-rows": "embedders.md", "bench shared-verify": "embedders.md", "bench coldrun": "cost.md",
-    "bench floor": "cost.md", "bench fleet": "cost.md",
+    "bench floor": "cost.md", "bench fleet-rate": "cost.md",
     "check-system": "http-systems.md",
     "bench systems": "outside-systems.md", "bench mnem-published": "outside-systems.md",
     "convert mnem-rankings": "outside-systems.md",

@@ -1,5 +1,6 @@
-"""`memfarm bench fleet`: a whole generated LongMemEval-S file through the farm, as a fleet of one-core machines
-would run it, and one worker alone on a slice of it; questions per core-hour beside the peer's published rate.
+"""`memfarm bench fleet-rate`: a whole generated LongMemEval-S file through the farm, as a fleet of one-core
+machines would run it, and one worker alone on a slice of it; questions per core-hour beside the peer's
+published rate. (`make bench-fleet` is another thing: a fault campaign on simulated machines.)
 
 The fleet in small: one worker per core of this machine, each with one model thread, its own cache and its own
 embedding store (each a one-core machine of the fleet), behind a Redis server the bench starts. Each mode runs
@@ -61,8 +62,8 @@ def _run(broker: str, workdir: Path, tag: str, workers: int, mode: str, data: Pa
 
 
 def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, modes=("fusion", "full"),
-                    workers: int | None = None, workdir: str | Path = "cache/bench_fleet",
-                    output: str | Path = "results/bench/fleet.json", progress=None) -> str:
+                    workers: int | None = None, workdir: str | Path = "cache/bench_fleet_rate",
+                    output: str | Path = "results/bench/fleet_rate.json", progress=None) -> str:
     """The file through `workers` one-thread workers (default: one per core), then its first
     `one_worker_questions` through one worker, each mode cold; writes `output`."""
     from adapters.benchmarks.longmemeval.reader import extract_questions
@@ -72,7 +73,7 @@ def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, mod
     workers = workers or len(os.sched_getaffinity(0))
     unknown = [m for m in modes if m not in MODES]
     if unknown:
-        raise ValueError(f"bench fleet: unknown mode(s) {', '.join(unknown)} (known: {', '.join(MODES)})")
+        raise ValueError(f"bench fleet-rate: unknown mode(s) {', '.join(unknown)} (known: {', '.join(MODES)})")
     started_at = git_commit()  # the tree may move while the bench runs
     workdir = fresh_workdir(workdir)
     data, companion = workdir / "fleet.json", workdir / "fleet_q.json"
@@ -104,7 +105,7 @@ def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, mod
                 "seconds": "wall seconds of the whole `memfarm run` through the broker (its start, the items' "
                            "reading, encoding and questions, the reduce), the workers started and their models "
                            "loaded beforehand; every run cold: fresh workers, fresh caches, fresh stores"}
-    path = write_bench("fleet", data_out, output, started_at)
+    path = write_bench("fleet_rate", data_out, output, started_at)
     return table(rows) + f"\nwrote {path}"
 
 

@@ -1,11 +1,12 @@
-"""`memfarm bench fleet`: a generated file through real one-thread workers, and one worker alone, each mode cold."""
+"""`memfarm bench fleet-rate`: a generated file through real one-thread workers, and one worker alone, each
+mode cold."""
 
 import json
 
 import pytest
 
 from coordinator.benches.coldrun import PEER_RATE
-from coordinator.benches.fleet import run_fleet_bench
+from coordinator.benches.fleet_rate import run_fleet_bench
 
 
 def test_the_file_runs_on_every_worker_and_its_slice_on_one_each_cold_with_rates_from_their_own_seconds(

@@ -1,0 +1,19 @@
+"""`memfarm bench batch-rows`: every rule encodes the same real turns and questions, and the chosen one is the
+rule the encoder runs."""
+
+import json
+
+from coordinator.benches.batch_rows import run_batch_rows_bench
+from memoria import defaults
+
+
+def test_each_rule_is_timed_on_the_same_texts_and_the_encoders_own_rule_is_the_one_chosen(locomo_path, tmp_path,
+                                                                                          embedder):
+    run_batch_rows_bench(locomo_path, 16, 2, 1, tmp_path / "rows.json")
+    rules = json.loads((tmp_path / "rows.json").read_text())["rules"]
+    chosen = [r for r in rules if r["chosen"]]
+    assert [(r["rows"], r["pad_step"]) for r in chosen] == [("width", defaults.CANONICAL_PAD_STEP)]
+    assert ("8", 16) in {(str(r["rows"]), r["pad_step"]) for r in rules}, "the rule before this one, side by side"
+    before = rules[0]
+    assert before["rows"] == "up to 32" and before["turns_seconds_ratio"] == before["question_seconds_ratio"] == 1.0
+    assert all(r["turns_per_second"] > 0 and r["question_ms"] > 0 for r in rules)
