@@ -1,8 +1,8 @@
 """Vectors made ahead: texts a caller knows it will store later, encoded in one batch and served from here.
 
 Memory that grows in small steps (a session at a time) would otherwise encode a few texts at each step, and
-every batch the model runs has `CANONICAL_BATCH_ROWS` rows whatever it holds (`memoria.canonical_batches`),
-so most of each small batch would be padding. A vector depends only on its text (never on its batch), so a
+every batch the model runs at a width has the same rows whatever it holds (`memoria.canonical_batches`),
+so much of each small batch would be copies run as padding. A vector depends only on its text (never on its batch), so a
 text served from here has the bits it would have had if encoded when stored: rankings are unchanged. What is
 here is vectors by text only; nothing of it is stored, indexed or searchable until the text is inserted.
 

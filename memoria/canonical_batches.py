@@ -11,10 +11,10 @@ while ordinary longest-in-batch padding changed 30 of 40 LoCoMo turns (by up to 
 
 The width alone is not enough on every CPU: threaded matrix products choose how to split their work by the
 shape of the product, so on an AVX-512 machine a text encoded alone and in a batch of 32 differed by ~5e-8.
-So every batch the model runs at a width has the same number of rows too (`batch_rows`: about
-`CANONICAL_BATCH_TOKENS` tokens, so many short texts or one long one), the rows a batch lacks filled with copies
-of its first text, whose outputs are dropped: for a given width every product has one shape, and a text's vector depends only on its width, the machine and its thread count. What holds on
-any CPU: one machine with one thread count gives every text the same bits in any batch; two CPUs of other
+So every batch the model runs at a width has the same number of rows too (`batch_rows`: `CANONICAL_BATCH_TOKENS`
+over the width, at least one: many short texts or one long one), the rows a batch lacks filled with copies of
+its first text, whose outputs are dropped: for a given width every product has one shape, and a text's vector
+depends only on its width, the machine and its thread count. What holds on any CPU: one machine with one thread count gives every text the same bits in any batch; two CPUs of other
 kinds, or other thread counts, may differ in the last bits (about 1e-7), below the tie grid of
 `memoria.ties` except for scores that lie on the grid's edge.
 """
@@ -29,17 +29,20 @@ import numpy as np
 from memoria import defaults, encoder_watch
 
 
-def padded_width(length: int, max_length: int, step: int = defaults.CANONICAL_PAD_STEP) -> int:
-    """The width a text of `length` tokens is padded to: the next multiple of `step`, at most `max_length`."""
+def padded_width(length: int, max_length: int, step: int | None = None) -> int:
+    """The width a text of `length` tokens is padded to: the next multiple of `step` (`CANONICAL_PAD_STEP`, read
+    when called, as the embedding signature reads it), at most `max_length`."""
+    step = step or defaults.CANONICAL_PAD_STEP
     return max(1, min(max_length, -(-length // step) * step))
 
 
-def batch_rows(width: int, tokens: int = defaults.CANONICAL_BATCH_TOKENS) -> int:
-    """The rows every batch of `width` has: `tokens` over the width, at least one."""
-    return max(1, tokens // max(1, width))
+def batch_rows(width: int, tokens: int | None = None) -> int:
+    """The rows every batch of `width` has: `tokens` (`CANONICAL_BATCH_TOKENS`, read when called) over the width,
+    at least one."""
+    return max(1, (tokens or defaults.CANONICAL_BATCH_TOKENS) // max(1, width))
 
 
-def canonical_batches(lengths: list[int], max_length: int, step: int = defaults.CANONICAL_PAD_STEP,
+def canonical_batches(lengths: list[int], max_length: int, step: int | None = None,
                       rows: int | None = None) -> list[tuple[int, list[int]]]:
     """`(width, indices)` batches, narrowest first: each holds texts of one padded width only, at most
     `batch_rows(width)` of them (or `rows`, where a caller fixes it)."""
@@ -79,8 +82,8 @@ def encode_sentence_transformer(model, texts: list[str], batch_size: int, max_le
     batches = canonical_batches(lengths, max_length)
     with torch.inference_mode():
         for width, indices in batches:
-            features = tokenizer([texts[i] for i in full_rows(indices, batch_rows(width))], padding="max_length", truncation=True,
-                                 max_length=width, return_tensors="pt")
+            features = tokenizer([texts[i] for i in full_rows(indices, batch_rows(width))], padding="max_length",
+                                 truncation=True, max_length=width, return_tensors="pt")
             features = {name: tensor.to(model.device) for name, tensor in features.items()}
             pooled = model(features)["sentence_embedding"][:len(indices)]
             pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)

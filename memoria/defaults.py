@@ -28,14 +28,14 @@ DEFAULT_RECALL_LIMIT = 50
 DEFAULT_BATCH_SIZE = 32
 
 #: Every text is padded to the next multiple of this many tokens and batched only with texts of that
-#: width, so its vector never depends on its batch (memoria.canonical_batches). With a step of 16 a short text
-#: ran up to 15 padding tokens (padding 1.2-1.4x the text's tokens); 4 keeps it near 1.1x.
+#: width, so its vector never depends on its batch (memoria.canonical_batches). A step of 16 gave a short
+#: text up to 15 padding tokens; 4 gives it at most 3 (`memfarm bench floor`, docs/cost.md).
 CANONICAL_PAD_STEP = 4
 #: ... and every batch the model runs at a width has the same number of rows, this many tokens over the width
 #: (at least one), filled with copies where texts run out, so that a threaded matrix product splits its work the
-#: same way for every batch of a width. On 2 CPU cores a forward of MiniLM costs about 9 ms whatever it holds
-#: (reading its weights) plus about 0.28 ms a token: 128 tokens keep that fixed part small while the rows a
-#: partly full batch fills with copies cost at most 127 tokens per width (a fixed 8 rows cost up to 7 texts).
+#: same way for every batch of a width. A forward pass has a fixed cost whatever it holds (reading the model's
+#: weights), so a batch of much fewer tokens is mostly that cost; and the rows a width's last batch fills with
+#: copies cost at most this many tokens, where a fixed 8 rows cost up to 7 texts of the width.
 CANONICAL_BATCH_TOKENS = 128
 
 #: Ranking compares scores rounded to this many decimals and orders equal ones by id (memoria.ties):

@@ -271,12 +271,14 @@ class OnnxEmbedder:
         encodings = self.tokenizer.encode_batch(texts)
         lengths = [len(e.ids) for e in encodings]
         for width, indices in canonical_batches(lengths, self.max_seq_length):
-            batch = [encodings[i] for i in full_rows(indices, batch_rows(width))]  # every run of the graph has one shape per width
+            # every run of the graph has one shape per width
+            batch = [encodings[i] for i in full_rows(indices, batch_rows(width))]
             ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros_like(ids)
             types = np.zeros_like(ids)
             for row, e in enumerate(batch):
-                ids[row, :len(e.ids)], mask[row, :len(e.ids)], types[row, :len(e.ids)] = e.ids, e.attention_mask, e.type_ids
+                n = len(e.ids)
+                ids[row, :n], mask[row, :n], types[row, :n] = e.ids, e.attention_mask, e.type_ids
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
             hidden = self.session.run(None, {name: feed[name] for name in self.inputs})[0]
             pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)

@@ -2,8 +2,8 @@
 
 A question is encoded as it is asked unless it was handed over before (`QuestionVectors.add`): the questions
 about to be asked of one state, encoded together. Asked one by one, each question is a batch of its own, and
-every batch the model runs has `CANONICAL_BATCH_ROWS` rows (`memoria.canonical_batches`), so most of what the
-model ran for a question was padding. A vector depends on its text alone, so one served from here has the bits
+every batch the model runs at a width has the same rows (`memoria.canonical_batches`), so much of what the
+model ran for a question was copies run as padding. A vector depends on its text alone, so one served from here has the bits
 it would have had encoded as it was asked: no ranking changes.
 """
 

@@ -2,9 +2,9 @@
 
 Every batch the model runs at a width has the same rows (filled with copies where texts run out), so that a
 threaded matrix product splits its work one way per width on any CPU (`memoria.canonical_batches`): first a
-fixed 8 rows at every width, now `batch_rows(width)` (about `CANONICAL_BATCH_TOKENS` tokens a batch). Before
-either, a batch had as many rows as texts of its width, up to the batch size. Side by side, round by round in one process,
-on real LoCoMo turns and questions: bulk encoding (an item's turns in one call) and one question at a time, for
+fixed 8 rows at every width, now `batch_rows(width)` (`CANONICAL_BATCH_TOKENS` over the width). Before either,
+a batch had as many rows as texts of its width, up to the batch size. Side by side, round by round in one
+process, on real LoCoMo turns and questions: bulk encoding (an item's turns in one call) and one question at a time, for
 the rule before, fixed rows of several sizes, the fixed 8 rows at widths of 16 that came before the rows by
 width, and the rows by width; medians and their ratio to the rule before.
 """

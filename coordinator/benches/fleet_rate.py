@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -24,60 +26,83 @@ from coordinator.benches.common import sharing_statistics
 from coordinator.running.reducer import git_commit
 
 
-def _slice(data: Path, questions: int, workdir: Path) -> tuple[Path, Path]:
-    """The first `questions` of `data` as a file of their own, with its companion questions file."""
-    from adapters.benchmarks.longmemeval.reader import extract_questions
+#: The generator's seed for the file every run reads (written into the bench's file).
+SEED = 29
 
-    part = json.loads(data.read_text(encoding="utf-8"))[:questions]
+
+def _slice(data: Path, questions: int, workdir: Path) -> tuple[Path, Path]:
+    """The first `questions` of `data` as a file of their own (read as a stream), with its companion questions
+    file."""
+    from itertools import islice
+
+    from adapters.benchmarks.longmemeval.reader import extract_questions
+    from adapters.jsonstream import iter_array
+
     path, companion = workdir / f"first_{questions}.json", workdir / f"first_{questions}_q.json"
-    path.write_text(json.dumps(part, ensure_ascii=False), encoding="utf-8")
+    path.write_text(json.dumps(list(islice(iter_array(data), questions)), ensure_ascii=False), encoding="utf-8")
     extract_questions(path, companion)
     return path, companion
 
 
-def _run(broker: str, workdir: Path, tag: str, workers: int, mode: str, data: Path, companion: Path) -> dict:
-    """`data` in `mode` through `workers` fresh one-thread workers: wall seconds, completeness, session recall."""
+def _exit_on_terminate(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _run(broker: str, workdir: Path, tag: str, workers: int, mode: str, data: Path, companion: Path,
+         scale: float) -> dict:
+    """`data` in `mode` through `workers` fresh one-thread workers: wall seconds, what was answered, rates,
+    session recall; a run that failed is a row that says so, with no rate."""
     out = workdir / f"{tag}.json"
+    cores = min(workers, len(os.sched_getaffinity(0)))  # more workers than cores share them
+    row = {"mode": mode, "workers": workers, "cores": cores, "torch_threads": 1}
     running = start_workers(broker, workdir, tag, workers, 1)
     try:
-        load = [round(x, 2) for x in os.getloadavg()]
+        row["load_before"] = [round(x, 2) for x in os.getloadavg()]
         seconds, _ = measure_memfarm(["run", "longmemeval", "--dataset", str(data), "--questions", str(companion),
                                       *MODES[mode], "--rebuild-cache", "--output", str(out)], broker, written=out)
+        results = json.loads(out.read_text(encoding="utf-8"))
+        manifest = json.loads(out.with_name(out.stem + ".manifest.json").read_text(encoding="utf-8"))
+    except (RuntimeError, OSError, ValueError) as error:
+        return {**row, "error": str(error)[-500:], "questions_per_core_hour": None, "x_peer_rate": None}
     finally:
         stop_workers(running)
-    results = json.loads(out.read_text(encoding="utf-8"))
-    manifest = json.loads(out.with_name(out.stem + ".manifest.json").read_text(encoding="utf-8"))
     by_worker = Counter(str(item.get("worker", "?")).split("@")[0] for item in manifest.get("items", []))
-    session = results["metrics"]["all"]["session"]
-    questions = results.get("question_count") or 0
-    rate = questions * 3600 / seconds / workers if seconds > 0 else None
-    return {"mode": mode, "workers": workers, "torch_threads": 1, "questions": questions,
-            "complete": results.get("complete"), "failed_items": (results.get("failures") or {}).get("items", 0),
-            "wall_s": round(seconds, 1), "load_before": load, "items_by_worker": dict(sorted(by_worker.items())),
+    session = (results.get("metrics") or {}).get("all", {}).get("session", {})
+    failures = results.get("failures") or {}
+    answered = (results.get("question_count") or 0) - int(failures.get("questions", 0))
+    # full-scale questions per core-hour, cost taken as linear in haystack size (as bench coldrun does)
+    rate = answered * 3600 * scale / seconds / cores if seconds > 0 and answered > 0 else None
+    return {**row, "questions": results.get("question_count"), "answered": answered,
+            "complete": results.get("complete"), "failed_items": int(failures.get("items", 0)),
+            "wall_s": round(seconds, 1), "items_by_worker": dict(sorted(by_worker.items())),
+            "code_commit": manifest.get("commit"),
             "questions_per_core_hour": round(rate) if rate else None,
-            "questions_per_machine_hour": round(rate * workers) if rate else None,
+            "questions_per_hour_all_workers": round(rate * cores) if rate else None,
             "x_peer_rate": round(rate / PEER_RATE["questions_per_core_hour"], 2) if rate else None,
-            "session_recall_any@5": round(session["recall_any@5"], 4),
-            "session_recall_all@5": round(session["recall_all@5"], 4)}
+            **{f"session_{k}": round(session[k], 4) if k in session else None
+               for k in ("recall_any@5", "recall_all@5")}}
 
 
 def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, modes=("fusion", "full"),
                     workers: int | None = None, workdir: str | Path = "cache/bench_fleet_rate",
                     output: str | Path = "results/bench/fleet_rate.json", progress=None) -> str:
     """The file through `workers` one-thread workers (default: one per core), then its first
-    `one_worker_questions` through one worker, each mode cold; writes `output`."""
+    `one_worker_questions` through one worker, each mode cold; writes `output`, with what ran, even where a run
+    failed."""
     from adapters.benchmarks.longmemeval.reader import extract_questions
     from adapters.generators.longmemeval_s import DISTINCT_SESSION_SHARE, write
     from coordinator.operations.processes import free_port, start_redis
 
-    workers = workers or len(os.sched_getaffinity(0))
+    modes = tuple(dict.fromkeys(modes))  # a mode twice would run warm on its own first run's caches
     unknown = [m for m in modes if m not in MODES]
-    if unknown:
-        raise ValueError(f"bench fleet-rate: unknown mode(s) {', '.join(unknown)} (known: {', '.join(MODES)})")
+    if unknown or not modes:
+        raise ValueError(f"bench fleet-rate: unknown mode(s) {', '.join(unknown) or '(none given)'} "
+                         f"(known: {', '.join(MODES)})")
+    workers = workers or len(os.sched_getaffinity(0))
     started_at = git_commit()  # the tree may move while the bench runs
     workdir = fresh_workdir(workdir)
     data, companion = workdir / "fleet.json", workdir / "fleet_q.json"
-    write(data, questions, seed=29, scale=scale, distinct_share=DISTINCT_SESSION_SHARE)
+    write(data, questions, seed=SEED, scale=scale, distinct_share=DISTINCT_SESSION_SHARE)
     extract_questions(data, companion)
     sharing = sharing_statistics(data)
     alone = _slice(data, min(one_worker_questions, questions), workdir) if one_worker_questions else None
@@ -85,39 +110,48 @@ def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, mod
     redis_proc = start_redis(workdir / "redis", port, password, workdir / "redis.log")
     broker = f"redis://:{password}@127.0.0.1:{port}/0"
     rows, started = [], time.perf_counter()
+    # a bench stopped with SIGTERM stops the Redis server and workers it started, as one stopped with Ctrl-C does
+    previous = (signal.signal(signal.SIGTERM, _exit_on_terminate)
+                if threading.current_thread() is threading.main_thread() else None)
     try:
         for mode in modes:
-            rows.append({"run": "fleet", **_run(broker, workdir, f"fleet_{mode}", workers, mode, data, companion)})
-            if progress:
-                progress(_line(rows[-1]))
-            if alone:
-                rows.append({"run": "one worker", **_run(broker, workdir, f"one_{mode}", 1, mode, *alone)})
+            runs = [("fleet", f"fleet_{mode}", workers, (data, companion))]
+            runs += [("one worker", f"one_{mode}", 1, alone)] if alone else []
+            for name, tag, count, (path, asked) in runs:
+                rows.append({"run": name, **_run(broker, workdir, tag, count, mode, path, asked, scale)})
                 if progress:
                     progress(_line(rows[-1]))
     finally:
         redis_proc.stop()
-    data_out = {"questions": questions, "scale": scale, "one_worker_questions": one_worker_questions,
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    data_out = {"questions": questions, "scale": scale, "seed": SEED, "one_worker_questions": one_worker_questions,
                 "workers": workers, "cores": len(os.sched_getaffinity(0)), "sharing": sharing, "rows": rows,
                 "peer_rate": PEER_RATE, "bench_seconds": round(time.perf_counter() - started, 1),
-                "rates": "questions_per_core_hour: questions * 3600 / (the run's wall seconds * its workers), each "
-                         "worker one core with one model thread; questions_per_machine_hour: the same for all the "
-                         "run's workers together; x_peer_rate: per core-hour over peer_rate's",
+                "rates": "questions_per_core_hour: the questions answered, times scale (cost taken as linear in "
+                         "haystack size), * 3600 / (the run's wall seconds * the cores its workers had, one "
+                         "worker per core with one model thread); questions_per_hour_all_workers: the same for all "
+                         "the run's workers together; x_peer_rate: per core-hour over peer_rate's",
                 "seconds": "wall seconds of the whole `memfarm run` through the broker (its start, the items' "
-                           "reading, encoding and questions, the reduce), the workers started and their models "
-                           "loaded beforehand; every run cold: fresh workers, fresh caches, fresh stores"}
+                           "reading, encoding and questions, the reduce); the workers were started and ready "
+                           "beforehand, and each loads its model on its first item, inside these seconds; every "
+                           "run cold: fresh workers, fresh caches, fresh stores"}
     path = write_bench("fleet_rate", data_out, output, started_at)
     return table(rows) + f"\nwrote {path}"
 
 
 def _line(r: dict) -> str:
-    return (f"{r['run']:<12}{r['mode']:<8}{r['workers']:>8}{r['questions']:>10}{r['wall_s']:>9.1f}"
-            f"{r['questions_per_core_hour'] or 0:>10}{r['questions_per_machine_hour'] or 0:>10}"
-            f"{r['x_peer_rate'] or 0:>8.2f}{r['session_recall_any@5']:>8.3f}{'' if r['complete'] else '  INCOMPLETE':>12}")
+    if r.get("error"):
+        return f"{r['run']:<12}{r['mode']:<8}{r['workers']:>8}  FAILED: {r['error'].splitlines()[-1]}"
+    return (f"{r['run']:<12}{r['mode']:<8}{r['workers']:>8}{r['answered']:>10}{r['wall_s']:>9.1f}"
+            f"{r['questions_per_core_hour'] or 0:>10}{r['questions_per_hour_all_workers'] or 0:>10}"
+            f"{r['x_peer_rate'] or 0:>8.2f}{r['session_recall_any@5'] or 0:>8.3f}"
+            f"{'' if r['complete'] else '  INCOMPLETE':>12}")
 
 
 def table(rows: list[dict]) -> str:
     """The runs, one line each, with the peer's rate below."""
-    head = (f"{'run':<12}{'mode':<8}{'workers':>8}{'questions':>10}{'wall s':>9}{'q/core-h':>10}{'q/mach-h':>10}"
+    head = (f"{'run':<12}{'mode':<8}{'workers':>8}{'answered':>10}{'wall s':>9}{'q/core-h':>10}{'q/h all':>10}"
             f"{'x peer':>8}{'R@5 any':>8}")
     peer = (f"peer: {PEER_RATE['system']} {PEER_RATE['questions_per_core_hour']} q/core-h "
             f"({PEER_RATE['questions']} in {PEER_RATE['seconds']} s on {PEER_RATE['cores']} cores)")

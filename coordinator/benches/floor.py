@@ -3,7 +3,7 @@ the farm runs and each Memoria mode (and the control arms).
 
 On a two-core CPU machine a run's time is the embedding model's. The floor of a run is what encoding each DISTINCT
 text it had to embed costs when done once, sorted by length, in the encoder's own batches (every batch
-`CANONICAL_BATCH_ROWS` rows of one padded width: larger batches would change the vectors' last bits, see
+`batch_rows(width)` rows of one padded width: other batches would change the vectors' last bits, see
 `memoria.canonical_batches`). Each run is made cold in this process (no cache, no embedding store) with a counter
 installed on the encoder (`memoria.encoder_watch`), then its distinct texts are encoded again, all in one call,
 in the same process: `floor_ratio` is the run's seconds inside the encoder over that floor's, and
@@ -192,7 +192,7 @@ def run_floor_bench(locomo: str | Path, realmem: str | Path, beam: str | Path, *
             rows.append(run_row(name, arm, None, spec, floors))
     data = {"items": items["chosen"], "benchmarks": list(benchmarks), "torch_threads": threads, "modes": list(modes), "arms": list(arms), "runs": rows,
             "floor": "each run's distinct texts encoded once more, in this process right after it, sorted by token "
-                     "length in one call to the encoder (its batches of CANONICAL_BATCH_ROWS rows of one padded "
+                     "length in one call to the encoder (its batches of batch_rows(width) rows of one padded "
                      "width); measured once per set of texts, so runs that encode the same texts share one floor",
             "ratios": "floor_ratio: seconds inside the encoder during the run over the floor's; padding_ratio: "
                       "token positions the model ran (batch width x rows run, filled rows included) over the texts' "
