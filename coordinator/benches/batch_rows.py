@@ -12,6 +12,7 @@ width, and the rows by width; medians and their ratio to the rule before.
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -45,7 +46,29 @@ def _encode(model, texts: list[str], max_length: int, dimension: int, rows: int 
     return out
 
 
-def run_batch_rows_bench(dataset: str | Path, turns: int, questions: int, rounds: int, output) -> str:
+def _medians(encode, rules: dict, texts: list[str], asked: list[str], rounds: int) -> dict:
+    """Each rule's median seconds for the turns in one call and for the questions one at a time, the rules
+    interleaved in every round."""
+    encode(texts[:16], next(iter(rules.values())))  # the model warm before any clock starts
+    seconds = {name: {"turns": [], "questions": []} for name in rules}
+    for _ in range(rounds):
+        for name, rule in rules.items():
+            started = time.perf_counter()
+            encode(texts, rule)
+            middle = time.perf_counter()
+            for question in asked:
+                encode([question], rule)
+            seconds[name]["turns"].append(middle - started)
+            seconds[name]["questions"].append(time.perf_counter() - middle)
+    return {name: {part: statistics.median(v) for part, v in parts.items()} for name, parts in seconds.items()}
+
+
+def run_batch_rows_bench(dataset: str | Path, turns: int, questions: int, rounds: int, output,
+                         threads: int | None = None) -> str:
+    """Every rule on the same turns and questions, interleaved round by round; `threads`: torch's (default: as
+    set)."""
+    import torch
+
     from memoria.embedder import Embedder
 
     embedder = Embedder.shared()
@@ -61,18 +84,14 @@ def run_batch_rows_bench(dataset: str | Path, turns: int, questions: int, rounds
     def encode(batch, rule):
         return _encode(embedder.model, batch, embedder.max_seq_length, embedder.dimension, *rule)
 
-    encode(texts[:16], (None, step))  # the model warm before any clock starts
-    seconds = {name: {"turns": [], "questions": []} for name in rules}
-    for _ in range(rounds):
-        for name, rule in rules.items():
-            started = time.perf_counter()
-            encode(texts, rule)
-            middle = time.perf_counter()
-            for question in asked:
-                encode([question], rule)
-            seconds[name]["turns"].append(middle - started)
-            seconds[name]["questions"].append(time.perf_counter() - middle)
-    median = {name: {part: sorted(v)[len(v) // 2] for part, v in parts.items()} for name, parts in seconds.items()}
+    previous = torch.get_num_threads()
+    try:
+        if threads:
+            torch.set_num_threads(threads)
+        used = torch.get_num_threads()
+        median = _medians(encode, rules, texts, asked, rounds)
+    finally:
+        torch.set_num_threads(previous)  # the caller's threads, as they were
     before = median["before: up to 32 rows of a width"]
     rows_out = [{"rule": name, "rows": rules[name][0] or "up to 32", "pad_step": rules[name][1],
                  "turns_per_second": round(len(texts) / m["turns"], 1),
@@ -80,16 +99,14 @@ def run_batch_rows_bench(dataset: str | Path, turns: int, questions: int, rounds
                  "turns_seconds_ratio": round(m["turns"] / before["turns"], 3),
                  "question_seconds_ratio": round(m["questions"] / before["questions"], 3),
                  "chosen": rules[name][0] == "width"} for name, m in median.items()]
-    import torch
-
     result = {"dataset": str(dataset), "turns": len(texts), "questions": len(asked), "rounds": rounds,
-              "torch_threads": torch.get_num_threads(), "rules": rows_out,
+              "torch_threads": used, "rules": rows_out,
               "note": "medians over rounds, the rules interleaved in each round; ratios to the rule before"}
     path = write_bench("batch_rows", result, output)
     lines = [f"{len(texts)} turns and {len(asked)} questions, {rounds} rounds, "
              f"{result['torch_threads']} torch threads",
-             f"{'':<36}{'turns/s':>9}{'q ms':>8}{'turns x':>9}{'q x':>7}"]
-    lines += [f"{r['rule']:<36}{r['turns_per_second']:>9.1f}{r['question_ms']:>8.1f}{r['turns_seconds_ratio']:>9.2f}"
+             f"{'':<56}{'turns/s':>9}{'q ms':>8}{'turns x':>9}{'q x':>7}"]
+    lines += [f"{r['rule']:<56}{r['turns_per_second']:>9.1f}{r['question_ms']:>8.1f}{r['turns_seconds_ratio']:>9.2f}"
               f"{r['question_seconds_ratio']:>7.2f}" for r in rows_out]
     lines.append(f"wrote {path}")
     return "\n".join(lines)

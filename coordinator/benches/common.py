@@ -55,7 +55,7 @@ def write_bench(name: str, data: dict, output: str | Path, started_at: str | Non
     the commit the bench started from, which a long bench records since the tree may move while it runs);
     written atomically and redacted."""
     made = provenance()
-    if started_at:
+    if started_at and started_at != "unknown":
         made["commit"] = started_at
     return write_json(output, {"benchmark": name, **made, **data})
 

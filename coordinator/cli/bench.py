@@ -170,12 +170,13 @@ def bench_shared_verify(dataset, conversations, turns, questions, output):
 @click.option("--turns", type=click.IntRange(16), default=400, show_default=True)
 @click.option("--questions", type=click.IntRange(1), default=40, show_default=True)
 @click.option("--rounds", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--threads", type=click.IntRange(1), default=None, help="torch's threads [default: every core].")
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/batch_rows.json", show_default=True)
-def bench_batch_rows(dataset, turns, questions, rounds, output):
+def bench_batch_rows(dataset, turns, questions, rounds, threads, output):
     """Encoding speed with a fixed number of rows per batch, next to the rule before, side by side."""
     from coordinator.benches.batch_rows import run_batch_rows_bench
 
-    click.echo(run_batch_rows_bench(dataset, turns, questions, rounds, output))
+    click.echo(run_batch_rows_bench(dataset, turns, questions, rounds, output, threads))
 
 
 @bench.command("longmemeval-m")
@@ -308,11 +309,13 @@ def bench_floor(locomo, realmem, realmem_sessions, beam, benchmarks, threads, wo
 def bench_fleet_rate(questions, scale, one_worker_questions, modes, workers, workdir, output):
     """A generated LongMemEval-S file through the farm on one-thread workers, and one worker alone: questions per
     core-hour beside the peer's published rate. Starts its own Redis server and workers."""
+    from coordinator.benches.coldrun import MODES
     from coordinator.benches.fleet_rate import run_fleet_bench
 
-    try:
-        click.echo(run_fleet_bench(questions, scale, one_worker_questions,
-                                   modes=tuple(m.strip() for m in modes.split(",") if m.strip()), workers=workers,
-                                   workdir=workdir, output=output, progress=click.echo))
-    except ValueError as error:
-        raise click.UsageError(str(error)) from error
+    chosen = tuple(dict.fromkeys(m.strip() for m in modes.split(",") if m.strip()))
+    unknown = [m for m in chosen if m not in MODES]
+    if unknown or not chosen:
+        raise click.BadParameter(f"{', '.join(unknown) or 'none given'} (known: {', '.join(MODES)})",
+                                 param_hint="--modes")
+    click.echo(run_fleet_bench(questions, scale, one_worker_questions, modes=chosen, workers=workers,
+                               workdir=workdir, output=output, progress=click.echo))

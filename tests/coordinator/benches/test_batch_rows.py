@@ -9,8 +9,13 @@ from memoria import defaults
 
 def test_each_rule_is_timed_on_the_same_texts_and_the_encoders_own_rule_is_the_one_chosen(locomo_path, tmp_path,
                                                                                           embedder):
-    run_batch_rows_bench(locomo_path, 16, 2, 1, tmp_path / "rows.json")
-    rules = json.loads((tmp_path / "rows.json").read_text())["rules"]
+    import torch
+
+    threads = torch.get_num_threads()
+    run_batch_rows_bench(locomo_path, 16, 2, 1, tmp_path / "rows.json", threads=1)
+    written = json.loads((tmp_path / "rows.json").read_text())
+    assert written["torch_threads"] == 1 and torch.get_num_threads() == threads, "the caller's threads given back"
+    rules = written["rules"]
     chosen = [r for r in rules if r["chosen"]]
     assert [(r["rows"], r["pad_step"]) for r in chosen] == [("width", defaults.CANONICAL_PAD_STEP)]
     assert ("8", 16) in {(str(r["rows"]), r["pad_step"]) for r in rules}, "the rule before this one, side by side"
