@@ -7,10 +7,12 @@ Each bench is a module of its own beside this one; this module measures nothing 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -75,8 +77,19 @@ def measure_memfarm(args: list[str], broker: str | None = None, written: str | P
     lines (its standard error) reach this process's standard error as they come; otherwise they are kept, and the
     last of them are in the error a failed child raises."""
     env = dict(os.environ, MEMFARM_BROKER=broker) if broker else None
-    proc = subprocess.run(child_command(args), stdout=subprocess.PIPE,
-                          stderr=None if show_progress else subprocess.PIPE, text=True, env=env)
+    # the wrapper and the `memfarm` it runs in a group of their own, stopped together if this process is stopped
+    # (Ctrl-C, or SIGTERM where a bench turns it into an exit): killing the wrapper alone would leave the run
+    child = subprocess.Popen(child_command(args), stdout=subprocess.PIPE,
+                             stderr=None if show_progress else subprocess.PIPE, text=True, env=env,
+                             start_new_session=True)
+    try:
+        stdout, stderr = child.communicate()
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        raise
+    proc = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     if proc.returncode != 0 and not (proc.returncode == 1 and written is not None and Path(written).is_file()):
         said = "\n".join((proc.stderr or "").strip().splitlines()[-5:])
         raise RuntimeError(f"memfarm {' '.join(args)} failed (exit {proc.returncode})" + (f":\n{said}" if said else ""))
@@ -138,7 +151,7 @@ def start_workers(broker: str, workdir: Path, tag: str, count: int, threads: int
             running.append(start_worker(broker, f"{tag}{number}", workdir / f"cache_{tag}{number}",
                                         workdir / f"{tag}{number}.log", torch_threads=threads))
         wait_ready(running)
-        time.sleep(1.0)  # pool processes load the model right after ready
+        time.sleep(1.0)  # a moment for the pool processes to start; each loads the model on its first item
     except BaseException:
         stop_workers(running)
         raise

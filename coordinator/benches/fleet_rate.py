@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from adapters.errors import MemfarmError
 from coordinator.benches.coldrun import MODES, PEER_RATE
 from coordinator.benches.common import fresh_workdir, measure_memfarm, start_workers, stop_workers, write_bench
 from coordinator.benches.common import sharing_statistics
@@ -55,15 +56,16 @@ def _run(broker: str, workdir: Path, tag: str, workers: int, mode: str, data: Pa
     out = workdir / f"{tag}.json"
     cores = min(workers, len(os.sched_getaffinity(0)))  # more workers than cores share them
     row = {"mode": mode, "workers": workers, "cores": cores, "torch_threads": 1}
-    running = start_workers(broker, workdir, tag, workers, 1)
+    running: list = []
     try:
+        running = start_workers(broker, workdir, tag, workers, 1)
         row["load_before"] = [round(x, 2) for x in os.getloadavg()]
         seconds, _ = measure_memfarm(["run", "longmemeval", "--dataset", str(data), "--questions", str(companion),
                                       *MODES[mode], "--rebuild-cache", "--output", str(out)], broker, written=out)
         results = json.loads(out.read_text(encoding="utf-8"))
         manifest = json.loads(out.with_name(out.stem + ".manifest.json").read_text(encoding="utf-8"))
-    except (RuntimeError, OSError, ValueError) as error:
-        return {**row, "error": str(error)[-500:], "questions_per_core_hour": None, "x_peer_rate": None}
+    except (MemfarmError, RuntimeError, OSError, ValueError) as error:
+        return {**row, "error": str(error)[-500:] or type(error).__name__, "questions_per_core_hour": None, "x_peer_rate": None}
     finally:
         stop_workers(running)
     by_worker = Counter(str(item.get("worker", "?")).split("@")[0] for item in manifest.get("items", []))
@@ -106,14 +108,15 @@ def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, mod
     extract_questions(data, companion)
     sharing = sharing_statistics(data)
     alone = _slice(data, min(one_worker_questions, questions), workdir) if one_worker_questions else None
-    port, password = free_port(), secrets.token_urlsafe(12)
-    redis_proc = start_redis(workdir / "redis", port, password, workdir / "redis.log")
-    broker = f"redis://:{password}@127.0.0.1:{port}/0"
-    rows, started = [], time.perf_counter()
-    # a bench stopped with SIGTERM stops the Redis server and workers it started, as one stopped with Ctrl-C does
-    previous = (signal.signal(signal.SIGTERM, _exit_on_terminate)
-                if threading.current_thread() is threading.main_thread() else None)
+    rows, started, redis_proc = [], time.perf_counter(), None
+    # a bench stopped with SIGTERM stops the Redis server, workers and run it started, as one stopped with Ctrl-C
+    # does (where it runs on the main thread, the only one a signal handler can be set from)
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_on_terminate) if on_main else None
     try:
+        port, password = free_port(), secrets.token_urlsafe(12)
+        redis_proc = start_redis(workdir / "redis", port, password, workdir / "redis.log")
+        broker = f"redis://:{password}@127.0.0.1:{port}/0"
         for mode in modes:
             runs = [("fleet", f"fleet_{mode}", workers, (data, companion))]
             runs += [("one worker", f"one_{mode}", 1, alone)] if alone else []
@@ -122,9 +125,10 @@ def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, mod
                 if progress:
                     progress(_line(rows[-1]))
     finally:
-        redis_proc.stop()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        if redis_proc is not None:
+            redis_proc.stop()
+        if on_main:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     data_out = {"questions": questions, "scale": scale, "seed": SEED, "one_worker_questions": one_worker_questions,
                 "workers": workers, "cores": len(os.sched_getaffinity(0)), "sharing": sharing, "rows": rows,
                 "peer_rate": PEER_RATE, "bench_seconds": round(time.perf_counter() - started, 1),
@@ -142,7 +146,7 @@ def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, mod
 
 def _line(r: dict) -> str:
     if r.get("error"):
-        return f"{r['run']:<12}{r['mode']:<8}{r['workers']:>8}  FAILED: {r['error'].splitlines()[-1]}"
+        return f"{r['run']:<12}{r['mode']:<8}{r['workers']:>8}  FAILED: {(r['error'].splitlines() or ['?'])[-1]}"
     return (f"{r['run']:<12}{r['mode']:<8}{r['workers']:>8}{r['answered']:>10}{r['wall_s']:>9.1f}"
             f"{r['questions_per_core_hour'] or 0:>10}{r['questions_per_hour_all_workers'] or 0:>10}"
             f"{r['x_peer_rate'] or 0:>8.2f}{r['session_recall_any@5'] or 0:>8.3f}"

@@ -170,10 +170,12 @@ def bench_shared_verify(dataset, conversations, turns, questions, output):
 @click.option("--turns", type=click.IntRange(16), default=400, show_default=True)
 @click.option("--questions", type=click.IntRange(1), default=40, show_default=True)
 @click.option("--rounds", type=click.IntRange(1), default=3, show_default=True)
-@click.option("--threads", type=click.IntRange(1), default=None, help="torch's threads [default: every core].")
+@click.option("--threads", type=click.IntRange(1), default=None,
+              help="torch's threads [default: as torch is set, every core unless the environment says].")
 @click.option("--output", type=click.Path(dir_okay=False), default="results/bench/batch_rows.json", show_default=True)
 def bench_batch_rows(dataset, turns, questions, rounds, threads, output):
-    """Encoding speed with a fixed number of rows per batch, next to the rule before, side by side."""
+    """Encoding speed under each rule for the rows of a batch (rows by width, fixed rows, the rules before),
+    side by side."""
     from coordinator.benches.batch_rows import run_batch_rows_bench
 
     click.echo(run_batch_rows_bench(dataset, turns, questions, rounds, output, threads))

@@ -62,7 +62,7 @@ def test_no_mode_is_refused_before_anything_starts(tmp_path):
     assert not (tmp_path / "bench").exists()
 
 
-def test_a_bench_stopped_with_sigterm_leaves_no_worker_or_redis_server_behind(tmp_path, workers, embedder):
+def test_a_bench_stopped_with_sigterm_in_its_run_leaves_no_run_worker_or_redis_server_behind(tmp_path, workers, embedder):
     import os
     import signal
     import subprocess
@@ -75,7 +75,7 @@ def test_a_bench_stopped_with_sigterm_leaves_no_worker_or_redis_server_behind(tm
                               str(workdir), "--output", str(tmp_path / "f.json")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
-    def started_here() -> list[int]:
+    def started_here(what: str = "") -> list[int]:
         found = []
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:  # a worker names its folder on its command line; the Redis server runs in its own folder
@@ -83,21 +83,21 @@ def test_a_bench_stopped_with_sigterm_leaves_no_worker_or_redis_server_behind(tm
                 line += " " + os.readlink(f"/proc/{pid}/cwd")
             except OSError:
                 continue
-            if str(workdir) in line and int(pid) != bench.pid:
+            if str(workdir) in line and what in line and int(pid) != bench.pid:
                 found.append(int(pid))
         return found
 
     try:
         deadline = time.monotonic() + 120
-        while not list(workdir.glob("fleet_fusion*.log")) or not started_here():  # a worker is on its way up
-            assert bench.poll() is None and time.monotonic() < deadline, "the bench never started its workers"
+        while not started_here("run longmemeval"):  # the workers are up and the run has begun
+            assert bench.poll() is None and time.monotonic() < deadline, "the bench never started its run"
             time.sleep(0.2)
         os.kill(bench.pid, signal.SIGTERM)
         assert bench.wait(timeout=60) == 128 + signal.SIGTERM
         deadline = time.monotonic() + 30
         while started_here() and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert started_here() == [], "the workers and the Redis server were stopped with the bench"
+        assert started_here() == [], "the run, the workers and the Redis server were stopped with the bench"
     finally:
         if bench.poll() is None:
             os.killpg(bench.pid, signal.SIGKILL)
