@@ -69,7 +69,8 @@ def test_mempalace_keeps_open_files_flat_across_items_and_close_leaves_nothing(s
     for item in items:
         outcome = evaluate_item(item, system, top_k=10)
         assert outcome["records"][0]["status"] == "ok", outcome["records"][0].get("error")
-        counts.append(len(_open_files()))
+        # the fewest of three looks: a file another thread of this process holds for an instant is not the system's
+        counts.append(min(len(_open_files()) for _ in range(3)))
     deleted = [target for target in _open_files().values()
                if target.startswith(str(scratch)) and target.endswith("(deleted)")]
     assert not deleted, f"handles on removed palaces: {deleted[:3]}"
