@@ -23,7 +23,7 @@ from memoria import defaults
 
 
 def _encode(model, texts: list[str], max_length: int, dimension: int, rows: int | str | None,
-            step: int = defaults.CANONICAL_PAD_STEP) -> np.ndarray:
+            step: int | None = None) -> np.ndarray:
     """Canonical widths, in batches of up to 32 texts of one width (`rows` None: the rule before), of exactly
     `rows` rows, or ("width") of `batch_rows(width)` rows, filled with copies of the batch's first text; widths
     are multiples of `step`."""

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,7 +21,7 @@ from pathlib import Path
 from adapters.errors import MemfarmError
 from coordinator.benches.coldrun import MODES, PEER_RATE
 from coordinator.benches.common import fresh_workdir, measure_memfarm, start_workers, stop_workers, write_bench
-from coordinator.benches.common import sharing_statistics
+from coordinator.benches.common import generated_longmemeval, sharing_statistics
 from coordinator.running.reducer import git_commit
 
 
@@ -43,10 +41,6 @@ def _slice(data: Path, questions: int, workdir: Path) -> tuple[Path, Path]:
     path.write_text(json.dumps(list(islice(iter_array(data), questions)), ensure_ascii=False), encoding="utf-8")
     extract_questions(path, companion)
     return path, companion
-
-
-def _exit_on_terminate(signum, frame):
-    raise SystemExit(128 + signum)
 
 
 def _run(broker: str, workdir: Path, tag: str, workers: int, mode: str, data: Path, companion: Path,
@@ -92,7 +86,6 @@ def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, mod
     `one_worker_questions` through one worker, each mode cold; writes `output`, with what ran, even where a run
     failed."""
     from adapters.benchmarks.longmemeval.reader import extract_questions
-    from adapters.generators.longmemeval_s import DISTINCT_SESSION_SHARE, write
     from coordinator.operations.processes import free_port, start_redis
 
     modes = tuple(dict.fromkeys(modes))  # a mode twice would run warm on its own first run's caches
@@ -103,17 +96,12 @@ def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, mod
     workers = workers or len(os.sched_getaffinity(0))
     started_at = git_commit()  # the tree may move while the bench runs
     workdir = fresh_workdir(workdir)
-    data, companion = workdir / "fleet.json", workdir / "fleet_q.json"
-    write(data, questions, seed=SEED, scale=scale, distinct_share=DISTINCT_SESSION_SHARE)
+    data, companion = generated_longmemeval(workdir, questions, scale, SEED), workdir / "data_q.json"
     extract_questions(data, companion)
     sharing = sharing_statistics(data)
     alone = _slice(data, min(one_worker_questions, questions), workdir) if one_worker_questions else None
     rows, started, redis_proc = [], time.perf_counter(), None
-    # a bench stopped with SIGTERM stops the Redis server, workers and run it started, as one stopped with Ctrl-C
-    # does (where it runs on the main thread, the only one a signal handler can be set from)
-    on_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _exit_on_terminate) if on_main else None
-    try:
+    try:  # `memfarm bench` turns SIGTERM into an exit, so these blocks stop what the bench started
         port, password = free_port(), secrets.token_urlsafe(12)
         redis_proc = start_redis(workdir / "redis", port, password, workdir / "redis.log")
         broker = f"redis://:{password}@127.0.0.1:{port}/0"
@@ -127,8 +115,6 @@ def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, mod
     finally:
         if redis_proc is not None:
             redis_proc.stop()
-        if on_main:
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     data_out = {"questions": questions, "scale": scale, "seed": SEED, "one_worker_questions": one_worker_questions,
                 "workers": workers, "cores": len(os.sched_getaffinity(0)), "sharing": sharing, "rows": rows,
                 "peer_rate": PEER_RATE, "bench_seconds": round(time.perf_counter() - started, 1),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import click
 
 from coordinator.cli.root import main
@@ -10,9 +12,16 @@ from memoria.defaults import DEFAULT_EMBEDDER, EMBEDDER_BACKENDS
 from memoria.model_files import PACKAGED_EMBEDDERS
 
 
+def _exit_on_terminate(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 @main.group()
 def bench():
     """Speed and memory benchmarks; each writes JSON under results/bench/."""
+    # A bench stopped with SIGTERM unwinds as one stopped with Ctrl-C does, so the Redis servers, workers and
+    # `memfarm` children it started are stopped by its own cleanup (`finally` blocks, `measure_memfarm`).
+    signal.signal(signal.SIGTERM, _exit_on_terminate)
 
 
 @bench.command("engine")
