@@ -20,8 +20,10 @@ def _exit_on_terminate(signum, frame):
 def bench():
     """Speed and memory benchmarks; each writes JSON under results/bench/."""
     # A bench stopped with SIGTERM unwinds as one stopped with Ctrl-C does, so the Redis servers, workers and
-    # `memfarm` children it started are stopped by its own cleanup (`finally` blocks, `measure_memfarm`).
-    signal.signal(signal.SIGTERM, _exit_on_terminate)
+    # `memfarm` children it started are stopped by its own cleanup (`finally` blocks, `measure_memfarm`). The
+    # handler before it is put back when the command ends, for a process that runs a bench and goes on.
+    before = signal.signal(signal.SIGTERM, _exit_on_terminate)
+    click.get_current_context().call_on_close(lambda: signal.signal(signal.SIGTERM, before))
 
 
 @bench.command("engine")
