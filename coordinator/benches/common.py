@@ -150,8 +150,7 @@ def start_workers(broker: str, workdir: Path, tag: str, count: int, threads: int
         for number in range(count):
             running.append(start_worker(broker, f"{tag}{number}", workdir / f"cache_{tag}{number}",
                                         workdir / f"{tag}{number}.log", torch_threads=threads))
-        wait_ready(running)
-        time.sleep(1.0)  # a moment for the pool processes to start; each loads the model on its first item
+        wait_ready(running)  # Celery writes its ready line once the pool's processes have started
     except BaseException:
         stop_workers(running)
         raise

@@ -2,7 +2,7 @@
 
 import json
 
-from coordinator.benches.common import sharing_statistics, write_bench
+from coordinator.benches.common import sharing_statistics, start_workers, stop_workers, write_bench
 
 
 def test_a_bench_file_says_what_made_it_and_holds_no_password(tmp_path):
@@ -101,3 +101,16 @@ def test_a_bench_that_names_the_commit_it_started_from_is_written_with_it(tmp_pa
 
     assert json.loads(write_bench("x", {"v": 1}, tmp_path / "a.json", "abc123").read_text())["commit"] == "abc123"
     assert json.loads(write_bench("x", {"v": 1}, tmp_path / "b.json").read_text())["commit"] == git_commit()
+
+
+def test_workers_have_their_pool_and_answer_a_ping_when_start_workers_returns(redis_server, workers, tmp_path):
+    from workers.farm.app import make_app
+
+    running = start_workers(redis_server.url, tmp_path, "pool", 2, 1)
+    try:
+        assert all(child.children() for child in running), "a worker's pool processes had not started"
+        answered = {name for reply in make_app(redis_server.url).control.ping(timeout=10.0, limit=2) for name in reply}
+        assert {name.split("@")[0] for name in answered} == {"pool0", "pool1"}
+    finally:
+        stop_workers(running)
+    assert running == []
