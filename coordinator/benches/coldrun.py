@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 from adapters.errors import MemfarmError
-from coordinator.benches.common import fresh_workdir, measure_memfarm, sharing_statistics, write_bench
+from coordinator.benches.common import fresh_workdir, generated_longmemeval, measure_memfarm, question_files
+from coordinator.benches.common import sharing_statistics, write_bench
 from coordinator.results.summary import summarize
 from memoria.defaults import DEFAULT_EMBEDDER, EMBEDDER_BACKENDS
 
@@ -32,24 +33,6 @@ def backend_quality(locomo: str | Path, workdir: Path) -> dict:
         rows[backend]["cost_vs_torch"] = {k: round(rows[backend][k] - rows["torch"][k], 4)
                                           for k in ("session_recall_any@5", "turn_recall_any@10")}
     return {"dataset": str(locomo), "mode": "fusion", "backends": rows}
-
-
-def _question_slices(data: Path, workdir: Path, rounds: int) -> list[tuple[Path, Path]]:
-    """`data` cut into `rounds` files of consecutive questions, each with its companion questions file."""
-    from adapters.benchmarks.longmemeval.reader import extract_questions
-
-    questions = json.loads(data.read_text(encoding="utf-8"))
-    size = -(-len(questions) // rounds)
-    slices = []
-    for number in range(rounds):
-        part = questions[number * size:(number + 1) * size]
-        if not part:
-            break
-        path, companion = workdir / f"round_{number}.json", workdir / f"round_{number}_q.json"
-        path.write_text(json.dumps(part, ensure_ascii=False), encoding="utf-8")
-        extract_questions(path, companion)
-        slices.append((path, companion))
-    return slices
 
 
 def round_ratios(baseline_seconds: list[float], variant_seconds: list[float]) -> dict:
@@ -169,13 +152,8 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output,
     rounds, as one long run would. With `m_sessions`, one LongMemEval-M question of that many sessions, cold,
     in full mode; with `locomo`, each backend's quality on that file too."""
     workdir = fresh_workdir(workdir)  # cold means cold: no item cache, no store from an earlier bench
-    from adapters.benchmarks.longmemeval.reader import extract_questions
-    from adapters.generators.longmemeval_s import DISTINCT_SESSION_SHARE, write
-
     variants = _variants(modes, embedders, backends)
-    data, companion = workdir / "bench.json", workdir / "bench_q.json"
-    write(data, questions, seed=29, scale=scale, distinct_share=DISTINCT_SESSION_SHARE)
-    extract_questions(data, companion)
+    data = generated_longmemeval(workdir, questions, scale, seed=29)
     sharing = sharing_statistics(data)
     export_seconds = None
     if any(b != "torch" for b in backends):  # the ONNX files are made once per machine: not a run's cost
@@ -189,7 +167,7 @@ def run_coldrun_bench(questions: int, scale: float, workdir: str | Path, output,
                 export(_onnx_folder(onnx_dir, embedder), backend, embedder=embedder)
         export_seconds = round(time.perf_counter() - started, 1)
     load_before = [round(x, 2) for x in os.getloadavg()]
-    slices = _question_slices(data, workdir, max(1, min(rounds, questions)))
+    slices = question_files(data, workdir, "round", -(-questions // max(1, min(rounds, questions))))
     runs = {v["slug"]: {"round_ms": [], "rss": 0, "kinds": dict.fromkeys(KINDS, 0), "records": []} for v in variants}
     for number, (chunk, chunk_questions) in enumerate(slices):
         order = variants if number % 2 == 0 else variants[::-1]  # no variant always first (or last) in a round

@@ -8,6 +8,7 @@ Each bench is a module of its own beside this one; this module measures nothing 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import shlex
@@ -131,6 +132,25 @@ def generated_longmemeval(workdir: Path, questions: int, scale: float, seed: int
     path = workdir / "data.json"
     write(path, questions, seed=seed, scale=scale, distinct_share=DISTINCT_SESSION_SHARE)
     return path
+
+
+def question_files(data: Path, workdir: Path, name: str, size: int, limit: int | None = None) -> list[tuple[Path, Path]]:
+    """`data` read as a stream and cut into files of `size` consecutive questions (its first `limit` only, where
+    given), NAME_0.json, NAME_1.json, ..., each with its companion questions file NAME_K_q.json."""
+    from itertools import islice
+
+    from adapters.benchmarks.longmemeval.reader import extract_questions
+    from adapters.jsonstream import iter_array
+
+    if size < 1:
+        raise ValueError(f"question_files: size must be at least 1, not {size}")
+    questions, files = islice(iter_array(data), limit), []
+    while part := list(islice(questions, size)):
+        path, companion = workdir / f"{name}_{len(files)}.json", workdir / f"{name}_{len(files)}_q.json"
+        path.write_text(json.dumps(part, ensure_ascii=False), encoding="utf-8")
+        extract_questions(path, companion)
+        files.append((path, companion))
+    return files
 
 
 def redis_used_memory(url: str) -> int:

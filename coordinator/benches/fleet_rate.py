@@ -21,7 +21,7 @@ from pathlib import Path
 from adapters.errors import MemfarmError
 from coordinator.benches.coldrun import MODES, PEER_RATE
 from coordinator.benches.common import fresh_workdir, measure_memfarm, start_workers, stop_workers, write_bench
-from coordinator.benches.common import generated_longmemeval, sharing_statistics
+from coordinator.benches.common import generated_longmemeval, question_files, sharing_statistics
 from coordinator.running.reducer import git_commit
 
 
@@ -29,26 +29,11 @@ from coordinator.running.reducer import git_commit
 SEED = 29
 
 
-def _slice(data: Path, questions: int, workdir: Path) -> tuple[Path, Path]:
-    """The first `questions` of `data` as a file of their own (read as a stream), with its companion questions
-    file."""
-    from itertools import islice
-
-    from adapters.benchmarks.longmemeval.reader import extract_questions
-    from adapters.jsonstream import iter_array
-
-    path, companion = workdir / f"first_{questions}.json", workdir / f"first_{questions}_q.json"
-    path.write_text(json.dumps(list(islice(iter_array(data), questions)), ensure_ascii=False), encoding="utf-8")
-    extract_questions(path, companion)
-    return path, companion
-
-
-def _run(broker: str, workdir: Path, tag: str, workers: int, mode: str, data: Path, companion: Path,
+def _run(broker: str, workdir: Path, tag: str, workers: int, cores: int, mode: str, data: Path, companion: Path,
          scale: float) -> dict:
-    """`data` in `mode` through `workers` fresh one-thread workers: wall seconds, what was answered, rates,
-    session recall; a run that failed is a row that says so, with no rate."""
+    """`data` in `mode` through `workers` fresh one-thread workers on `cores` cores: wall seconds, what was
+    answered, rates, session recall; a run that failed is a row that says so, with no rate."""
     out = workdir / f"{tag}.json"
-    cores = min(workers, len(os.sched_getaffinity(0)))  # more workers than cores share them
     row = {"mode": mode, "workers": workers, "cores": cores, "torch_threads": 1}
     running: list = []
     try:
@@ -93,13 +78,15 @@ def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, mod
     if unknown or not modes:
         raise ValueError(f"bench fleet-rate: unknown mode(s) {', '.join(unknown) or '(none given)'} "
                          f"(known: {', '.join(MODES)})")
-    workers = workers or len(os.sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0))
+    workers = workers or cores
     started_at = git_commit()  # the tree may move while the bench runs
     workdir = fresh_workdir(workdir)
     data, companion = generated_longmemeval(workdir, questions, scale, SEED), workdir / "data_q.json"
     extract_questions(data, companion)
     sharing = sharing_statistics(data)
-    alone = _slice(data, min(one_worker_questions, questions), workdir) if one_worker_questions else None
+    first = min(one_worker_questions, questions)
+    alone = question_files(data, workdir, f"first_{first}", first, limit=first)[0] if first else None
     rows, started, redis_proc = [], time.perf_counter(), None
     try:  # `memfarm bench` turns SIGTERM into an exit, so these blocks stop what the bench started
         port, password = free_port(), secrets.token_urlsafe(12)
@@ -109,14 +96,16 @@ def run_fleet_bench(questions: int, scale: float, one_worker_questions: int, mod
             runs = [("fleet", f"fleet_{mode}", workers, (data, companion))]
             runs += [("one worker", f"one_{mode}", 1, alone)] if alone else []
             for name, tag, count, (path, asked) in runs:
-                rows.append({"run": name, **_run(broker, workdir, tag, count, mode, path, asked, scale)})
+                # more workers than cores share them
+                rows.append({"run": name, **_run(broker, workdir, tag, count, min(count, cores), mode, path, asked,
+                                                 scale)})
                 if progress:
                     progress(_line(rows[-1]))
     finally:
         if redis_proc is not None:
             redis_proc.stop()
     data_out = {"questions": questions, "scale": scale, "seed": SEED, "one_worker_questions": one_worker_questions,
-                "workers": workers, "cores": len(os.sched_getaffinity(0)), "sharing": sharing, "rows": rows,
+                "workers": workers, "cores": cores, "sharing": sharing, "rows": rows,
                 "peer_rate": PEER_RATE, "bench_seconds": round(time.perf_counter() - started, 1),
                 "rates": "questions_per_core_hour: the questions answered, times scale (cost taken as linear in "
                          "haystack size), * 3600 / (the run's wall seconds * the cores its workers had, one "

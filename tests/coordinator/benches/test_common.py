@@ -114,3 +114,21 @@ def test_workers_have_their_pool_and_answer_a_ping_when_start_workers_returns(re
     finally:
         stop_workers(running)
     assert running == []
+
+
+def test_question_files_cut_a_file_into_consecutive_slices_with_their_companions(tmp_path):
+    from coordinator.benches.common import question_files
+    from tests.helpers import write_dataset
+
+    data = write_dataset(tmp_path / "lme.json", questions=5, seed=3, scale=0.02)
+    ids = [q["question_id"] for q in json.loads(data.read_text())]
+    rounds = question_files(data, tmp_path, "round", 2)
+    assert [path.name for path, _ in rounds] == ["round_0.json", "round_1.json", "round_2.json"]
+    assert [[q["question_id"] for q in json.loads(path.read_text())] for path, _ in rounds] == [ids[:2], ids[2:4], ids[4:]]
+    for path, companion in rounds:
+        assert companion.name == path.stem + "_q.json"
+        assert [q["question_id"] for q in json.loads(companion.read_text())] == \
+            [q["question_id"] for q in json.loads(path.read_text())]
+    (first, _), = question_files(data, tmp_path, "first_3", 3, limit=3)
+    assert [q["question_id"] for q in json.loads(first.read_text())] == ids[:3]
+    assert question_files(data, tmp_path, "none", 4, limit=0) == []

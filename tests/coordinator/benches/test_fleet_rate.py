@@ -49,7 +49,7 @@ def test_a_run_that_fails_is_a_row_that_says_so_with_no_rate_and_its_workers_are
         raise RuntimeError("memfarm run longmemeval failed (exit 2):\nno worker answered")
 
     monkeypatch.setattr(fleet_rate, "measure_memfarm", fails)
-    row = fleet_rate._run("redis://x", tmp_path, "fleet_fusion", 2, "fusion", tmp_path / "d.json",
+    row = fleet_rate._run("redis://x", tmp_path, "fleet_fusion", 2, 2, "fusion", tmp_path / "d.json",
                           tmp_path / "q.json", 1.0)
     assert row["error"].endswith("no worker answered") and row["questions_per_core_hour"] is None
     assert row["x_peer_rate"] is None and stopped == [["w"]]
