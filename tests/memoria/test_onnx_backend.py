@@ -104,6 +104,34 @@ def test_an_onnx_vector_does_not_depend_on_its_batch(folder, locomo_turns):
     order = np.random.default_rng(3).permutation(len(locomo_turns))
     assert np.array_equal(alone, together[:30])
     assert np.array_equal(onnx.encode([locomo_turns[i] for i in order], batch_size=5), together[order])
+def test_the_graph_runs_one_shape_per_width_as_the_torch_path_does(folder, locomo_turns):
+    """Each width's batches have `batch_rows(width)` rows, padded to the canonical step, whatever the batch size
+    asked for: one shape per width, as the torch path runs (test_canonical_batches)."""
+    from memoria import defaults
+    from memoria.canonical_batches import batch_rows, padded_width
+
+    onnx = OnnxEmbedder(folder, "onnx", threads=2)
+    shapes, session = [], onnx.session
+
+    class Watching:  # the real session, the shape of each run noted
+        def run(self, names, feed):
+            shapes.append(feed["input_ids"].shape)
+            return session.run(names, feed)
+
+    onnx.session = Watching()
+    try:
+        for batch_size, texts in ((1, locomo_turns[:1]), (32, locomo_turns), (7, locomo_turns[:13])):
+            onnx.encode(texts, batch_size=batch_size)
+    finally:
+        onnx.session = session
+    assert shapes and all(rows == batch_rows(width) for rows, width in shapes), shapes
+    widths = {width for _, width in shapes}
+    assert len(widths) > 1 and onnx.max_seq_length in widths, "texts of several widths, one past the window"
+    assert all(width % defaults.CANONICAL_PAD_STEP == 0 or width == onnx.max_seq_length for width in widths)
+    lengths = [len(e.ids) for e in onnx.tokenizer.encode_batch(locomo_turns)]
+    assert {padded_width(n, onnx.max_seq_length) for n in lengths} <= widths
+
+
 def test_mpnet_exports_unfused_labelled_so_and_agrees_with_torch(tmp_path):
     """MPNet's graph is not fused: both backends still agree with torch, checked at export and here, and the
     signature says `unfused`."""
