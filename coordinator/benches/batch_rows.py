@@ -48,11 +48,14 @@ def _encode(model, texts: list[str], max_length: int, dimension: int, rows: int 
 
 def _medians(encode, rules: dict, texts: list[str], asked: list[str], rounds: int) -> dict:
     """Each rule's median seconds for the turns in one call and for the questions one at a time, the rules
-    interleaved in every round."""
-    encode(texts[:16], next(iter(rules.values())))  # the model warm before any clock starts
+    interleaved in every round, in reverse order every other round (no rule always runs first)."""
+    for rule in rules.values():  # each rule's shapes run once before any clock starts
+        encode(texts[:16], rule)
+        encode(asked[:1], rule)
     seconds = {name: {"turns": [], "questions": []} for name in rules}
-    for _ in range(rounds):
-        for name, rule in rules.items():
+    for number in range(rounds):
+        order = list(rules.items())
+        for name, rule in order if number % 2 == 0 else order[::-1]:
             started = time.perf_counter()
             encode(texts, rule)
             middle = time.perf_counter()
