@@ -23,7 +23,8 @@ def bench():
     # `memfarm` children it started are stopped by its own cleanup (`finally` blocks, `measure_memfarm`). The
     # handler before it is put back when the command ends, for a process that runs a bench and goes on.
     before = signal.signal(signal.SIGTERM, _exit_on_terminate)
-    click.get_current_context().call_on_close(lambda: signal.signal(signal.SIGTERM, before))
+    if before is not None:  # None: a handler set outside Python, which cannot be put back from here
+        click.get_current_context().call_on_close(lambda: signal.signal(signal.SIGTERM, before))
 
 
 @bench.command("engine")
