@@ -48,21 +48,20 @@ def _encode(model, texts: list[str], max_length: int, dimension: int, rows: int 
 
 def _medians(encode, rules: dict, texts: list[str], asked: list[str], rounds: int) -> dict:
     """Each rule's median seconds for the turns in one call and for the questions one at a time, the rules
-    interleaved in every round, in reverse order every other round (no rule always runs first)."""
-    for rule in rules.values():  # each rule's shapes run once before any clock starts
-        encode(texts[:16], rule)
-        encode(asked[:1], rule)
+    interleaved in every round, in reverse order every other round (no rule always runs first). A first round,
+    not timed, runs every rule's shapes once before any clock counts."""
     seconds = {name: {"turns": [], "questions": []} for name in rules}
-    for number in range(rounds):
+    for number in range(-1, rounds):
         order = list(rules.items())
-        for name, rule in order if number % 2 == 0 else order[::-1]:
+        for name, rule in order if number % 2 else order[::-1]:
             started = time.perf_counter()
             encode(texts, rule)
             middle = time.perf_counter()
             for question in asked:
                 encode([question], rule)
-            seconds[name]["turns"].append(middle - started)
-            seconds[name]["questions"].append(time.perf_counter() - middle)
+            if number >= 0:
+                seconds[name]["turns"].append(middle - started)
+                seconds[name]["questions"].append(time.perf_counter() - middle)
     return {name: {part: statistics.median(v) for part, v in parts.items()} for name, parts in seconds.items()}
 
 

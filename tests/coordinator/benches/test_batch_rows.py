@@ -24,14 +24,18 @@ def test_each_rule_is_timed_on_the_same_texts_and_the_encoders_own_rule_is_the_o
     assert all(r["turns_per_second"] > 0 and r["question_ms"] > 0 for r in rules)
 
 
-def test_every_rule_is_warmed_before_any_clock_and_no_rule_always_runs_first():
-    from coordinator.benches.batch_rows import _medians
+def test_every_rule_runs_once_untimed_then_each_round_times_turns_and_questions_apart(monkeypatch):
+    from coordinator.benches import batch_rows
 
-    calls = []
-    rules = {"a": ("a",), "b": ("b",), "c": ("c",)}
-    median = _medians(lambda batch, rule: calls.append((rule[0], len(batch))), rules, ["t"] * 20, ["q1", "q2"], 2)
-    warm, timed = calls[:6], calls[6:]
-    assert sorted(warm) == [("a", 1), ("a", 16), ("b", 1), ("b", 16), ("c", 1), ("c", 16)]
-    firsts = [rule for rule, size in timed if size == 20]  # each rule's turns call, in the order the rounds ran them
-    assert firsts == ["a", "b", "c", "c", "b", "a"]
-    assert set(median) == set(rules) and all(set(m) == {"turns", "questions"} for m in median.values())
+    clock, calls = [0.0], []
+
+    def encode(batch, rule):  # a turn costs its rule's number of seconds, a question seven times that
+        calls.append((rule[0], len(batch)))
+        clock[0] += rule[0] * (len(batch) if len(batch) > 1 else 7)
+
+    monkeypatch.setattr(batch_rows.time, "perf_counter", lambda: clock[0])
+    rules = {"a": (1,), "b": (2,), "c": (3,)}
+    median = batch_rows._medians(encode, rules, ["t"] * 20, ["q1", "q2"], 2)
+    turn_calls = [rule for rule, size in calls if size == 20]  # each rule's turns, in the order they ran
+    assert turn_calls == [1, 2, 3, 3, 2, 1, 1, 2, 3], "an untimed round first, then no rule always first"
+    assert median == {name: {"turns": 20.0 * cost, "questions": 14.0 * cost} for name, (cost,) in rules.items()}
