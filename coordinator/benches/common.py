@@ -134,7 +134,8 @@ def generated_longmemeval(workdir: Path, questions: int, scale: float, seed: int
     return path
 
 
-def question_files(data: Path, workdir: Path, name: str, size: int, limit: int | None = None) -> list[tuple[Path, Path]]:
+def question_files(data: Path, workdir: Path, name: str, size: int,
+                   limit: int | None = None) -> list[tuple[Path, Path]]:
     """`data` read as a stream and cut into files of `size` consecutive questions (its first `limit` only, where
     given), NAME_0.json, NAME_1.json, ..., each with its companion questions file NAME_K_q.json."""
     from itertools import islice

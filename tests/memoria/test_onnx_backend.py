@@ -104,6 +104,8 @@ def test_an_onnx_vector_does_not_depend_on_its_batch(folder, locomo_turns):
     order = np.random.default_rng(3).permutation(len(locomo_turns))
     assert np.array_equal(alone, together[:30])
     assert np.array_equal(onnx.encode([locomo_turns[i] for i in order], batch_size=5), together[order])
+
+
 def test_the_graph_runs_one_shape_per_width_as_the_torch_path_does(folder, locomo_turns):
     """Each width's batches have `batch_rows(width)` rows, padded to the canonical step, whatever the batch size
     asked for: one shape per width, as the torch path runs (test_canonical_batches)."""

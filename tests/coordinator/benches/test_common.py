@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from coordinator.benches.common import sharing_statistics, start_workers, stop_workers, write_bench
 
 
@@ -124,7 +126,8 @@ def test_question_files_cut_a_file_into_consecutive_slices_with_their_companions
     ids = [q["question_id"] for q in json.loads(data.read_text())]
     rounds = question_files(data, tmp_path, "round", 2)
     assert [path.name for path, _ in rounds] == ["round_0.json", "round_1.json", "round_2.json"]
-    assert [[q["question_id"] for q in json.loads(path.read_text())] for path, _ in rounds] == [ids[:2], ids[2:4], ids[4:]]
+    assert [[q["question_id"] for q in json.loads(path.read_text())] for path, _ in rounds] == \
+        [ids[:2], ids[2:4], ids[4:]]
     for path, companion in rounds:
         assert companion.name == path.stem + "_q.json"
         assert [q["question_id"] for q in json.loads(companion.read_text())] == \
@@ -132,3 +135,5 @@ def test_question_files_cut_a_file_into_consecutive_slices_with_their_companions
     (first, _), = question_files(data, tmp_path, "first_3", 3, limit=3)
     assert [q["question_id"] for q in json.loads(first.read_text())] == ids[:3]
     assert question_files(data, tmp_path, "none", 4, limit=0) == []
+    with pytest.raises(ValueError, match="size must be at least 1"):
+        question_files(data, tmp_path, "empty", 0)
