@@ -60,6 +60,8 @@ class MemoryInterface:
         self.mode_sources: dict[str, tuple[str, ...]] = {}
         self._pending_vectors: list[tuple[list[int], np.ndarray]] = []
         self._view = None
+        #: The view of the state before the last insert, read by the next view (`DerivedView`, `earlier`).
+        self._earlier_view = None
         #: Texts the model encoded for this memory, by kind, since it was made (a reset keeps counting): with an
         #: embedding store, only those it did not serve.
         self.encoded = dict.fromkeys(ENCODED_KINDS, 0)
@@ -118,7 +120,7 @@ class MemoryInterface:
             self.vectors.index.remove_ids(np.asarray(ids, dtype=np.int64))
             del self.bm25.ids[-len(ids):], self.bm25.tokens[-len(ids):]
             raise
-        self._view = None
+        self._forget_view()
         return ids
 
     def build_indexes(self) -> None:
@@ -127,7 +129,7 @@ class MemoryInterface:
             ids = [i for batch, _ in self._pending_vectors for i in batch]
             self.vectors.add(ids, np.concatenate([v for _, v in self._pending_vectors]))
             self._pending_vectors = []
-            self._view = None  # a view read before these vectors came would keep sessions without their centroids
+            self._forget_view()  # a view read before these vectors came would keep sessions without their centroids
 
     def reset(self) -> None:
         """Forget everything: rows and every derived index."""
@@ -137,7 +139,7 @@ class MemoryInterface:
         self._clear_windows()
         self._clear_pieces()
         self._pending_vectors = []
-        self._view = None
+        self._view = self._earlier_view = None
         self.questions.clear()
 
     # -- turn windows --------------------------------------------------------
@@ -251,8 +253,14 @@ class MemoryInterface:
     # -- reading -----------------------------------------------------------
     def view(self) -> DerivedView:
         if self._view is None:
-            self._view = DerivedView(self.store, dict(zip(self.bm25.ids, self.bm25.tokens)))
+            self._view = DerivedView(self.store, dict(zip(self.bm25.ids, self.bm25.tokens)), self._earlier_view)
+            self._earlier_view = None
         return self._view
+
+    def _forget_view(self) -> None:
+        """The view no longer matches the state; the next is built from it where a memory's text is unchanged."""
+        if self._view is not None:
+            self._earlier_view, self._view = self._view, None
 
     def _source(self, name: str, query: str, query_vector, pool: int):
         if name == "faiss":
