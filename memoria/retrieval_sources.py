@@ -99,11 +99,12 @@ class DerivedView:
     @property
     def word_ids(self) -> dict[str, set[int]]:
         """Each word of the normal texts -> the memories whose text holds it (worked out once, on first use)."""
-        if self._word_ids is None:
-            self._word_ids = defaultdict(set)
+        if self._word_ids is None:  # built whole before it is shared: a source on another thread sees all or none
+            word_ids: dict[str, set[int]] = defaultdict(set)
             for memory_id, text in self.texts.items():
                 for word in set(text.split()):
-                    self._word_ids[word].add(memory_id)
+                    word_ids[word].add(memory_id)
+            self._word_ids = word_ids
         return self._word_ids
 
     def holding(self, words: list[str]) -> set[int]:

@@ -64,6 +64,7 @@ def test_the_phrase_source_scores_as_reading_every_memory_does(texts, query, pun
 
 def test_a_repeated_phrase_counts_as_often_as_it_is_asked_and_a_word_alone_finds_nothing():
     view = DerivedView(_store(["my sister loves jazz", "jazz", "the trip to paris"]))
+    assert view.holding(["sister", "jazz"]) == {0} and view.holding(["jazz", "paris"]) == set()
     twice = phrase_search(view, "sister loves jazz, sister loves jazz", 10)
     assert twice == _read_every_memory(view, "sister loves jazz, sister loves jazz", 10) and twice[0][0] == 0
     assert phrase_search(view, "jazz", 10) == []
@@ -94,14 +95,31 @@ def test_a_memory_whose_text_role_or_date_changed_under_its_id_is_worked_out_aga
     before = DerivedView(_store(["Always answer in French.", "Coffee on Monday."],
                                 [{"role": "user", "date": "2023-05-01"}, {"role": "user", "date": "2023-05-02"}]))
     _fields(before)
-    store = _store(["Always answer in French.", "A trip in May."],
-                   [{"role": "assistant", "date": "2023-06-09"}, {"role": "user", "date": "2023-05-03"}])
+    store = _store(["Always answer in French.", "From now on, be brief."],
+                   [{"role": "assistant", "date": "2023-06-09"}, {"role": "user", "date": "2023-05-02"}])
     normalised = []
     real = sources._normal_text
     monkeypatch.setattr(sources, "_normal_text", lambda text: normalised.append(text) or real(text))
     after = DerivedView(store, earlier=before)
-    assert normalised == ["A trip in May."], "only the changed text is read again"
+    assert normalised == ["From now on, be brief."], "only the changed text is read again"
     monkeypatch.undo()
     assert _fields(after) == _fields(DerivedView(store))
     assert 0 in before.standing and 0 not in after.standing, "a user's standing preference is not an assistant's"
     assert "june" in after.date_keys(0) and "june" not in before.date_keys(0), "its session's date is read again"
+    assert before.mentions_time(1) and not after.mentions_time(1) and 1 in after.standing and 1 not in before.standing
+
+
+def test_the_word_index_is_shared_only_once_it_is_whole():
+    """A phrase source on another thread reads the index all built or builds its own, never a part of one."""
+    view = DerivedView(_store(["my sister loves jazz", "the trip to paris", "jazz in paris"]))
+    seen = []
+
+    class Watched(dict):
+        def items(self):
+            for pair in super().items():
+                seen.append(view._word_ids)
+                yield pair
+
+    view.texts = Watched(view.texts)
+    assert view.word_ids["jazz"] == {0, 2}
+    assert seen == [None, None, None]
