@@ -60,7 +60,7 @@ class MemoryInterface:
         self.mode_sources: dict[str, tuple[str, ...]] = {}
         self._pending_vectors: list[tuple[list[int], np.ndarray]] = []
         self._view = None
-        #: The view of the state before the last insert, read by the next view (`DerivedView`, `earlier`).
+        #: What the view of the state before the last insert carries to the next (`DerivedView.carried`).
         self._earlier_view = None
         #: Texts the model encoded for this memory, by kind, since it was made (a reset keeps counting): with an
         #: embedding store, only those it did not serve.
@@ -258,9 +258,10 @@ class MemoryInterface:
         return self._view
 
     def _forget_view(self) -> None:
-        """The view no longer matches the state; the next is built from it where a memory's text is unchanged."""
+        """The view no longer matches the state; the next is built from what it carries where a memory's text is
+        unchanged (the rest of it is let go now)."""
         if self._view is not None:
-            self._earlier_view, self._view = self._view, None
+            self._earlier_view, self._view = self._view.carried(), None
 
     def _source(self, name: str, query: str, query_vector, pool: int):
         if name == "faiss":

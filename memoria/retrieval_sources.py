@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -38,13 +39,14 @@ def _normal_text(text: str) -> str:
 class DerivedView:
     """Inverted maps over the derived tables; built once per state, after the last insert.
 
-    `earlier`: the view of an earlier state of the same memory (memory that grows in steps builds one per step).
+    `earlier`: the view of an earlier state of the same memory, or what it `carried()` (memory that grows in steps
+    builds one view per step).
     What is worked out from a memory's own text alone (its normal text, its date keys, whether it mentions a time,
     whether it states a standing preference) is taken from there for each memory whose text (and date) is the
     same, and worked out for the rest: the view is the one built without it, at a fraction of the cost.
     Nothing of `earlier` is held."""
 
-    def __init__(self, store, tokens: dict[int, list[str]] | None = None, earlier: "DerivedView | None" = None):
+    def __init__(self, store, tokens: dict[int, list[str]] | None = None, earlier=None):
         #: Each memory's BM25 tokens where the caller has them already (memoria.bm25.BM25Index); else worked out
         #: from the text on first use.
         self._tokens = tokens
@@ -95,6 +97,12 @@ class DerivedView:
         self._sessions: SessionDocuments | None = None
         self._centroids: dict | None = None
         self._word_ids: dict[str, set[int]] | None = None
+
+    def carried(self) -> SimpleNamespace:
+        """What a view built after the next insert takes from this one (its `earlier`), and nothing else of it."""
+        return SimpleNamespace(raw_texts=self.raw_texts, texts=self.texts, session_date=self.session_date,
+                               _date_keys=self._date_keys, _mentions_time=self._mentions_time,
+                               _standing_of=self._standing_of)
 
     @property
     def word_ids(self) -> dict[str, set[int]]:

@@ -123,3 +123,21 @@ def test_the_word_index_is_shared_only_once_it_is_whole():
     view.texts = Watched(view.texts)
     assert view.word_ids["jazz"] == {0, 2}
     assert seen == [None, None, None]
+
+
+def test_a_memory_that_grows_and_recalls_in_full_builds_each_view_as_one_built_afresh():
+    from memoria import BatchLoader, MemoryInterface
+    from tests.helpers import WordEmbedder
+
+    memory = MemoryInterface(embedder=WordEmbedder())
+    rng = random.Random(9)
+    for step in range(4):
+        texts = [" ".join(rng.choice(WORDS) for _ in range(9)) for _ in range(3)]
+        metadatas = [{"role": rng.choice(["user", "assistant"]), "session_index": step, "date": f"2023-06-0{step + 1}"}
+                     for _ in texts]
+        BatchLoader(memory).insert_batch(texts, metadatas, parallel_extract=False)
+        assert memory._view is None and (step == 0 or not isinstance(memory._earlier_view, DerivedView)), \
+            "only what a view carries is kept past an insert"
+        memory.recall("my sister loves jazz in paris on monday", mode="full", limit=5)
+        fresh = DerivedView(memory.store, dict(zip(memory.bm25.ids, memory.bm25.tokens)))
+        assert _fields(memory.view()) == _fields(fresh)
