@@ -61,7 +61,7 @@ class MemoryInterface:
         self._pending_vectors: list[tuple[list[int], np.ndarray]] = []
         self._view = None
         #: What the view of the state before the last insert carries to the next (`DerivedView.carried`).
-        self._earlier_view = None
+        self._carried_view = None
         #: Texts the model encoded for this memory, by kind, since it was made (a reset keeps counting): with an
         #: embedding store, only those it did not serve.
         self.encoded = dict.fromkeys(ENCODED_KINDS, 0)
@@ -139,7 +139,7 @@ class MemoryInterface:
         self._clear_windows()
         self._clear_pieces()
         self._pending_vectors = []
-        self._view = self._earlier_view = None
+        self._view = self._carried_view = None
         self.questions.clear()
 
     # -- turn windows --------------------------------------------------------
@@ -253,15 +253,15 @@ class MemoryInterface:
     # -- reading -----------------------------------------------------------
     def view(self) -> DerivedView:
         if self._view is None:
-            self._view = DerivedView(self.store, dict(zip(self.bm25.ids, self.bm25.tokens)), self._earlier_view)
-            self._earlier_view = None
+            self._view = DerivedView(self.store, dict(zip(self.bm25.ids, self.bm25.tokens)), self._carried_view)
+            self._carried_view = None
         return self._view
 
     def _forget_view(self) -> None:
         """The view no longer matches the state; the next is built from what it carries where a memory's text is
         unchanged (the rest of it is let go now)."""
         if self._view is not None:
-            self._earlier_view, self._view = self._view.carried(), None
+            self._carried_view, self._view = self._view.carried(), None
 
     def _source(self, name: str, query: str, query_vector, pool: int):
         if name == "faiss":

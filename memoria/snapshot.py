@@ -58,7 +58,7 @@ def read_snapshot(memory, directory: str | Path) -> None:
                             f"vectors, {len(bm25)} BM25 docs)")
     memory.store, memory.vectors, memory.bm25 = store, vectors, bm25
     memory._pending_vectors = []
-    memory._view = memory._earlier_view = None
+    memory._view = memory._carried_view = None
     memory._clear_windows()
     memory._clear_pieces()
     if all((directory / f).is_file() for f in WINDOW_FILES.values()):

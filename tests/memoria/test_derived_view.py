@@ -136,7 +136,7 @@ def test_a_memory_that_grows_and_recalls_in_full_builds_each_view_as_one_built_a
         metadatas = [{"role": rng.choice(["user", "assistant"]), "session_index": step, "date": f"2023-06-0{step + 1}"}
                      for _ in texts]
         BatchLoader(memory).insert_batch(texts, metadatas, parallel_extract=False)
-        assert memory._view is None and (step == 0 or not isinstance(memory._earlier_view, DerivedView)), \
+        assert memory._view is None and (step == 0 or not isinstance(memory._carried_view, DerivedView)), \
             "only what a view carries is kept past an insert"
         memory.recall("my sister loves jazz in paris on monday", mode="full", limit=5)
         fresh = DerivedView(memory.store, dict(zip(memory.bm25.ids, memory.bm25.tokens)))
